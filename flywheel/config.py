@@ -1,0 +1,162 @@
+"""Run configuration: one pydantic model per concern, composed into `RunConfig`.
+
+The defaults of every model *are* the built-in tiny CPU run; `configs/tiny-cpu.toml` spells
+them out (a test keeps the two equal). Unknown keys and out-of-range values are errors that
+name the key, the bad value and the allowed range:
+
+    config error in configs/x.toml: train.learning_rate = -0.1: Input should be greater than 0
+
+Every stage reads only its own slice (`config.rollout`, `config.curate`, ...); that slice is
+what goes into the stage's fingerprint, so changing it reruns that stage and everything after.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class ConfigError(ValueError):
+    """A config file or override is unusable; the message is one line meant for the user."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelConfig(_Section):
+    """The model that plays both roles. `path` = None builds the tiny character-level model."""
+
+    path: str | None = Field(None, description="local Hugging Face checkpoint folder; None = tiny")
+    hidden_size: int = Field(128, ge=32, le=4096)
+    num_layers: int = Field(3, ge=1, le=64)
+    head_dim: int = Field(32, ge=8, le=256)
+    intermediate_size: int = Field(384, ge=32, le=16384)
+    init_seed: int = Field(0, ge=0)
+
+
+class DomainConfig(_Section):
+    name: Literal["arithmetic"] = "arithmetic"
+    min_level: int = Field(1, ge=1, le=4, description="easiest difficulty level proposed")
+    max_level: int = Field(4, ge=1, le=4, description="hardest difficulty level proposed")
+    seed_problems: int = Field(1200, ge=1, le=1_000_000, description="round-0 generator problems")
+    seed_max_level: int = Field(2, ge=1, le=4, description="hardest level the round-0 seed uses")
+    heldout_per_level: int = Field(50, ge=1, le=10_000)
+
+    @model_validator(mode="after")
+    def _levels_ordered(self) -> DomainConfig:
+        if self.min_level > self.max_level:
+            msg = f"min_level = {self.min_level} must be <= max_level = {self.max_level}"
+            raise ValueError(msg)
+        return self
+
+
+class SynthesizeConfig(_Section):
+    proposals: int = Field(512, ge=1, le=10_000_000, description="proposer samples per round")
+    temperature: float = Field(1.0, gt=0, le=5)
+    max_new_tokens: int = Field(16, ge=1, le=4096)
+
+
+class RolloutConfig(_Section):
+    backend: Literal["transformers", "vllm"] = "transformers"
+    samples_per_problem: int = Field(8, ge=1, le=1024)
+    max_problems: int = Field(256, ge=1, le=10_000_000, description="problems rolled out per round")
+    temperature: float = Field(1.0, gt=0, le=5)
+    max_new_tokens: int = Field(8, ge=1, le=32_768)
+    batch_size: int = Field(512, ge=1, le=100_000, description="sequences per generate call")
+
+
+class CurateConfig(_Section):
+    min_pass_rate: float = Field(0.0, ge=0, le=1, description="keep problems with p > this")
+    max_pass_rate: float = Field(1.0, ge=0, le=1, description="keep problems with p < this")
+    max_answers_per_problem: int = Field(2, ge=1, le=1024, description="distinct verified answers trained per problem")
+    proposer_rows: bool = True
+
+    @model_validator(mode="after")
+    def _band_ordered(self) -> CurateConfig:
+        if self.min_pass_rate >= self.max_pass_rate:
+            msg = f"min_pass_rate = {self.min_pass_rate} must be < max_pass_rate = {self.max_pass_rate}"
+            raise ValueError(msg)
+        return self
+
+
+class TrainConfig(_Section):
+    algorithm: Literal["sft"] = "sft"
+    learning_rate: float = Field(2e-3, gt=0, le=1)
+    warmup_learning_rate: float = Field(3e-3, gt=0, le=1)
+    batch_size: int = Field(64, ge=1, le=65_536)
+    epochs: float = Field(3.0, gt=0, le=1000, description="passes over a round's training rows")
+    warmup_epochs: float = Field(6.0, gt=0, le=1000, description="passes over the round-0 seed rows")
+    max_steps_per_round: int = Field(600, ge=1, le=10_000_000)
+    max_length: int = Field(48, ge=8, le=131_072)
+
+
+class EvaluateConfig(_Section):
+    max_new_tokens: int = Field(8, ge=1, le=32_768)
+
+
+class PromoteConfig(_Section):
+    margin: float = Field(0.0, ge=0, le=1, description="allowed drop in held-out accuracy")
+
+
+class RunConfig(_Section):
+    rounds: int = Field(3, ge=0, le=10_000, description="self-improvement rounds after warm-up")
+    seed: int = Field(0, ge=0)
+    model: ModelConfig = ModelConfig()
+    domain: DomainConfig = DomainConfig()
+    synthesize: SynthesizeConfig = SynthesizeConfig()
+    rollout: RolloutConfig = RolloutConfig()
+    curate: CurateConfig = CurateConfig()
+    train: TrainConfig = TrainConfig()
+    evaluate: EvaluateConfig = EvaluateConfig()
+    promote: PromoteConfig = PromoteConfig()
+
+    def slice(self, *names: str) -> dict[str, Any]:
+        """The config sections a stage reads, as plain data for its fingerprint."""
+        return {name: getattr(self, name).model_dump(mode="json") for name in names}
+
+
+def _describe(error: dict[str, Any]) -> str:
+    key = ".".join(str(part) for part in error["loc"]) or "<root>"
+    if error["type"] == "extra_forbidden":
+        return f"unknown key `{key}` (remove it or check its spelling)"
+    value = error.get("input")
+    if isinstance(value, dict):
+        return f"`{key}`: {error['msg']}"
+    return f"`{key}` = {value!r}: {error['msg']}"
+
+
+def validate_config(data: dict[str, Any], source: str) -> RunConfig:
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(_describe(e) for e in exc.errors())
+        raise ConfigError(f"config error in {source}: {problems}") from None
+
+
+def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> RunConfig:
+    """Read a TOML run config (None = the built-in tiny CPU run) and apply CLI overrides.
+
+    `overrides` maps dotted keys to values, e.g. {"rounds": 2, "rollout.samples_per_problem": 4}.
+    """
+    data: dict[str, Any] = {}
+    source = "<defaults>"
+    if path is not None:
+        path = Path(path)
+        source = str(path)
+        if not path.is_file():
+            raise ConfigError(f"config error: file not found: {path} (pass an existing TOML file)")
+        try:
+            data = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config error in {path}: not valid TOML: {exc}") from None
+    for dotted, value in (overrides or {}).items():
+        *parents, leaf = dotted.split(".")
+        node = data
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return validate_config(data, source)

@@ -1,0 +1,81 @@
+"""The round flow and the multi-round flywheel flow. Flows only sequence tasks.
+
+Round 0 is the warm-up (seed problems from the domain generator, SFT on references); rounds
+1..N are self-improvement rounds. Every stage is skipped when its fingerprint is already done
+in the catalog, so running the same flow again resumes it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import flow
+from pydantic import BaseModel, ConfigDict
+
+from flywheel.config import RunConfig
+from flywheel.tasks.base import base_model
+from flywheel.tasks.context import Checkpoint, RunContext
+from flywheel.tasks.curate import curate
+from flywheel.tasks.evaluate import evaluate
+from flywheel.tasks.promote import promote
+from flywheel.tasks.rollout import rollout
+from flywheel.tasks.stage import StageOutput
+from flywheel.tasks.synthesize import synthesize
+from flywheel.tasks.train import train
+from flywheel.tasks.verify import verify
+
+
+class RunSpec(BaseModel):
+    """Everything a flow needs to rebuild its run context; plain data, so Prefect can record it."""
+
+    model_config = ConfigDict(frozen=True)
+    data_root: str
+    run_id: str
+    config: RunConfig
+
+    def context(self) -> RunContext:
+        return RunContext(data_root=Path(self.data_root), run_id=self.run_id, config=self.config)
+
+
+class RoundOutcome(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    incumbent: Checkpoint
+    incumbent_accuracy: float
+    problems: StageOutput
+
+
+@flow(name="flywheel-round", validate_parameters=False)
+def round_flow(spec: RunSpec, round_index: int, incumbent: Checkpoint, incumbent_accuracy: float,
+               earlier_problems: list[StageOutput]) -> RoundOutcome:
+    ctx = spec.context()
+    problems = synthesize(ctx, round_index, incumbent, earlier_problems)
+    rollouts = rollout(ctx, round_index, incumbent, problems)
+    verdicts = verify(ctx, round_index, problems, rollouts)
+    curated = curate(ctx, round_index, problems, rollouts, verdicts)
+    candidate = train(ctx, round_index, incumbent, curated)
+    candidate_accuracy = evaluate(ctx, round_index, candidate)["accuracy"]
+    winner = promote(ctx, round_index, incumbent, candidate, incumbent_accuracy, candidate_accuracy)
+    return RoundOutcome(
+        incumbent=winner,
+        incumbent_accuracy=candidate_accuracy if winner == candidate else incumbent_accuracy,
+        problems=problems,
+    )
+
+
+@flow(name="flywheel", validate_parameters=False)
+def flywheel_flow(spec: RunSpec) -> Checkpoint:
+    ctx = spec.context()
+    ctx.catalog.ensure_run(spec.run_id, spec.config.model_dump_json())
+    try:
+        incumbent = base_model(ctx)
+        accuracy = evaluate(ctx, 0, incumbent, stage="baseline")["accuracy"]
+        earlier: list[StageOutput] = []
+        for round_index in range(spec.config.rounds + 1):
+            outcome = round_flow(spec, round_index, incumbent, accuracy, earlier)
+            incumbent, accuracy = outcome.incumbent, outcome.incumbent_accuracy
+            earlier.append(outcome.problems)
+    except BaseException:
+        ctx.catalog.set_run_status(spec.run_id, "failed")
+        raise
+    ctx.catalog.set_run_status(spec.run_id, "completed")
+    return incumbent

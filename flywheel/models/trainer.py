@@ -1,0 +1,113 @@
+"""Trainer adapters over TRL. Every adapter reads a checkpoint folder and training rows and
+writes a Hugging Face checkpoint folder, so every algorithm yields the same checkpoint format.
+
+SFT trains on prompt/completion rows with the loss on the completion only (TRL's default for
+prompt-completion data). Row `weight` is recorded for audit; SFT trains each row once per epoch
+(rows of weight 0 are skipped).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+TrainProgress = Callable[[int, int, float | None], None]
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    steps: int
+    final_loss: float | None
+    mean_loss: float | None
+    trained_tokens: int
+
+
+def planned_steps(rows: int, *, epochs: float, batch_size: int, max_steps: int) -> int:
+    return min(max_steps, max(1, math.ceil(rows * epochs / batch_size)))
+
+
+def train_sft(
+    *,
+    base: Path,
+    rows: list[dict[str, Any]],
+    out_dir: Path,
+    learning_rate: float,
+    batch_size: int,
+    epochs: float,
+    max_steps: int,
+    max_length: int,
+    seed: int,
+    work_dir: Path,
+    progress: TrainProgress | None = None,
+) -> TrainResult:
+    """Fine-tune `base` on prompt/completion `rows` with TRL's SFTTrainer; save to `out_dir`."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback, TrainerCallback
+    from trl import SFTConfig, SFTTrainer
+
+    rows = [r for r in rows if r["weight"] > 0]
+    if not rows:
+        msg = "no training rows with weight > 0; nothing to train"
+        raise ValueError(msg)
+    steps = planned_steps(len(rows), epochs=epochs, batch_size=batch_size, max_steps=max_steps)
+    dataset = Dataset.from_list([{"prompt": r["prompt"], "completion": r["completion"]} for r in rows])
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    losses: list[float] = []
+
+    class _Report(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001
+            if logs and "loss" in logs:
+                losses.append(float(logs["loss"]))
+
+        def on_step_end(self, args, state, control, **kwargs):  # noqa: ANN001
+            if progress is not None:
+                progress(state.global_step, steps, losses[-1] if losses else None)
+
+    config = SFTConfig(
+        output_dir=str(work_dir),
+        max_steps=steps,
+        per_device_train_batch_size=batch_size,
+        learning_rate=learning_rate,
+        lr_scheduler_type="cosine",
+        warmup_steps=min(20, steps // 10),
+        weight_decay=0.0,
+        logging_steps=10,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        bf16=False,
+        fp16=False,
+        gradient_checkpointing=False,
+        max_length=max_length,
+        packing=False,
+        completion_only_loss=True,
+        seed=seed,
+        data_seed=seed,
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+        log_level="error",
+    )
+    trainer = SFTTrainer(
+        model=model,
+        args=config,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=[_Report()],
+    )
+    trainer.remove_callback(PrinterCallback)
+    output = trainer.train()
+    trained_tokens = sum(len(x) for x in trainer.train_dataset["input_ids"])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    trainer.model.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    return TrainResult(
+        steps=output.global_step,
+        final_loss=losses[-1] if losses else None,
+        mean_loss=float(output.training_loss),
+        trained_tokens=int(trained_tokens * steps * batch_size / max(1, len(rows))),
+    )

@@ -1,0 +1,138 @@
+"""Curate: per-problem pass rates -> the curriculum (kept or dropped, with a reason) -> training rows.
+
+For every problem: `samples` rollouts, `judged` of them scored, pass rate p = mean reward,
+reward standard deviation. Kept when min_pass_rate < p < max_pass_rate (the difficulty band)
+and the rewards vary; otherwise dropped with `drop_reason`:
+
+    unjudged       no rollout could be scored
+    too_hard       p <= min_pass_rate
+    too_easy       p >= max_pass_rate
+    zero_variance  every reward equal (no learning signal) although p is inside the band
+
+Training rows (SFT, rejection sampling in the STaR / ReST-EM style):
+    solver    the verified answers (reward 1) to kept problems, at most
+              `max_answers_per_problem` per problem, in sample order
+    proposer  "<propose>L{level}:" -> problem text for kept problems, weight = learnability
+              4 p (1 - p) (1 at p = 0.5, 0 at the ends); recorded, see models/trainer.py
+
+Round 0 is the warm-up: the seed problems come from the domain's generator with executed
+references, so every seed problem is kept and its rows use the reference as the completion
+(the untrained model has no verified answers yet). This teaches the format.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NONE
+
+from flywheel.config import CurateConfig
+from flywheel.domains.base import Domain
+from flywheel.storage.datasets import read_rows
+from flywheel.storage.fingerprint import row_id
+from flywheel.tasks.context import RunContext
+from flywheel.tasks.stage import StageOutput, StageResult, run_stage
+
+VERSION = 1
+
+
+def drop_reason(pass_rate: float | None, reward_std: float, band: CurateConfig) -> str | None:
+    if pass_rate is None:
+        return "unjudged"
+    if pass_rate <= band.min_pass_rate:
+        return "too_hard"
+    if pass_rate >= band.max_pass_rate:
+        return "too_easy"
+    if reward_std == 0.0:
+        return "zero_variance"
+    return None
+
+
+def curriculum_rows(problems: list[dict[str, Any]], verdicts: list[dict[str, Any]],
+                    band: CurateConfig, *, warmup: bool) -> list[dict[str, Any]]:
+    rewards: dict[str, list[float | None]] = defaultdict(list)
+    for v in verdicts:
+        rewards[v["problem_id"]].append(v["reward"])
+    rows = []
+    for p in problems:
+        got = rewards.get(p["problem_id"], [])
+        judged = [r for r in got if r is not None]
+        pass_rate = sum(judged) / len(judged) if judged else None
+        std = statistics.pstdev(judged) if judged else 0.0
+        reason = None if warmup else drop_reason(pass_rate, std, band)
+        rows.append({
+            "problem_id": p["problem_id"], "run_id": p["run_id"], "round": p["round"],
+            "level": p["level"], "samples": len(got), "judged": len(judged),
+            "pass_rate": pass_rate, "reward_std": std, "kept": reason is None, "drop_reason": reason,
+        })
+    return rows
+
+
+def training_rows(domain: Domain, problems: list[dict[str, Any]], rollouts: list[dict[str, Any]],
+                  verdicts: list[dict[str, Any]], curriculum: list[dict[str, Any]],
+                  band: CurateConfig, *, warmup: bool) -> list[dict[str, Any]]:
+    kept = {c["problem_id"]: c for c in curriculum if c["kept"]}
+    reward = {v["rollout_id"]: v["reward"] for v in verdicts}
+    verified: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in sorted(rollouts, key=lambda r: (r["problem_id"], r["sample_index"])):
+        if r["problem_id"] in kept and reward[r["rollout_id"]] == 1.0:
+            verified[r["problem_id"]].append(r)
+    rows = []
+
+    def add(role: str, prompt: str, completion: str, weight: float, problem: dict[str, Any],
+            rollout_id: str | None) -> None:
+        rows.append({
+            "train_row_id": row_id("train_row", problem["run_id"], problem["round"], role,
+                                   problem["problem_id"], rollout_id),
+            "run_id": problem["run_id"], "round": problem["round"], "role": role, "prompt": prompt,
+            "completion": completion, "weight": weight, "problem_id": problem["problem_id"],
+            "rollout_id": rollout_id, "proposal_id": problem["proposal_id"],
+        })
+
+    for problem in problems:
+        stats = kept.get(problem["problem_id"])
+        if stats is None:
+            continue
+        if warmup:
+            add("solver", domain.solver_prompt(problem["text"]), problem["reference"], 1.0, problem, None)
+        else:
+            for r in verified[problem["problem_id"]][: band.max_answers_per_problem]:
+                add("solver", r["prompt"], r["completion"], 1.0, problem, r["rollout_id"])
+        if band.proposer_rows:
+            p = stats["pass_rate"] or 0.0
+            weight = 1.0 if warmup else 4 * p * (1 - p)
+            add("proposer", domain.proposer_prompt(problem["level"]), problem["text"], weight, problem, None)
+    return rows
+
+
+@task(name="curate", cache_policy=NONE, persist_result=False)
+def curate(ctx: RunContext, round_index: int, problems: StageOutput, rollouts: StageOutput,
+           verdicts: StageOutput) -> StageOutput:
+    band = ctx.config.curate
+
+    def compute(fingerprint: str) -> StageResult:
+        problem_rows = read_rows(problems.path("problems"))
+        verdict_rows = read_rows(verdicts.path("verdicts"))
+        warmup = round_index == 0
+        curriculum = curriculum_rows(problem_rows, verdict_rows, band, warmup=warmup)
+        rows = training_rows(ctx.domain, problem_rows, read_rows(rollouts.path("rollouts")),
+                             verdict_rows, curriculum, band, warmup=warmup)
+        judged = [c["pass_rate"] for c in curriculum if c["pass_rate"] is not None]
+        return StageResult(
+            datasets={"curriculum": curriculum, "train_rows": rows},
+            metrics={"kept": sum(c["kept"] for c in curriculum),
+                     "pass_at_1": sum(judged) / len(judged) if judged else 0.0,
+                     "train_rows": len(rows),
+                     "solver_rows": sum(r["role"] == "solver" for r in rows)},
+        )
+
+    return run_stage(
+        ctx, stage="curate", version=VERSION, round_index=round_index,
+        config={**ctx.config.slice("curate"), "warmup": round_index == 0},
+        inputs={"problems": problems.fingerprint, "rollouts": rollouts.fingerprint,
+                "verdicts": verdicts.fingerprint},
+        compute=compute,
+    )

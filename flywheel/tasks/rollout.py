@@ -1,0 +1,76 @@
+"""Rollout: the solver samples k answers per problem through a rollout backend."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NONE
+
+from flywheel.domains.base import Domain
+from flywheel.models.backends import ProgressCallback, RolloutBackend, SamplingParams
+from flywheel.storage.datasets import read_rows
+from flywheel.storage.fingerprint import row_id
+from flywheel.tasks.context import Checkpoint, RunContext
+from flywheel.tasks.progress import progress_bar
+from flywheel.tasks.stage import StageOutput, StageResult, run_stage
+
+VERSION = 1
+
+
+def rollout_rows(
+    backend: RolloutBackend,
+    domain: Domain,
+    problems: list[dict[str, Any]],
+    *,
+    params: SamplingParams,
+    checkpoint: str,
+    run_id: str,
+    round_index: int,
+    progress: ProgressCallback | None = None,
+) -> list[dict[str, Any]]:
+    prompts = [domain.solver_prompt(p["text"]) for p in problems]
+    outputs = backend.generate(prompts, params, progress=progress)
+    rows = []
+    for problem, prompt, samples in zip(problems, prompts, outputs, strict=True):
+        for index, sample in enumerate(samples):
+            rows.append({
+                "rollout_id": row_id("rollout", run_id, round_index, problem["problem_id"], index, checkpoint),
+                "run_id": run_id, "round": round_index, "problem_id": problem["problem_id"],
+                "sample_index": index, "prompt": prompt, "completion": sample.text,
+                "completion_tokens": sample.tokens, "checkpoint": checkpoint,
+            })
+    return rows
+
+
+@task(name="rollout", cache_policy=NONE, persist_result=False, retries=1, retry_delay_seconds=5)
+def rollout(ctx: RunContext, round_index: int, incumbent: Checkpoint, problems: StageOutput) -> StageOutput:
+    from flywheel.models.backends import make_backend
+
+    cfg = ctx.config.rollout
+
+    def compute(fingerprint: str) -> StageResult:
+        rows = read_rows(problems.path("problems"))
+        params = SamplingParams(n=cfg.samples_per_problem, temperature=cfg.temperature,
+                                max_new_tokens=cfg.max_new_tokens,
+                                seed=ctx.stage_seed("rollout", round_index))
+        backend = make_backend(cfg.backend, incumbent.path, batch_size=cfg.batch_size)
+        try:
+            with progress_bar(f"round {round_index} rollout", len(rows) * params.n) as advance:
+                out = rollout_rows(backend, ctx.domain, rows, params=params,
+                                   checkpoint=incumbent.fingerprint, run_id=ctx.run_id,
+                                   round_index=round_index, progress=advance)
+        finally:
+            backend.close()
+        return StageResult(
+            datasets={"rollouts": out},
+            metrics={"rollouts": len(out),
+                     "generated_tokens": sum(r["completion_tokens"] for r in out)},
+        )
+
+    return run_stage(
+        ctx, stage="rollout", version=VERSION, round_index=round_index,
+        config=ctx.config.slice("rollout"),
+        inputs={"checkpoint": incumbent.fingerprint, "problems": problems.fingerprint},
+        compute=compute,
+    )

@@ -1,0 +1,106 @@
+"""The stage runner: the storage contract in one place.
+
+    fingerprint -> done? (completed catalog row + files with their checksums) -> skip
+                -> else compute -> write each dataset atomically -> catalog row last
+
+A stage that fails records a `failed` row with its error and re-raises; nothing it half wrote
+is visible (temporary files are removed, checkpoint folders are renamed into place last).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from flywheel.storage.catalog import verify_outputs
+from flywheel.storage.datasets import WrittenDataset, dataset_path, round_dir, write_atomic
+from flywheel.storage.fingerprint import file_checksum, stage_fingerprint
+from flywheel.tasks.context import RunContext
+
+log = logging.getLogger("flywheel")
+
+
+@dataclass
+class StageResult:
+    """What a stage computed: rows per dataset kind, an optional checkpoint folder, metrics."""
+
+    datasets: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    checkpoint: Path | None = None
+    checkpoint_rows: int = 0
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StageOutput:
+    stage: str
+    round: int
+    fingerprint: str
+    paths: dict[str, Path]
+    skipped: bool
+
+    def path(self, kind: str) -> Path:
+        return self.paths[kind]
+
+
+def checkpoint_dir(ctx: RunContext, round_index: int, fingerprint: str) -> Path:
+    return round_dir(ctx.data_root, ctx.run_id, round_index) / f"checkpoint-{fingerprint[:12]}"
+
+
+def run_stage(
+    ctx: RunContext,
+    *,
+    stage: str,
+    version: int,
+    round_index: int,
+    config: dict[str, Any],
+    inputs: dict[str, str],
+    compute: Callable[[str], StageResult],
+) -> StageOutput:
+    """Run `compute(fingerprint)` unless a completed, intact output with this fingerprint exists."""
+    seed = ctx.stage_seed(stage, round_index)
+    fingerprint = stage_fingerprint(stage, version, config, seed, inputs)
+    recorded = ctx.catalog.completed_datasets(ctx.run_id, fingerprint)
+    if recorded is not None:
+        problem = verify_outputs(recorded)
+        if problem is None:
+            log.info("round %d %s: done (fingerprint %s), skipped", round_index, stage, fingerprint[:12])
+            paths = {kind: Path(info["path"]) for kind, info in recorded.items()}
+            return StageOutput(stage, round_index, fingerprint, paths, skipped=True)
+        log.warning("round %d %s: discarding recorded output: %s", round_index, stage, problem)
+
+    started = time.time()
+    try:
+        result = compute(fingerprint)
+        outputs: list[WrittenDataset] = []
+        for kind, rows in result.datasets.items():
+            path = dataset_path(ctx.data_root, ctx.run_id, round_index, kind, fingerprint)
+            outputs.append(write_atomic(kind, rows, path))
+        if result.checkpoint is not None:
+            final = checkpoint_dir(ctx, round_index, fingerprint)
+            if final.exists():
+                shutil.rmtree(final)
+            result.checkpoint.rename(final)
+            weights = final / "model.safetensors"
+            outputs.append(
+                WrittenDataset("checkpoint", final, result.checkpoint_rows, file_checksum(weights))
+            )
+    except BaseException as exc:
+        error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        ctx.catalog.record_failed(
+            run_id=ctx.run_id, round_index=round_index, stage=stage, fingerprint=fingerprint,
+            started_at=started, error=error,
+        )
+        raise
+    ctx.catalog.record_completed(
+        run_id=ctx.run_id, round_index=round_index, stage=stage, fingerprint=fingerprint,
+        started_at=started, outputs=outputs, inputs=inputs, metrics=result.metrics,
+    )
+    return StageOutput(
+        stage, round_index, fingerprint, {o.kind: o.path for o in outputs}, skipped=False
+    )

@@ -1,0 +1,132 @@
+"""Synthesize: the proposer writes problems; the domain admits, executes and dedups them.
+
+Round 0 is seeded by the domain's own generator (the untrained model cannot write problems
+yet). Every proposer sample is kept in `proposals` with its `drop_reason`: `invalid` (the parser
+rejected it), `duplicate` (seen earlier in this round or in any earlier round of the run) or
+`heldout` (it equals a held-out item, which must never be trained on).
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NONE
+
+from flywheel.domains.base import Domain, Problem
+from flywheel.models.backends import SamplingParams, make_backend
+from flywheel.storage.datasets import read_table
+from flywheel.storage.fingerprint import row_id
+from flywheel.tasks.context import Checkpoint, RunContext
+from flywheel.tasks.stage import StageOutput, StageResult, run_stage
+
+VERSION = 1
+
+
+def problem_id(domain: Domain, text: str) -> str:
+    return row_id("problem", domain.name, text)
+
+
+def seed_proposals(domain: Domain, *, count: int, max_level: int, seed: int) -> list[tuple[str, str]]:
+    """(prompt, text) pairs from the domain generator, levels 1..max_level in equal shares."""
+    rng = random.Random(seed)
+    levels = [level for level in domain.levels if level <= max_level]
+    pairs = []
+    for index in range(count):
+        problem = domain.generate(rng, levels[index % len(levels)])
+        pairs.append((domain.proposer_prompt(problem.level), problem.text))
+    return pairs
+
+
+def admit(
+    domain: Domain,
+    pairs: list[tuple[str, str]],
+    *,
+    source: str,
+    seen: set[str],
+    heldout: set[str],
+    run_id: str,
+    round_index: int,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Parse, execute and dedup proposer samples -> (proposal rows, problem rows)."""
+    seen = set(seen)
+    proposals, problems = [], []
+    for index, (prompt, text) in enumerate(pairs):
+        parsed = domain.parse(text)
+        pid = problem_id(domain, parsed.text) if isinstance(parsed, Problem) else None
+        if not isinstance(parsed, Problem):
+            reason = "invalid"
+        elif parsed.text in heldout:
+            reason = "heldout"
+        elif parsed.text in seen:
+            reason = "duplicate"
+        else:
+            reason = None
+        proposal_id = row_id("proposal", run_id, round_index, index, prompt, text)
+        proposals.append({
+            "proposal_id": proposal_id, "run_id": run_id, "round": round_index, "prompt": prompt,
+            "text": text, "level": parsed.level if isinstance(parsed, Problem) else None,
+            "source": source, "problem_id": pid, "drop_reason": reason,
+        })
+        if reason is None:
+            seen.add(parsed.text)
+            problems.append({
+                "problem_id": pid, "run_id": run_id, "round": round_index, "text": parsed.text,
+                "reference": parsed.reference, "level": parsed.level, "source": source,
+                "proposal_id": proposal_id,
+            })
+    return proposals, problems
+
+
+def propose(domain: Domain, checkpoint: Path, *, count: int, levels: list[int], temperature: float,
+            max_new_tokens: int, seed: int, batch_size: int) -> list[tuple[str, str]]:
+    """Sample `count` proposer completions, requested levels cycling through `levels`."""
+    prompts = [domain.proposer_prompt(levels[i % len(levels)]) for i in range(count)]
+    backend = make_backend("transformers", checkpoint, batch_size=batch_size)
+    try:
+        outputs = backend.generate(
+            prompts, SamplingParams(n=1, temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
+        )
+    finally:
+        backend.close()
+    return [(prompt, out[0].text) for prompt, out in zip(prompts, outputs, strict=True)]
+
+
+@task(name="synthesize", cache_policy=NONE, persist_result=False)
+def synthesize(ctx: RunContext, round_index: int, incumbent: Checkpoint,
+               earlier_problems: list[StageOutput]) -> StageOutput:
+    cfg = ctx.config
+
+    def compute(fingerprint: str) -> StageResult:
+        seed = ctx.stage_seed("synthesize", round_index)
+        if round_index == 0:
+            pairs = seed_proposals(ctx.domain, count=cfg.domain.seed_problems,
+                                   max_level=cfg.domain.seed_max_level, seed=seed)
+            source = "seed"
+        else:
+            levels = list(range(cfg.domain.min_level, cfg.domain.max_level + 1))
+            pairs = propose(ctx.domain, incumbent.path, count=cfg.synthesize.proposals, levels=levels,
+                            temperature=cfg.synthesize.temperature,
+                            max_new_tokens=cfg.synthesize.max_new_tokens, seed=seed,
+                            batch_size=cfg.rollout.batch_size)
+            source = "proposer"
+        seen = {text for out in earlier_problems for text in read_table(out.path("problems"))["text"].to_pylist()}
+        heldout = {p.text for p in ctx.domain.heldout(cfg.domain.heldout_per_level)}
+        proposals, problems = admit(ctx.domain, pairs, source=source, seen=seen, heldout=heldout,
+                                    run_id=ctx.run_id, round_index=round_index)
+        reasons = [p["drop_reason"] for p in proposals]
+        return StageResult(
+            datasets={"proposals": proposals, "problems": problems},
+            metrics={"proposed": len(proposals), "valid": sum(r != "invalid" for r in reasons),
+                     "novel": len(problems)},
+        )
+
+    return run_stage(
+        ctx, stage="synthesize", version=VERSION, round_index=round_index,
+        config={**ctx.config.slice("domain", "synthesize"), "batch_size": cfg.rollout.batch_size},
+        inputs={"checkpoint": incumbent.fingerprint,
+                **{f"problems_round_{o.round}": o.fingerprint for o in earlier_problems}},
+        compute=compute,
+    )

@@ -1,0 +1,52 @@
+import time
+
+import duckdb
+
+from flywheel.storage.catalog import Catalog, verify_outputs
+from flywheel.storage.datasets import dataset_path, write_atomic
+
+
+def _write(tmp_path, fingerprint="f" * 32):
+    rows = [{"problem_id": "p", "run_id": "r", "round": 0, "text": "1+1", "reference": "2", "level": 1,
+             "source": "seed", "proposal_id": "q"}]
+    return write_atomic("problems", rows, dataset_path(tmp_path, "r", 0, "problems", fingerprint))
+
+
+def test_completed_stage_is_found_with_its_datasets(tmp_path):
+    catalog = Catalog(tmp_path)
+    catalog.ensure_run("r", "{}")
+    assert catalog.completed_datasets("r", "f" * 32) is None
+    written = _write(tmp_path)
+    catalog.record_completed(run_id="r", round_index=0, stage="synthesize", fingerprint="f" * 32,
+                             started_at=time.time(), outputs=[written], inputs={}, metrics={"valid": 1})
+    recorded = catalog.completed_datasets("r", "f" * 32)
+    assert recorded["problems"]["rows"] == 1
+    assert verify_outputs(recorded) is None
+    assert catalog.query("SELECT count(*) AS n FROM problems")[0]["n"] == 1
+    assert catalog.query("SELECT value FROM metrics WHERE name = 'valid'")[0]["value"] == 1.0
+
+
+def test_failed_stage_is_not_done(tmp_path):
+    catalog = Catalog(tmp_path)
+    catalog.record_failed(run_id="r", round_index=0, stage="train", fingerprint="a" * 32,
+                          started_at=time.time(), error="RuntimeError: boom")
+    assert catalog.completed_datasets("r", "a" * 32) is None
+    assert catalog.stage_rows("r")[0]["status"] == "failed"
+
+
+def test_verify_outputs_detects_changed_and_missing_files(tmp_path):
+    written = _write(tmp_path)
+    info = {"problems": {"path": str(written.path), "rows": 1, "checksum": written.checksum}}
+    assert verify_outputs(info) is None
+    written.path.write_bytes(written.path.read_bytes()[:-10])
+    assert "checksum mismatch" in verify_outputs(info)
+    written.path.unlink()
+    assert "missing" in verify_outputs(info)
+
+
+def test_catalog_is_closed_between_operations(tmp_path):
+    catalog = Catalog(tmp_path)
+    catalog.ensure_run("r", "{}")
+    other = duckdb.connect(str(catalog.path), read_only=True)
+    assert other.execute("SELECT run_id FROM runs").fetchall() == [("r",)]
+    other.close()

@@ -1,0 +1,67 @@
+import pytest
+
+from flywheel.config import CurateConfig
+from flywheel.domains.arithmetic import ArithmeticDomain
+from flywheel.tasks.curate import curriculum_rows, drop_reason, training_rows
+
+domain = ArithmeticDomain()
+BAND = CurateConfig(min_pass_rate=0.0, max_pass_rate=1.0, max_answers_per_problem=2)
+
+
+@pytest.mark.parametrize(
+    ("pass_rate", "std", "band", "reason"),
+    [(None, 0.0, BAND, "unjudged"), (0.0, 0.0, BAND, "too_hard"), (1.0, 0.0, BAND, "too_easy"),
+     (0.5, 0.5, BAND, None), (0.2, 0.4, CurateConfig(min_pass_rate=0.3, max_pass_rate=0.8), "too_hard"),
+     (0.9, 0.3, CurateConfig(min_pass_rate=0.3, max_pass_rate=0.8), "too_easy"),
+     (0.5, 0.0, BAND, "zero_variance")],
+)
+def test_drop_reason(pass_rate, std, band, reason):
+    assert drop_reason(pass_rate, std, band) == reason
+
+
+def _fixture():
+    problems = [
+        {"problem_id": pid, "run_id": "r", "round": 1, "text": text, "reference": ref, "level": 1,
+         "source": "proposer", "proposal_id": "q" + pid}
+        for pid, text, ref in [("a", "1+1", "2"), ("b", "2+2", "4"), ("c", "3*3", "9")]
+    ]
+    answers = {"a": ["2", "2", "2", "2"], "b": ["4", "5", "4", "1"], "c": ["1", "2", "3", "4"]}
+    rollouts, verdicts = [], []
+    for pid, outs in answers.items():
+        for i, out in enumerate(outs):
+            rid = f"{pid}{i}"
+            rollouts.append({"rollout_id": rid, "problem_id": pid, "sample_index": i,
+                             "prompt": "<solve>", "completion": out})
+            ref = next(p["reference"] for p in problems if p["problem_id"] == pid)
+            verdicts.append({"rollout_id": rid, "problem_id": pid, "reward": float(out == ref)})
+    return problems, rollouts, verdicts
+
+
+def test_curriculum_keeps_the_band_and_says_why_it_drops():
+    problems, rollouts, verdicts = _fixture()
+    curriculum = {c["problem_id"]: c for c in curriculum_rows(problems, verdicts, BAND, warmup=False)}
+    assert curriculum["a"]["drop_reason"] == "too_easy" and curriculum["a"]["pass_rate"] == 1.0
+    assert curriculum["b"]["kept"] and curriculum["b"]["pass_rate"] == 0.5
+    assert curriculum["c"]["drop_reason"] == "too_hard"
+
+
+def test_training_rows_are_verified_answers_of_kept_problems_with_lineage():
+    problems, rollouts, verdicts = _fixture()
+    curriculum = curriculum_rows(problems, verdicts, BAND, warmup=False)
+    rows = training_rows(domain, problems, rollouts, verdicts, curriculum, BAND, warmup=False)
+    solver = [r for r in rows if r["role"] == "solver"]
+    proposer = [r for r in rows if r["role"] == "proposer"]
+    assert [r["rollout_id"] for r in solver] == ["b0", "b2"]
+    assert all(r["completion"] == "4" and r["problem_id"] == "b" and r["proposal_id"] == "qb" for r in solver)
+    assert len(proposer) == 1 and proposer[0]["completion"] == "2+2" and proposer[0]["weight"] == 1.0
+    assert len({r["train_row_id"] for r in rows}) == len(rows)
+
+
+def test_warmup_trains_on_references_of_every_problem():
+    problems, rollouts, verdicts = _fixture()
+    curriculum = curriculum_rows(problems, verdicts, BAND, warmup=True)
+    assert all(c["kept"] for c in curriculum)
+    rows = training_rows(domain, problems, rollouts, verdicts, curriculum, BAND, warmup=True)
+    solver = {r["problem_id"]: r["completion"] for r in rows if r["role"] == "solver"}
+    assert solver == {"a": "2", "b": "4", "c": "9"}
+    assert all(r["rollout_id"] is None for r in rows)
