@@ -40,11 +40,11 @@ class ModelConfig(_Section):
 
 class DomainConfig(_Section):
     name: Literal["arithmetic"] = "arithmetic"
-    min_level: int = Field(1, ge=1, le=4, description="easiest difficulty level proposed")
-    max_level: int = Field(4, ge=1, le=4, description="hardest difficulty level proposed")
+    min_level: int = Field(1, ge=1, le=5, description="easiest difficulty level proposed")
+    max_level: int = Field(5, ge=1, le=5, description="hardest difficulty level proposed")
     seed_problems: int = Field(1200, ge=1, le=1_000_000, description="round-0 generator problems")
-    seed_max_level: int = Field(2, ge=1, le=4, description="hardest level the round-0 seed uses")
-    heldout_per_level: int = Field(50, ge=1, le=10_000)
+    seed_max_level: int = Field(2, ge=1, le=5, description="hardest level the round-0 seed uses")
+    heldout_per_level: int = Field(40, ge=1, le=10_000)
 
     @model_validator(mode="after")
     def _levels_ordered(self) -> DomainConfig:
@@ -74,6 +74,7 @@ class CurateConfig(_Section):
     max_pass_rate: float = Field(1.0, ge=0, le=1, description="keep problems with p < this")
     max_answers_per_problem: int = Field(2, ge=1, le=1024, description="distinct verified answers trained per problem")
     proposer_rows: bool = True
+    max_proposer_rows: int = Field(256, ge=0, le=10_000_000, description="most learnable first")
 
     @model_validator(mode="after")
     def _band_ordered(self) -> CurateConfig:
@@ -90,8 +91,13 @@ class TrainConfig(_Section):
     batch_size: int = Field(64, ge=1, le=65_536)
     epochs: float = Field(3.0, gt=0, le=1000, description="passes over a round's training rows")
     warmup_epochs: float = Field(6.0, gt=0, le=1000, description="passes over the round-0 seed rows")
-    max_steps_per_round: int = Field(600, ge=1, le=10_000_000)
+    max_steps: int = Field(600, ge=1, le=10_000_000, description="step cap of a round's training")
+    warmup_max_steps: int = Field(1500, ge=1, le=10_000_000, description="step cap of the warm-up")
     max_length: int = Field(48, ge=8, le=131_072)
+    replay_ratio: float = Field(
+        1.0, ge=0, le=100,
+        description="replayed rows from earlier rounds per new row (0 = train on this round only)",
+    )
 
 
 class EvaluateConfig(_Section):

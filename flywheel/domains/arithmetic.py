@@ -5,10 +5,11 @@
 
 Difficulty levels are computed from the expression itself, never taken from the request:
 
-    1  one operation on one-digit numbers               7*8, 3-9
-    2  one operation, up to two digits; x by one digit  37+5, 91-46, 23*4
-    3  one operation, three digits or a two-digit product  512-87, 34*27
-    4  two operations                                   12+7*3, 45-6-18
+    1  one-digit sum or difference                      3+4, 3-9
+    2  one-digit product; two digits +/- one digit      7*8, 37+5, 91-6
+    3  two digits +/- two digits                        91-46, 58+67
+    4  two digits x one digit; three digits +/- any     23*4, 512-87
+    5  two-digit product, or two operations             34*27, 12+7*3
 
 References come from a small AST evaluator that admits only integer literals and + - *,
 never `eval`.
@@ -51,19 +52,22 @@ def evaluate(expression: str) -> int:
 def level_of(expression: str) -> int:
     operands = re.split(r"[+\-*]", expression)
     operators = re.findall(r"[+\-*]", expression)
-    digits = [len(o) for o in operands]
+    digits = sorted(len(o) for o in operands)
     if len(operators) >= 2:
-        return 4
-    if max(digits) == 1:
-        return 1
+        return 5
+    small, large = digits
     if operators[0] == "*":
-        return 2 if min(digits) == 1 and max(digits) == 2 else 3
-    return 2 if max(digits) == 2 else 3
+        return {1: 2, 2: 4}.get(large, 5) if small == 1 else 5
+    if large == 1:
+        return 1
+    if large == 2:
+        return 2 if small == 1 else 3
+    return 4
 
 
 class ArithmeticDomain:
     name = "arithmetic"
-    levels = (1, 2, 3, 4)
+    levels = (1, 2, 3, 4, 5)
 
     def proposer_prompt(self, level: int) -> str:
         return f"{PROPOSE_TAG}L{level}:"
@@ -80,16 +84,25 @@ class ArithmeticDomain:
         def number(digits: int) -> int:
             return rng.randint(0, 9) if digits == 1 else rng.randint(10 ** (digits - 1), 10**digits - 1)
 
-        op = rng.choice("+-*")
+        def pair(a: int, b: int, op: str) -> str:
+            return f"{a}{op}{b}" if rng.random() < 0.5 else f"{b}{op}{a}"
+
         if level == 1:
-            text = f"{number(1)}{op}{number(1)}"
+            text = f"{number(1)}{rng.choice('+-')}{number(1)}"
         elif level == 2:
-            a, b = (number(2), number(1)) if op == "*" else (number(2), number(rng.randint(1, 2)))
-            text = f"{a}{op}{b}" if rng.random() < 0.5 or op != "*" else f"{b}{op}{a}"
+            text = f"{number(1)}*{number(1)}" if rng.random() < 0.3 else pair(number(2), number(1), rng.choice("+-"))
         elif level == 3:
-            text = f"{number(2)}*{number(2)}" if op == "*" else f"{number(3)}{op}{number(rng.randint(1, 3))}"
+            text = f"{number(2)}{rng.choice('+-')}{number(2)}"
+        elif level == 4:
+            if rng.random() < 0.5:
+                text = pair(number(2), number(1), "*")
+            else:
+                text = pair(number(3), number(rng.randint(1, 3)), rng.choice("+-"))
         else:
-            text = f"{number(rng.randint(1, 2))}{op}{number(rng.randint(1, 2))}{rng.choice('+-*')}{number(1)}"
+            if rng.random() < 0.4:
+                text = f"{number(2)}*{number(2)}"
+            else:
+                text = f"{number(rng.randint(1, 2))}{rng.choice('+-*')}{number(rng.randint(1, 2))}{rng.choice('+-*')}{number(1)}"
         problem = self.parse(text)
         assert isinstance(problem, Problem) and problem.level == level, (text, level)
         return problem

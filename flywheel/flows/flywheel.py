@@ -42,23 +42,25 @@ class RoundOutcome(BaseModel):
     incumbent: Checkpoint
     incumbent_accuracy: float
     problems: StageOutput
+    curated: StageOutput
 
 
 @flow(name="flywheel-round", validate_parameters=False)
 def round_flow(spec: RunSpec, round_index: int, incumbent: Checkpoint, incumbent_accuracy: float,
-               earlier_problems: list[StageOutput]) -> RoundOutcome:
+               earlier_problems: list[StageOutput], earlier_curated: list[StageOutput]) -> RoundOutcome:
     ctx = spec.context()
     problems = synthesize(ctx, round_index, incumbent, earlier_problems)
     rollouts = rollout(ctx, round_index, incumbent, problems)
     verdicts = verify(ctx, round_index, problems, rollouts)
     curated = curate(ctx, round_index, problems, rollouts, verdicts)
-    candidate = train(ctx, round_index, incumbent, curated)
+    candidate = train(ctx, round_index, incumbent, curated, earlier_curated)
     candidate_accuracy = evaluate(ctx, round_index, candidate)["accuracy"]
     winner = promote(ctx, round_index, incumbent, candidate, incumbent_accuracy, candidate_accuracy)
     return RoundOutcome(
         incumbent=winner,
         incumbent_accuracy=candidate_accuracy if winner == candidate else incumbent_accuracy,
         problems=problems,
+        curated=curated,
     )
 
 
@@ -69,11 +71,13 @@ def flywheel_flow(spec: RunSpec) -> Checkpoint:
     try:
         incumbent = base_model(ctx)
         accuracy = evaluate(ctx, 0, incumbent, stage="baseline")["accuracy"]
-        earlier: list[StageOutput] = []
+        problems: list[StageOutput] = []
+        curated: list[StageOutput] = []
         for round_index in range(spec.config.rounds + 1):
-            outcome = round_flow(spec, round_index, incumbent, accuracy, earlier)
+            outcome = round_flow(spec, round_index, incumbent, accuracy, problems, curated)
             incumbent, accuracy = outcome.incumbent, outcome.incumbent_accuracy
-            earlier.append(outcome.problems)
+            problems.append(outcome.problems)
+            curated.append(outcome.curated)
     except BaseException:
         ctx.catalog.set_run_status(spec.run_id, "failed")
         raise

@@ -13,11 +13,15 @@ Training rows (SFT, rejection sampling in the STaR / ReST-EM style):
     solver    the verified answers (reward 1) to kept problems, at most
               `max_answers_per_problem` per problem, in sample order
     proposer  "<propose>L{level}:" -> problem text for kept problems, weight = learnability
-              4 p (1 - p) (1 at p = 0.5, 0 at the ends); recorded, see models/trainer.py
+              4 p (1 - p) (1 at p = 0.5, 0 at the ends); the `max_proposer_rows` most
+              learnable are kept, so solver rows dominate the loss
 
 Round 0 is the warm-up: the seed problems come from the domain's generator with executed
-references, so every seed problem is kept and its rows use the reference as the completion
-(the untrained model has no verified answers yet). This teaches the format.
+references (the untrained model has no verified answers yet). Seed problems up to
+`domain.seed_max_level` are kept with the reference as the solver completion; harder ones are
+dropped (`above_warmup_level`) for the solver, so the flywheel, not the seed, must reach them.
+Proposer rows are written for seed problems of every level: they teach the proposer the format
+of each level it will be asked for.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ def drop_reason(pass_rate: float | None, reward_std: float, band: CurateConfig) 
 
 
 def curriculum_rows(problems: list[dict[str, Any]], verdicts: list[dict[str, Any]],
-                    band: CurateConfig, *, warmup: bool) -> list[dict[str, Any]]:
+                    band: CurateConfig, *, warmup: bool, warmup_max_level: int = 0) -> list[dict[str, Any]]:
     rewards: dict[str, list[float | None]] = defaultdict(list)
     for v in verdicts:
         rewards[v["problem_id"]].append(v["reward"])
@@ -62,7 +66,10 @@ def curriculum_rows(problems: list[dict[str, Any]], verdicts: list[dict[str, Any
         judged = [r for r in got if r is not None]
         pass_rate = sum(judged) / len(judged) if judged else None
         std = statistics.pstdev(judged) if judged else 0.0
-        reason = None if warmup else drop_reason(pass_rate, std, band)
+        if warmup:
+            reason = None if p["level"] <= warmup_max_level else "above_warmup_level"
+        else:
+            reason = drop_reason(pass_rate, std, band)
         rows.append({
             "problem_id": p["problem_id"], "run_id": p["run_id"], "round": p["round"],
             "level": p["level"], "samples": len(got), "judged": len(judged),
@@ -80,11 +87,12 @@ def training_rows(domain: Domain, problems: list[dict[str, Any]], rollouts: list
     for r in sorted(rollouts, key=lambda r: (r["problem_id"], r["sample_index"])):
         if r["problem_id"] in kept and reward[r["rollout_id"]] == 1.0:
             verified[r["problem_id"]].append(r)
-    rows = []
+    rows: list[dict[str, Any]] = []
+    proposer: list[dict[str, Any]] = []
 
     def add(role: str, prompt: str, completion: str, weight: float, problem: dict[str, Any],
             rollout_id: str | None) -> None:
-        rows.append({
+        (proposer if role == "proposer" else rows).append({
             "train_row_id": row_id("train_row", problem["run_id"], problem["round"], role,
                                    problem["problem_id"], rollout_id),
             "run_id": problem["run_id"], "round": problem["round"], "role": role, "prompt": prompt,
@@ -94,18 +102,22 @@ def training_rows(domain: Domain, problems: list[dict[str, Any]], rollouts: list
 
     for problem in problems:
         stats = kept.get(problem["problem_id"])
+        if warmup:
+            if stats is not None:
+                add("solver", domain.solver_prompt(problem["text"]), problem["reference"], 1.0, problem, None)
+            if band.proposer_rows:
+                add("proposer", domain.proposer_prompt(problem["level"]), problem["text"], 1.0, problem, None)
+            continue
         if stats is None:
             continue
-        if warmup:
-            add("solver", domain.solver_prompt(problem["text"]), problem["reference"], 1.0, problem, None)
-        else:
-            for r in verified[problem["problem_id"]][: band.max_answers_per_problem]:
-                add("solver", r["prompt"], r["completion"], 1.0, problem, r["rollout_id"])
+        for r in verified[problem["problem_id"]][: band.max_answers_per_problem]:
+            add("solver", r["prompt"], r["completion"], 1.0, problem, r["rollout_id"])
         if band.proposer_rows:
             p = stats["pass_rate"] or 0.0
-            weight = 1.0 if warmup else 4 * p * (1 - p)
+            weight = 4 * p * (1 - p)
             add("proposer", domain.proposer_prompt(problem["level"]), problem["text"], weight, problem, None)
-    return rows
+    proposer.sort(key=lambda r: -r["weight"])  # stable: ties keep problem order
+    return rows + proposer[: band.max_proposer_rows]
 
 
 @task(name="curate", cache_policy=NONE, persist_result=False)
@@ -117,7 +129,8 @@ def curate(ctx: RunContext, round_index: int, problems: StageOutput, rollouts: S
         problem_rows = read_rows(problems.path("problems"))
         verdict_rows = read_rows(verdicts.path("verdicts"))
         warmup = round_index == 0
-        curriculum = curriculum_rows(problem_rows, verdict_rows, band, warmup=warmup)
+        curriculum = curriculum_rows(problem_rows, verdict_rows, band, warmup=warmup,
+                                     warmup_max_level=ctx.config.domain.seed_max_level)
         rows = training_rows(ctx.domain, problem_rows, read_rows(rollouts.path("rollouts")),
                              verdict_rows, curriculum, band, warmup=warmup)
         judged = [c["pass_rate"] for c in curriculum if c["pass_rate"] is not None]
@@ -131,7 +144,8 @@ def curate(ctx: RunContext, round_index: int, problems: StageOutput, rollouts: S
 
     return run_stage(
         ctx, stage="curate", version=VERSION, round_index=round_index,
-        config={**ctx.config.slice("curate"), "warmup": round_index == 0},
+        config={**ctx.config.slice("curate"), "warmup": round_index == 0,
+                "warmup_max_level": ctx.config.domain.seed_max_level},
         inputs={"problems": problems.fingerprint, "rollouts": rollouts.fingerprint,
                 "verdicts": verdicts.fingerprint},
         compute=compute,

@@ -1,7 +1,7 @@
 """Synthesize: the proposer writes problems; the domain admits, executes and dedups them.
 
 Round 0 is seeded by the domain's own generator (the untrained model cannot write problems
-yet). Every proposer sample is kept in `proposals` with its `drop_reason`: `invalid` (the parser
+yet), in equal shares of every level so the proposer learns what each level looks like. Every proposer sample is kept in `proposals` with its `drop_reason`: `invalid` (the parser
 rejected it), `duplicate` (seen earlier in this round or in any earlier round of the run) or
 `heldout` (it equals a held-out item, which must never be trained on).
 """
@@ -29,10 +29,9 @@ def problem_id(domain: Domain, text: str) -> str:
     return row_id("problem", domain.name, text)
 
 
-def seed_proposals(domain: Domain, *, count: int, max_level: int, seed: int) -> list[tuple[str, str]]:
-    """(prompt, text) pairs from the domain generator, levels 1..max_level in equal shares."""
+def seed_proposals(domain: Domain, *, count: int, levels: list[int], seed: int) -> list[tuple[str, str]]:
+    """(prompt, text) pairs from the domain generator, cycling through `levels`."""
     rng = random.Random(seed)
-    levels = [level for level in domain.levels if level <= max_level]
     pairs = []
     for index in range(count):
         problem = domain.generate(rng, levels[index % len(levels)])
@@ -103,7 +102,7 @@ def synthesize(ctx: RunContext, round_index: int, incumbent: Checkpoint,
         seed = ctx.stage_seed("synthesize", round_index)
         if round_index == 0:
             pairs = seed_proposals(ctx.domain, count=cfg.domain.seed_problems,
-                                   max_level=cfg.domain.seed_max_level, seed=seed)
+                                   levels=list(ctx.domain.levels), seed=seed)
             source = "seed"
         else:
             levels = list(range(cfg.domain.min_level, cfg.domain.max_level + 1))

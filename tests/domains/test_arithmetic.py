@@ -10,8 +10,9 @@ domain = ArithmeticDomain()
 
 @pytest.mark.parametrize(
     ("text", "reference", "level"),
-    [("7*8", "56", 1), ("3-9", "-6", 1), ("37+5", "42", 2), ("23*4", "92", 2),
-     ("512-87", "425", 3), ("34*27", "918", 3), ("12+7*3", "33", 4), ("45-6-18", "21", 4)],
+    [("3+4", "7", 1), ("3-9", "-6", 1), ("7*8", "56", 2), ("37+5", "42", 2), ("6-91", "-85", 2),
+     ("91-46", "45", 3), ("23*4", "92", 4), ("4*23", "92", 4), ("512-87", "425", 4),
+     ("34*27", "918", 5), ("123*4", "492", 5), ("12+7*3", "33", 5), ("45-6-18", "21", 5)],
 )
 def test_parse_executes_and_levels(text, reference, level):
     assert domain.parse(text) == Problem(text=text, reference=reference, level=level)
@@ -55,5 +56,5 @@ def test_score_is_one_zero_or_none():
 def test_heldout_is_fixed_and_spans_levels():
     first, second = domain.heldout(10), domain.heldout(10)
     assert first == second
-    assert len({p.text for p in first}) == 40
-    assert sorted({p.level for p in first}) == [1, 2, 3, 4]
+    assert len({p.text for p in first}) == 50
+    assert sorted({p.level for p in first}) == [1, 2, 3, 4, 5]

@@ -57,11 +57,14 @@ def test_training_rows_are_verified_answers_of_kept_problems_with_lineage():
     assert len({r["train_row_id"] for r in rows}) == len(rows)
 
 
-def test_warmup_trains_on_references_of_every_problem():
+def test_warmup_trains_solver_on_references_up_to_its_level_and_proposer_on_all():
     problems, rollouts, verdicts = _fixture()
-    curriculum = curriculum_rows(problems, verdicts, BAND, warmup=True)
-    assert all(c["kept"] for c in curriculum)
+    problems[2]["level"] = 3
+    curriculum = curriculum_rows(problems, verdicts, BAND, warmup=True, warmup_max_level=2)
+    assert [c["drop_reason"] for c in curriculum] == [None, None, "above_warmup_level"]
     rows = training_rows(domain, problems, rollouts, verdicts, curriculum, BAND, warmup=True)
     solver = {r["problem_id"]: r["completion"] for r in rows if r["role"] == "solver"}
-    assert solver == {"a": "2", "b": "4", "c": "9"}
+    assert solver == {"a": "2", "b": "4"}
+    proposer = {r["problem_id"]: r["prompt"] for r in rows if r["role"] == "proposer"}
+    assert proposer == {"a": "<propose>L1:", "b": "<propose>L1:", "c": "<propose>L3:"}
     assert all(r["rollout_id"] is None for r in rows)
