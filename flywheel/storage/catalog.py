@@ -22,15 +22,17 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 
 from flywheel.storage.datasets import KINDS, WrittenDataset
 from flywheel.storage.fingerprint import file_checksum, stable_hash
+
+T = TypeVar("T")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -54,6 +56,27 @@ CREATE TABLE IF NOT EXISTS rounds (
 """
 
 
+LOCK_WAIT_SECONDS = 30.0
+
+
+def retry_while_locked(open_connection: Callable[[], T], wait: float = LOCK_WAIT_SECONDS) -> T:
+    """Call `open_connection` until no other process holds a conflicting lock on the file.
+
+    DuckDB lets one process write or any number read at a time; every connection to the
+    catalog lives for one operation (milliseconds), so a conflict clears quickly. Another
+    error, or a lock held longer than `wait` seconds, is raised."""
+    deadline = time.monotonic() + wait
+    delay = 0.005
+    while True:
+        try:
+            return open_connection()
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower() or time.monotonic() > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
+
+
 class Catalog:
     def __init__(self, data_root: Path | str):
         self.data_root = Path(data_root)
@@ -65,7 +88,7 @@ class Catalog:
             self.data_root.mkdir(parents=True, exist_ok=True)
         elif not self.path.exists():
             raise FileNotFoundError(f"no catalog at {self.path} (run `flywheel run` first)")
-        con = duckdb.connect(str(self.path), read_only=read_only)
+        con = retry_while_locked(lambda: duckdb.connect(str(self.path), read_only=read_only))
         try:
             if not read_only:
                 con.execute(_SCHEMA)
@@ -175,6 +198,21 @@ class Catalog:
                 [run_id, round_index, stage, fingerprint, status, started_at, finished,
                  finished - started_at, error],
             )
+
+    def discard_stage(self, run_id: str, fingerprint: str, reason: str) -> None:
+        """Mark a completed stage whose files were found damaged as `discarded` (with the
+        reason in `error`) and forget its datasets, so it is no longer done."""
+        with self.connect() as con:
+            con.execute("BEGIN")
+            con.execute(
+                "UPDATE stages SET status = 'discarded', error = ? WHERE run_id = ?"
+                " AND fingerprint = ? AND status = 'completed'", [reason, run_id, fingerprint],
+            )
+            con.execute(
+                "DELETE FROM datasets WHERE run_id = ? AND fingerprint = ?", [run_id, fingerprint]
+            )
+            con.execute("COMMIT")
+            self._refresh_views(con)
 
     def stage_rows(self, run_id: str) -> list[dict[str, Any]]:
         with self.connect(read_only=True) as con:
