@@ -3,6 +3,8 @@
     flywheel run [--config F] [--rounds N] [--run-id ID] [--data-root DIR]
     flywheel resume RUN_ID [--data-root DIR]
     flywheel status RUN_ID [--json] [--data-root DIR]
+    flywheel audit RUN_ID QUERY [ARGS] [--format table|json|csv] [--data-root DIR]
+    flywheel report RUN_ID [--out DIR] [--data-root DIR]
 
 Every command takes `--data-root` (default `$FLYWHEEL_DATA_ROOT` or `./flywheel-data`). Errors a
 user can cause (bad config, unknown run id) print one line and exit with status 2; nothing is
@@ -156,6 +158,53 @@ def status(
                    f"{s['fingerprint'][:12]}  rows={s['rows'] if s['rows'] is not None else '-':<6} "
                    f"{s['seconds']:.1f}s" + (f"  {s['error']}" if s["error"] else ""))
     _print_summary(data_root, run_id)
+
+
+@app.command()
+def audit(
+    run_id: Annotated[str, typer.Argument(help="the run to audit")],
+    query: Annotated[str | None, typer.Argument(
+        help="funnel | drops | lineage ID | drift | labels | samples VIEW")] = None,
+    args: Annotated[list[str] | None, typer.Argument(
+        help="lineage: a train row / rollout / problem / proposal id or a checkpoint; samples: a view")] = None,
+    sql: Annotated[str | None, typer.Option("--sql", help="run this SQL over the views instead")] = None,
+    where: Annotated[str | None, typer.Option("--where", help="samples: a SQL condition")] = None,
+    limit: Annotated[int, typer.Option("--limit", help="samples: most rows shown")] = 20,
+    round_index: Annotated[int | None, typer.Option("--round", help="only this round")] = None,
+    rows: Annotated[bool, typer.Option("--rows", help="lineage CHECKPOINT: list every row")] = False,
+    fmt: Annotated[str, typer.Option("--format", help="table | json | csv")] = "table",
+    data_root: DataRoot = Path("flywheel-data"),
+) -> None:
+    """Audit a run's data: funnel, drops, lineage, drift, labels, samples, or --sql."""
+    from flywheel.storage.audit import FORMATS, AuditError, open_run, render
+    from flywheel.storage.queries import answer
+
+    if fmt not in FORMATS:
+        fail(f"--format {fmt!r}: use one of {', '.join(FORMATS)}")
+    try:
+        con = open_run(data_root, run_id)
+        result = answer(con, query, args or [], sql_text=sql, where=where, limit=limit,
+                        round_index=round_index, rows=rows)
+    except AuditError as exc:
+        fail(str(exc))
+    typer.echo(render(result, fmt))
+
+
+@app.command()
+def report(
+    run_id: Annotated[str, typer.Argument(help="the run to report on")],
+    out: Annotated[Path | None, typer.Option("--out", help="folder (default: the run's folder)")] = None,
+    data_root: DataRoot = Path("flywheel-data"),
+) -> None:
+    """Write a self-contained HTML report of a run: plots and the tables behind them."""
+    from flywheel.report import write_report
+    from flywheel.storage.audit import AuditError
+
+    try:
+        path = write_report(data_root, run_id, out)
+    except AuditError as exc:
+        fail(str(exc))
+    typer.echo(f"report written to {path}")
 
 
 def main() -> None:

@@ -45,6 +45,24 @@ class RoundOutcome(BaseModel):
     curated: StageOutput
 
 
+def publish_round_artifact(spec: RunSpec, round_index: int) -> None:
+    """A markdown artifact with the round's funnel, drops and metrics, for the Prefect UI."""
+    import re
+
+    from prefect.artifacts import create_markdown_artifact
+
+    from flywheel.storage.audit import open_run, round_markdown
+
+    con = open_run(spec.data_root, spec.run_id)
+    try:
+        markdown = round_markdown(con, spec.run_id, round_index)
+    finally:
+        con.close()
+    slug = re.sub(r"[^a-z0-9-]+", "-", spec.run_id.lower()).strip("-")
+    create_markdown_artifact(markdown=markdown, key=f"flywheel-{slug}-round-{round_index}",
+                             description=f"run {spec.run_id}, round {round_index}: funnel and metrics")
+
+
 @flow(name="flywheel-round", validate_parameters=False)
 def round_flow(spec: RunSpec, round_index: int, incumbent: Checkpoint, incumbent_accuracy: float,
                earlier_problems: list[StageOutput], earlier_curated: list[StageOutput]) -> RoundOutcome:
@@ -56,6 +74,7 @@ def round_flow(spec: RunSpec, round_index: int, incumbent: Checkpoint, incumbent
     candidate = train(ctx, round_index, incumbent, curated, earlier_curated)
     candidate_accuracy = evaluate(ctx, round_index, candidate)["accuracy"]
     winner = promote(ctx, round_index, incumbent, candidate, incumbent_accuracy, candidate_accuracy)
+    publish_round_artifact(spec, round_index)
     return RoundOutcome(
         incumbent=winner,
         incumbent_accuracy=candidate_accuracy if winner == candidate else incumbent_accuracy,

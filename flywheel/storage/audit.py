@@ -1,10 +1,40 @@
-"""Audit queries over the catalog. Fast to import: DuckDB only, no torch, Prefect or GX."""
+"""Audit queries over the catalog. Fast to import: DuckDB and pyarrow only, no torch, Prefect or GX.
+
+    flywheel audit RUN_ID funnel | drops | lineage ID | drift | labels | samples VIEW --where ..
+    flywheel audit RUN_ID --sql "SELECT ..."
+
+`open_run` takes a snapshot: it opens `catalog.duckdb` read-only for the few milliseconds it
+takes to copy the run's rows of the catalog tables (runs, stages, datasets, gates, metrics,
+rounds) into an in-memory DuckDB database, closes it, and defines one view per dataset kind
+(`proposals`, `problems`, `rollouts`, `verdicts`, `curriculum`, `train_rows`, `evals`) over
+the run's Parquet files. Queries then run without holding the catalog's lock, so a run that is
+writing is never blocked by an audit, however long the query.
+
+The views hold the *current* outputs of the run: for every (round, stage) the latest completed
+execution. A stage recomputed after a config change leaves its older files on disk (and in the
+views inside `catalog.duckdb`, which cover every completed file), but not in the audit views.
+
+A query returns a `Result` (columns, rows, notes); `render` prints it as an aligned text
+table, JSON (a list of row objects) or CSV.
+"""
 
 from __future__ import annotations
 
+import csv
+import io
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from flywheel.storage.catalog import Catalog
+import duckdb
+
+from flywheel.storage.catalog import Catalog, retry_while_locked
+from flywheel.storage.datasets import KINDS, SCHEMAS
+
+TABLES = ("runs", "stages", "datasets", "gates", "metrics", "rounds")
+FORMATS = ("table", "json", "csv")
 
 SUMMARY_COLUMNS = ["round", "proposed", "valid", "kept", "pass@1(train)", "train rows",
                    "held-out acc", "promoted"]
@@ -19,6 +49,20 @@ _METRIC = {
     "held-out acc": ("evaluate", "accuracy"),
     "promoted": ("promote", "promoted"),
 }
+
+
+class AuditError(ValueError):
+    """A query the user asked for cannot be answered; the message is one line with the fix."""
+
+
+@dataclass
+class Result:
+    """A query's answer: rows (dicts with `columns` as keys) and notes printed above them."""
+
+    title: str
+    columns: list[str]
+    rows: list[dict[str, Any]]
+    notes: list[str] = field(default_factory=list)
 
 
 def round_summary(catalog: Catalog, run_id: str) -> list[dict[str, Any]]:
@@ -43,11 +87,165 @@ def round_summary(catalog: Catalog, run_id: str) -> list[dict[str, Any]]:
     return out
 
 
+# ---- the snapshot ---------------------------------------------------------------------------
+
+
+def open_run(data_root: Path | str, run_id: str) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with the run's catalog rows and views over its files.
+
+    Raises AuditError when there is no catalog or no such run (the message lists known runs)."""
+    catalog = Catalog(data_root)
+    if not catalog.path.exists():
+        raise AuditError(f"no catalog at {catalog.path} (check --data-root)")
+    con = duckdb.connect(":memory:")
+    path = str(catalog.path).replace("'", "''")
+    retry_while_locked(lambda: con.execute(f"ATTACH '{path}' AS catalog_file (READ_ONLY)"))
+    try:
+        present = {row[0] for row in con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = 'catalog_file'").fetchall()}
+        for table in TABLES:
+            if table in present:
+                con.execute(f"CREATE TABLE {table} AS SELECT * FROM catalog_file.{table}"
+                            " WHERE run_id = ?", [run_id])
+        known = [r[0] for r in con.execute(
+            "SELECT run_id FROM catalog_file.runs ORDER BY created_at DESC LIMIT 5").fetchall()] \
+            if "runs" in present else []
+    finally:
+        con.execute("DETACH catalog_file")
+    if "runs" not in present or not con.execute("SELECT count(*) FROM runs").fetchone()[0]:
+        con.close()
+        hint = f"known runs: {', '.join(known)}" if known else "the catalog has no runs yet"
+        raise AuditError(f"unknown run id {run_id!r} in {catalog.path} ({hint})")
+    for table in TABLES:  # an older catalog may lack a table: give it an empty one
+        if table not in present:
+            con.execute(f"CREATE TABLE {table} AS SELECT NULL::VARCHAR AS run_id WHERE false")
+    _create_views(con)
+    return con
+
+
+def current_stages(con: duckdb.DuckDBPyConnection) -> list[tuple[int, str, str]]:
+    """(round, stage, fingerprint) of the latest completed execution of every (round, stage)."""
+    return con.execute(
+        "SELECT round, stage, arg_max(fingerprint, finished_at) FROM stages"
+        " WHERE status = 'completed' GROUP BY round, stage ORDER BY round, stage"
+    ).fetchall()
+
+
+def _create_views(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(
+        "CREATE TABLE current_files AS SELECT d.round, d.stage, d.kind, d.fingerprint, d.path,"
+        " d.rows FROM datasets d JOIN (SELECT round, stage, arg_max(fingerprint, finished_at) AS"
+        " fingerprint FROM stages WHERE status = 'completed' GROUP BY round, stage) s"
+        " USING (round, stage, fingerprint) ORDER BY d.round, d.stage"
+    )
+    files = con.execute("SELECT kind, path FROM current_files ORDER BY round, stage").fetchall()
+    for kind in KINDS:
+        paths = [p for k, p in files if k == kind and Path(p).exists()]
+        if paths:
+            listed = ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
+            con.execute(f"CREATE VIEW {kind} AS SELECT * FROM read_parquet([{listed}])")
+        else:
+            con.register("empty_kind", SCHEMAS[kind].empty_table())
+            con.execute(f"CREATE TABLE {kind} AS SELECT * FROM empty_kind")
+            con.unregister("empty_kind")
+
+
+def fetch(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
+    cur = con.execute(sql, params or [])
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def run_config(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    row = con.execute("SELECT config_json FROM runs").fetchone()
+    return json.loads(row[0]) if row and row[0] else {}
+
+
+# ---- output ---------------------------------------------------------------------------------
+
+
 def format_cell(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
         return f"{value:.3f}" if value < 1 or not value.is_integer() else str(int(value))
+    if isinstance(value, list | tuple):
+        return "; ".join(format_cell(v) for v in value)
     return str(value)
+
+
+def _clip(text: str, width: int) -> str:
+    text = text.replace("\n", "\\n")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def render(result: Result, fmt: str = "table", *, max_width: int = 60) -> str:
+    """The result as text: an aligned table (with title and notes), JSON rows, or CSV."""
+    if fmt == "json":
+        return json.dumps(result.rows, indent=2, default=str)
+    if fmt == "csv":
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=result.columns, lineterminator="\n")
+        writer.writeheader()
+        for row in result.rows:
+            writer.writerow({c: "; ".join(map(str, v)) if isinstance(v, list) else v
+                             for c, v in row.items()})
+        return out.getvalue().rstrip("\n")
+    if fmt != "table":
+        raise AuditError(f"--format {fmt!r}: use one of {', '.join(FORMATS)}")
+    cells = [[_clip(format_cell(row.get(c)), max_width) for c in result.columns] for row in result.rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(result.columns)]
+    numeric = [all(_is_number(row.get(c)) for row in result.rows) for c in result.columns]
+
+    def line(values: list[str]) -> str:
+        return "  ".join(v.rjust(w) if n else v.ljust(w)
+                         for v, w, n in zip(values, widths, numeric, strict=True)).rstrip()
+
+    lines = [result.title, *(f"  {note}" for note in result.notes), line(result.columns)]
+    lines += [line(r) for r in cells] or ["(no rows)"]
+    return "\n".join(lines)
+
+
+def _is_number(value: Any) -> bool:
+    return value is None or (isinstance(value, int | float) and not isinstance(value, bool))
+
+
+def result_from_sql(con: duckdb.DuckDBPyConnection, title: str, sql: str,
+                    params: list[Any] | None = None) -> Result:
+    cur = con.execute(sql, params or [])
+    if cur.description is None:  # a statement without rows (SET, CREATE ...)
+        return Result(title, [], [])
+    columns = [d[0] for d in cur.description]
+    rows = [dict(zip(columns, row, strict=True)) for row in cur.fetchall()]
+    return Result(title, columns, rows)
+
+
+# ---- the Prefect artifact -------------------------------------------------------------------
+
+
+def _markdown_table(result: Result) -> str:
+    head = "| " + " | ".join(result.columns) + " |"
+    rule = "|" + "|".join("---" for _ in result.columns) + "|"
+    body = ["| " + " | ".join(_clip(format_cell(r.get(c)), 40).replace("|", "\\|")
+                              for c in result.columns) + " |" for r in result.rows]
+    return "\n".join([head, rule, *body])
+
+
+def round_markdown(con: duckdb.DuckDBPyConnection, run_id: str, round_index: int) -> str:
+    """Markdown for the Prefect UI: the round's funnel, drops and metrics (a pure function of
+    the snapshot `con` from `open_run`)."""
+    from flywheel.storage.queries import drops, funnel
+
+    parts = [f"# Flywheel run `{run_id}`, round {round_index}", "", "## Funnel", ""]
+    parts.append(_markdown_table(funnel(con, round_index=round_index)))
+    dropped = drops(con, round_index=round_index, examples=2)
+    parts += ["", "## Drops", "", _markdown_table(dropped) if dropped.rows else "nothing dropped"]
+    metrics = result_from_sql(
+        con, "metrics", "SELECT stage, name, value FROM metrics WHERE round = ?"
+        " ORDER BY stage, name", [round_index])
+    parts += ["", "## Metrics", "", _markdown_table(metrics)]
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,133 @@
+"""Small SVG charts as strings, for a report that must open offline (no scripts, no CDN).
+
+    line_chart(["base", "0", "1"], {"overall": [0.1, 0.4, 0.5]}, title="held-out accuracy")
+    bar_chart(["0", "1"], {"kept": [108, 40]}, title="funnel", stacked=False)
+
+Every mark carries a <title>, so hovering it in a browser shows its exact value. Missing values
+(None) are left out, never drawn as 0.
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1",
+           "#ff9da7", "#9c755f", "#bab0ac"]
+WIDTH, HEIGHT = 560, 300
+LEFT, RIGHT, TOP, BOTTOM = 56, 16, 34, 58
+
+
+def _number(value: float) -> str:
+    if float(value).is_integer() and abs(value) >= 1:
+        return f"{int(value):,}"
+    return f"{value:.3g}"
+
+
+def _nice_max(value: float) -> float:
+    if value <= 0:
+        return 1.0
+    magnitude = 10 ** (len(str(int(value))) - 1) if value >= 1 else 0.1
+    for step in (1, 2, 2.5, 5, 10):
+        if value <= step * magnitude:
+            return step * magnitude
+    return 10 * magnitude
+
+
+def _frame(title: str, y_max: float, y_label: str, *, percent: bool) -> list[str]:
+    plot_h = HEIGHT - TOP - BOTTOM
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}"'
+        f' height="{HEIGHT}" role="img" aria-label="{escape(title)}" font-family="sans-serif"'
+        ' font-size="11">',
+        f'<text x="{WIDTH / 2}" y="18" text-anchor="middle" font-size="13" font-weight="bold">'
+        f"{escape(title)}</text>",
+        f'<text transform="translate(14 {TOP + plot_h / 2}) rotate(-90)" text-anchor="middle">'
+        f"{escape(y_label)}</text>",
+    ]
+    for i in range(5):
+        value = y_max * i / 4
+        y = TOP + plot_h - plot_h * i / 4
+        label = f"{value:.0%}" if percent else _number(value)
+        parts.append(f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/>')
+        parts.append(f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{label}</text>')
+    parts.append(f'<line x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{TOP + plot_h}" stroke="#555"/>')
+    return parts
+
+
+def _legend(names: list[str]) -> list[str]:
+    parts, x = [], LEFT
+    y = HEIGHT - 14
+    for index, name in enumerate(names):
+        color = PALETTE[index % len(PALETTE)]
+        parts.append(f'<rect x="{x}" y="{y - 9}" width="10" height="10" fill="{color}"/>')
+        parts.append(f'<text x="{x + 14}" y="{y}">{escape(name)}</text>')
+        x += 22 + 7 * len(name)
+    return parts
+
+
+def _x_labels(labels: list[str], centers: list[float], x_title: str) -> list[str]:
+    base = HEIGHT - BOTTOM
+    parts = [f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{base}" y2="{base}" stroke="#555"/>']
+    for label, x in zip(labels, centers, strict=True):
+        parts.append(f'<text x="{x:.1f}" y="{base + 14}" text-anchor="middle">{escape(label)}</text>')
+    parts.append(f'<text x="{(LEFT + WIDTH - RIGHT) / 2}" y="{base + 30}" text-anchor="middle">'
+                 f"{escape(x_title)}</text>")
+    return parts
+
+
+def line_chart(labels: list[str], series: dict[str, list[float | None]], *, title: str,
+               y_label: str = "", x_title: str = "round", y_max: float | None = None,
+               percent: bool = False) -> str:
+    values = [v for vs in series.values() for v in vs if v is not None]
+    top = y_max if y_max is not None else _nice_max(max(values, default=0))
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    step = plot_w / max(len(labels), 1)
+    centers = [LEFT + step * (i + 0.5) for i in range(len(labels))]
+    parts = _frame(title, top, y_label, percent=percent) + _x_labels(labels, centers, x_title)
+    for index, (name, points) in enumerate(series.items()):
+        color = PALETTE[index % len(PALETTE)]
+        width = 3 if index == 0 else 1.5
+        xy = [(centers[i], TOP + plot_h - plot_h * v / top) for i, v in enumerate(points) if v is not None]
+        if len(xy) > 1:
+            path = " ".join(f"{x:.1f},{y:.1f}" for x, y in xy)
+            parts.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="{width}"/>')
+        for (x, y), (i, v) in zip(xy, [(i, v) for i, v in enumerate(points) if v is not None], strict=True):
+            shown = f"{v:.1%}" if percent else _number(v)
+            parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{width + 1}" fill="{color}">'
+                         f"<title>{escape(name)}, {escape(labels[i])}: {shown}</title></circle>")
+    parts += _legend(list(series)) + ["</svg>"]
+    return "\n".join(parts)
+
+
+def bar_chart(labels: list[str], series: dict[str, list[float | None]], *, title: str,
+              y_label: str = "", x_title: str = "round", stacked: bool = False,
+              y_max: float | None = None, percent: bool = False) -> str:
+    """Grouped (or stacked) bars: one group per label, one bar (or segment) per series."""
+    if stacked:
+        totals = [sum(v or 0 for v in column) for column in zip(*series.values(), strict=True)] or [0]
+        top = y_max if y_max is not None else _nice_max(max(totals))
+    else:
+        values = [v for vs in series.values() for v in vs if v is not None]
+        top = y_max if y_max is not None else _nice_max(max(values, default=0))
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    group = plot_w / max(len(labels), 1)
+    centers = [LEFT + group * (i + 0.5) for i in range(len(labels))]
+    parts = _frame(title, top, y_label, percent=percent) + _x_labels(labels, centers, x_title)
+    inner = group * 0.8
+    bar = inner if stacked else inner / max(len(series), 1)
+    for i, label in enumerate(labels):
+        stack = 0.0
+        for index, (name, values) in enumerate(series.items()):
+            value = values[i]
+            if value is None:
+                continue
+            color = PALETTE[index % len(PALETTE)]
+            h = plot_h * value / top
+            x = centers[i] - inner / 2 + (0 if stacked else index * bar)
+            y = TOP + plot_h - h - (plot_h * stack / top if stacked else 0)
+            shown = f"{value:.1%}" if percent else _number(value)
+            parts.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{max(bar - 1, 1):.1f}" height="{h:.1f}"'
+                         f' fill="{color}"><title>{escape(name)}, {escape(label)}: {shown}</title></rect>')
+            stack += value if stacked else 0
+    parts += _legend(list(series)) + ["</svg>"]
+    return "\n".join(parts)
