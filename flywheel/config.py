@@ -98,6 +98,25 @@ class TrainConfig(_Section):
         1.0, ge=0, le=100,
         description="replayed rows from earlier rounds per new row (0 = train on this round only)",
     )
+    save_steps: int = Field(
+        200, ge=0, le=10_000_000,
+        description="save a resumable trainer checkpoint every N steps (0 = never); a killed "
+                    "training resumes from the last one. Not part of the fingerprint",
+    )
+    oom_retry_batch_size: int | None = Field(
+        None, ge=1, le=65_536,
+        description="on out-of-memory, retry once with this per-step batch and gradient "
+                    "accumulation up to batch_size (None = no retry). Not part of the fingerprint",
+    )
+
+    @model_validator(mode="after")
+    def _oom_batch_divides(self) -> TrainConfig:
+        small = self.oom_retry_batch_size
+        if small is not None and (small >= self.batch_size or self.batch_size % small):
+            msg = (f"oom_retry_batch_size = {small} must be smaller than batch_size = "
+                   f"{self.batch_size} and divide it")
+            raise ValueError(msg)
+        return self
 
 
 class EvaluateConfig(_Section):

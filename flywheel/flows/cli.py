@@ -9,6 +9,10 @@
 Every command takes `--data-root` (default `$FLYWHEEL_DATA_ROOT` or `./flywheel-data`). Errors a
 user can cause (bad config, unknown run id) print one line and exit with status 2; nothing is
 written before the config is valid. `status` imports neither torch nor Prefect.
+`run` and `resume` hold the run's lock (flywheel/storage/lock.py): a run id that another live
+process is running is refused in one line naming its pid and start time (exit status 3); what
+a killed run left half written is reported one line per file, discarded and recomputed
+(flywheel/storage/recovery.py).
 """
 
 from __future__ import annotations
@@ -79,10 +83,18 @@ def _execute(data_root: Path, run_id: str, config: Any) -> None:
     logging.basicConfig(level=logging.WARNING, format="%(message)s",
                         handlers=[RichHandler(show_path=False, show_time=False)])
     logging.getLogger("flywheel").setLevel(logging.INFO)
-    from flywheel.flows.flywheel import RunSpec, flywheel_flow
+    from flywheel.storage.lock import RunLocked
+    from flywheel.storage.recovery import guarded_run, plain_notices
 
+    plain_notices()
     started = time.time()
-    flywheel_flow(RunSpec(data_root=str(data_root.resolve()), run_id=run_id, config=config))
+    try:  # the run lock is taken before the heavy imports, so a refusal is instant (exit 3)
+        with guarded_run(data_root, run_id):
+            from flywheel.flows.flywheel import RunSpec, flywheel_flow
+
+            flywheel_flow(RunSpec(data_root=str(data_root.resolve()), run_id=run_id, config=config))
+    except RunLocked as exc:
+        fail(str(exc), code=3)
     _print_summary(data_root, run_id)
     typer.echo(f"run {run_id} finished in {time.time() - started:.0f} s; data in {data_root / 'runs' / run_id}")
 

@@ -29,6 +29,38 @@ def planned_steps(rows: int, *, epochs: float, batch_size: int, max_steps: int) 
     return min(max_steps, max(1, math.ceil(rows * epochs / batch_size)))
 
 
+_CHECKPOINT_FILES = ("model.safetensors", "optimizer.pt", "scheduler.pt", "rng_state.pth")
+
+
+def last_checkpoint(work_dir: Path) -> tuple[Path | None, list[Path]]:
+    """The newest complete trainer checkpoint (`checkpoint-N`) in `work_dir`, and the
+    incomplete ones found on the way (newer than it; the caller discards them).
+
+    The Trainer writes a checkpoint's files in place and `trainer_state.json` last, so a
+    checkpoint is complete when that file parses and names step N, and the weights, optimizer,
+    scheduler and RNG states are there.
+    """
+    import json
+
+    steps = []
+    for folder in Path(work_dir).glob("checkpoint-*"):
+        suffix = folder.name.removeprefix("checkpoint-")
+        if folder.is_dir() and suffix.isdigit():
+            steps.append((int(suffix), folder))
+    incomplete: list[Path] = []
+    for step, folder in sorted(steps, reverse=True):
+        try:
+            state = json.loads((folder / "trainer_state.json").read_text())
+            complete = state.get("global_step") == step and all(
+                (folder / name).is_file() for name in _CHECKPOINT_FILES)
+        except (OSError, ValueError):
+            complete = False
+        if complete:
+            return folder, incomplete
+        incomplete.append(folder)
+    return None, incomplete
+
+
 def train_sft(
     *,
     base: Path,
@@ -42,8 +74,17 @@ def train_sft(
     seed: int,
     work_dir: Path,
     progress: TrainProgress | None = None,
+    save_steps: int = 0,
+    gradient_accumulation_steps: int = 1,
+    resume_from: Path | None = None,
 ) -> TrainResult:
-    """Fine-tune `base` on prompt/completion `rows` with TRL's SFTTrainer; save to `out_dir`."""
+    """Fine-tune `base` on prompt/completion `rows` with TRL's SFTTrainer; save to `out_dir`.
+
+    `batch_size` rows per optimizer step, in `gradient_accumulation_steps` micro-batches.
+    Every `save_steps` steps (0 = never) a resumable checkpoint goes to `work_dir`;
+    `resume_from` (one such checkpoint) continues from its step with its optimizer, scheduler
+    and RNG states, so the steps are the same ones an uninterrupted run takes.
+    """
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback, TrainerCallback
@@ -54,30 +95,34 @@ def train_sft(
         msg = "no training rows with weight > 0; nothing to train"
         raise ValueError(msg)
     steps = planned_steps(len(rows), epochs=epochs, batch_size=batch_size, max_steps=max_steps)
+    micro_batch = batch_size // gradient_accumulation_steps
     dataset = Dataset.from_list([{"prompt": r["prompt"], "completion": r["completion"]} for r in rows])
     tokenizer = AutoTokenizer.from_pretrained(base)
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
     losses: list[float] = []
 
     class _Report(TrainerCallback):
-        def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001
+        def on_log(self, args, state, control, logs=None, **kwargs):
             if logs and "loss" in logs:
                 losses.append(float(logs["loss"]))
 
-        def on_step_end(self, args, state, control, **kwargs):  # noqa: ANN001
+        def on_step_end(self, args, state, control, **kwargs):
             if progress is not None:
                 progress(state.global_step, steps, losses[-1] if losses else None)
 
     config = SFTConfig(
         output_dir=str(work_dir),
         max_steps=steps,
-        per_device_train_batch_size=batch_size,
+        per_device_train_batch_size=micro_batch,
+        gradient_accumulation_steps=gradient_accumulation_steps,
         learning_rate=learning_rate,
         lr_scheduler_type="cosine",
         warmup_steps=min(20, steps // 10),
         weight_decay=0.0,
         logging_steps=10,
-        save_strategy="no",
+        save_strategy="steps" if save_steps else "no",
+        save_steps=save_steps or 500,
+        save_total_limit=1,
         report_to="none",
         use_cpu=True,
         bf16=False,
@@ -100,7 +145,8 @@ def train_sft(
         callbacks=[_Report()],
     )
     trainer.remove_callback(PrinterCallback)
-    output = trainer.train()
+    output = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+    losses = [float(e["loss"]) for e in trainer.state.log_history if "loss" in e]  # incl. before resume
     trained_tokens = sum(len(x) for x in trainer.train_dataset["input_ids"])
     out_dir.mkdir(parents=True, exist_ok=True)
     trainer.model.save_pretrained(out_dir)

@@ -14,6 +14,7 @@ from flywheel.models.backends import RolloutBackend, SamplingParams
 from flywheel.storage.datasets import read_rows
 from flywheel.storage.fingerprint import row_id
 from flywheel.tasks.context import Checkpoint, RunContext
+from flywheel.tasks.retry import TRANSIENT
 from flywheel.tasks.stage import StageResult, run_stage
 
 VERSION = 1
@@ -51,7 +52,7 @@ def read_accuracy(path: Path) -> dict[str, float]:
     return accuracy(read_rows(path))
 
 
-@task(name="evaluate", cache_policy=NONE, persist_result=False)
+@task(name="evaluate", cache_policy=NONE, persist_result=False, **TRANSIENT)
 def evaluate(ctx: RunContext, round_index: int, checkpoint: Checkpoint, *, stage: str = "evaluate") -> dict[str, float]:
     from flywheel.models.backends import make_backend
 

@@ -1,4 +1,8 @@
-"""Rollout: the solver samples k answers per problem through a rollout backend."""
+"""Rollout: the solver samples k answers per problem through a rollout backend.
+
+In round 0 (the warm-up) the model is untrained and its answers are not trained on, so it
+samples one answer per seed problem, enough to record its pass@1.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from flywheel.storage.datasets import read_rows
 from flywheel.storage.fingerprint import row_id
 from flywheel.tasks.context import Checkpoint, RunContext
 from flywheel.tasks.progress import progress_bar
+from flywheel.tasks.retry import TRANSIENT
 from flywheel.tasks.stage import StageOutput, StageResult, run_stage
 
 VERSION = 1
@@ -43,7 +48,7 @@ def rollout_rows(
     return rows
 
 
-@task(name="rollout", cache_policy=NONE, persist_result=False, retries=1, retry_delay_seconds=5)
+@task(name="rollout", cache_policy=NONE, persist_result=False, **TRANSIENT)
 def rollout(ctx: RunContext, round_index: int, incumbent: Checkpoint, problems: StageOutput) -> StageOutput:
     from flywheel.models.backends import make_backend
 
@@ -51,7 +56,8 @@ def rollout(ctx: RunContext, round_index: int, incumbent: Checkpoint, problems: 
 
     def compute(fingerprint: str) -> StageResult:
         rows = read_rows(problems.path("problems"))
-        params = SamplingParams(n=cfg.samples_per_problem, temperature=cfg.temperature,
+        # The warm-up's model is untrained: one sample per seed problem measures its pass@1.
+        params = SamplingParams(n=1 if round_index == 0 else cfg.samples_per_problem, temperature=cfg.temperature,
                                 max_new_tokens=cfg.max_new_tokens,
                                 seed=ctx.stage_seed("rollout", round_index))
         backend = make_backend(cfg.backend, incumbent.path, batch_size=cfg.batch_size)

@@ -5,6 +5,9 @@
 
 A stage that fails records a `failed` row with its error and re-raises; nothing it half wrote
 is visible (temporary files are removed, checkpoint folders are renamed into place last).
+A recorded output found damaged (missing, truncated, wrong row count or checksum) is reported
+in one line, discarded (its stage row becomes `discarded`) and recomputed. What a *killed*
+process left behind is swept once at run start (flywheel/storage/recovery.py).
 """
 
 from __future__ import annotations
@@ -18,9 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flywheel.storage.catalog import verify_outputs
 from flywheel.storage.datasets import WrittenDataset, dataset_path, round_dir, write_atomic
 from flywheel.storage.fingerprint import file_checksum, stage_fingerprint
+from flywheel.storage.recovery import (
+    Discarded,
+    check_recorded,
+    discard_outputs,
+    notice,
+    pause_point,
+)
 from flywheel.tasks.context import RunContext
 
 log = logging.getLogger("flywheel")
@@ -67,20 +76,25 @@ def run_stage(
     fingerprint = stage_fingerprint(stage, version, config, seed, inputs)
     recorded = ctx.catalog.completed_datasets(ctx.run_id, fingerprint)
     if recorded is not None:
-        problem = verify_outputs(recorded)
-        if problem is None:
+        damage = check_recorded(recorded)
+        if damage is None:
             log.info("round %d %s: done (fingerprint %s), skipped", round_index, stage, fingerprint[:12])
             paths = {kind: Path(info["path"]) for kind, info in recorded.items()}
             return StageOutput(stage, round_index, fingerprint, paths, skipped=True)
-        log.warning("round %d %s: discarding recorded output: %s", round_index, stage, problem)
+        discard_outputs(recorded)  # damaged: one line naming the file, then recompute the stage
+        ctx.catalog.discard_stage(ctx.run_id, fingerprint, f"{damage[0]}: {damage[1]}")
+        notice(str(Discarded(*damage)))
 
     started = time.time()
+    point = f"{stage}:{round_index}"
+    pause_point(f"{point}:start")
     try:
         result = compute(fingerprint)
         outputs: list[WrittenDataset] = []
         for kind, rows in result.datasets.items():
             path = dataset_path(ctx.data_root, ctx.run_id, round_index, kind, fingerprint)
             outputs.append(write_atomic(kind, rows, path))
+            pause_point(f"{point}:wrote-{kind}")
         if result.checkpoint is not None:
             final = checkpoint_dir(ctx, round_index, fingerprint)
             if final.exists():
@@ -90,6 +104,7 @@ def run_stage(
             outputs.append(
                 WrittenDataset("checkpoint", final, result.checkpoint_rows, file_checksum(weights))
             )
+            pause_point(f"{point}:wrote-checkpoint")
     except BaseException as exc:
         error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         ctx.catalog.record_failed(
@@ -101,6 +116,7 @@ def run_stage(
         run_id=ctx.run_id, round_index=round_index, stage=stage, fingerprint=fingerprint,
         started_at=started, outputs=outputs, inputs=inputs, metrics=result.metrics,
     )
+    pause_point(f"{point}:done")
     return StageOutput(
         stage, round_index, fingerprint, {o.kind: o.path for o in outputs}, skipped=False
     )

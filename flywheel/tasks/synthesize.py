@@ -1,7 +1,8 @@
 """Synthesize: the proposer writes problems; the domain admits, executes and dedups them.
 
 Round 0 is seeded by the domain's own generator (the untrained model cannot write problems
-yet), in equal shares of every level so the proposer learns what each level looks like. Every proposer sample is kept in `proposals` with its `drop_reason`: `invalid` (the parser
+yet): mostly problems of the levels the warm-up trains the solver on, plus a few of every other
+level so the proposer learns what each level looks like. Every proposer sample is kept in `proposals` with its `drop_reason`: `invalid` (the parser
 rejected it), `duplicate` (seen earlier in this round or in any earlier round of the run) or
 `heldout` (it equals a held-out item, which must never be trained on).
 """
@@ -20,6 +21,7 @@ from flywheel.models.backends import SamplingParams, make_backend
 from flywheel.storage.datasets import read_table
 from flywheel.storage.fingerprint import row_id
 from flywheel.tasks.context import Checkpoint, RunContext
+from flywheel.tasks.retry import TRANSIENT
 from flywheel.tasks.stage import StageOutput, StageResult, run_stage
 
 VERSION = 1
@@ -27,6 +29,12 @@ VERSION = 1
 
 def problem_id(domain: Domain, text: str) -> str:
     return row_id("problem", domain.name, text)
+
+
+def seed_levels(domain: Domain, solver_max_level: int) -> list[int]:
+    """The level cycle of the seed: levels the warm-up trains the solver on get 4 shares each,
+    the others 1 share each (they only show the proposer what each level looks like)."""
+    return [level for level in domain.levels for _ in range(4 if level <= solver_max_level else 1)]
 
 
 def seed_proposals(domain: Domain, *, count: int, levels: list[int], seed: int) -> list[tuple[str, str]]:
@@ -93,7 +101,7 @@ def propose(domain: Domain, checkpoint: Path, *, count: int, levels: list[int], 
     return [(prompt, out[0].text) for prompt, out in zip(prompts, outputs, strict=True)]
 
 
-@task(name="synthesize", cache_policy=NONE, persist_result=False)
+@task(name="synthesize", cache_policy=NONE, persist_result=False, **TRANSIENT)
 def synthesize(ctx: RunContext, round_index: int, incumbent: Checkpoint,
                earlier_problems: list[StageOutput]) -> StageOutput:
     cfg = ctx.config
@@ -102,7 +110,7 @@ def synthesize(ctx: RunContext, round_index: int, incumbent: Checkpoint,
         seed = ctx.stage_seed("synthesize", round_index)
         if round_index == 0:
             pairs = seed_proposals(ctx.domain, count=cfg.domain.seed_problems,
-                                   levels=list(ctx.domain.levels), seed=seed)
+                                   levels=seed_levels(ctx.domain, cfg.domain.seed_max_level), seed=seed)
             source = "seed"
         else:
             levels = list(range(cfg.domain.min_level, cfg.domain.max_level + 1))

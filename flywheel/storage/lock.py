@@ -1,0 +1,116 @@
+"""The run lock: at most one process runs or resumes a run id at a time.
+
+    <data-root>/runs/<run_id>/run.lock   {"pid": 4242, "host": "box", "started_at": 1.7e9,
+                                          "command": "flywheel resume demo"}
+
+The lock is an advisory `flock` on that file, held for the life of `flywheel run`/`resume`.
+The kernel drops it when its process dies, however it dies (kill -9, OOM killer), so a crashed
+run never blocks its resume; the file's content says who holds it. A second process is refused
+with the holder's pid and start time (`RunLocked`); a process that gets the lock and finds a
+previous holder's content in the file knows that holder died without releasing it, takes the
+lock over and says so in one line. A clean release empties the file.
+
+The descriptor is not inherited by child processes (Python opens files non-inheritable), so a
+child that outlives a killed parent (such as Prefect's temporary server) cannot keep the lock.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Self
+
+LOCK_NAME = "run.lock"
+
+
+class RunLocked(RuntimeError):
+    """Another live process holds the run's lock; the message is one line for the user."""
+
+
+@dataclass(frozen=True)
+class Holder:
+    pid: int
+    host: str
+    started_at: float
+    command: str
+
+    @classmethod
+    def parse(cls, text: str) -> Holder | None:
+        try:
+            data: Any = json.loads(text)
+            return cls(int(data["pid"]), str(data["host"]), float(data["started_at"]),
+                       str(data.get("command", "")))
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def describe(self) -> str:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started_at))
+        return f"pid {self.pid} on {self.host}, started {when}"
+
+
+def lock_path(data_root: Path, run_id: str) -> Path:
+    return Path(data_root) / "runs" / run_id / LOCK_NAME
+
+
+class RunLock:
+    """`with RunLock(data_root, run_id): ...` holds the run's lock or raises `RunLocked`.
+
+    After entering, `taken_over` is the previous holder when it had died holding the lock.
+    """
+
+    def __init__(self, data_root: Path, run_id: str, command: str | None = None):
+        self.run_id = run_id
+        self.path = lock_path(data_root, run_id)
+        self.command = command or " ".join(["flywheel", *sys.argv[1:3]])
+        self.taken_over: Holder | None = None
+        self._handle: IO[str] | None = None
+
+    def acquire(self) -> Holder | None:
+        """Take the lock; returns the dead previous holder it took over, if any."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(self.path, "a+")  # noqa: SIM115 - held until release()
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = Holder.parse(handle.read())
+            handle.close()
+            who = holder.describe() if holder else "another process"
+            msg = (f"run {self.run_id} is already running ({who}; lock {self.path}); wait for it "
+                   "to finish or stop that process, then run `flywheel resume`")
+            raise RunLocked(msg) from None
+        handle.seek(0)
+        previous = handle.read()
+        self.taken_over = Holder.parse(previous) if previous.strip() else None
+        me = {"pid": os.getpid(), "host": socket.gethostname(), "started_at": time.time(),
+              "command": self.command}
+        handle.seek(0)
+        handle.truncate()
+        handle.write(json.dumps(me))
+        handle.flush()
+        os.fsync(handle.fileno())
+        self._handle = handle
+        return self.taken_over
+
+    def release(self) -> None:
+        if self._handle is None:
+            return
+        self._handle.seek(0)
+        self._handle.truncate()
+        self._handle.flush()
+        fcntl.flock(self._handle.fileno(), fcntl.LOCK_UN)
+        self._handle.close()
+        self._handle = None
+
+    def __enter__(self) -> Self:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
