@@ -66,7 +66,30 @@ class RolloutConfig(_Section):
     max_problems: int = Field(256, ge=1, le=10_000_000, description="problems rolled out per round")
     temperature: float = Field(1.0, gt=0, le=5)
     max_new_tokens: int = Field(8, ge=1, le=32_768)
-    batch_size: int = Field(512, ge=1, le=100_000, description="sequences per generate call")
+    batch_size: int = Field(
+        512, ge=1, le=100_000,
+        description="sequences per generate call (transformers) or per engine step (vllm max_num_seqs)",
+    )
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        "float32", description="rollout and evaluation weights; bfloat16 on GPUs"
+    )
+    tensor_parallel_size: int = Field(1, ge=1, le=64, description="vllm: GPUs one engine shards over")
+    gpu_memory_utilization: float = Field(
+        0.5, gt=0, le=0.95,
+        description="vllm on GPU: share of each GPU the engine keeps (the rest is for training)",
+    )
+    cpu_kv_cache_gib: float = Field(1.0, gt=0, le=1024, description="vllm on CPU: KV cache size")
+    enforce_eager: bool = Field(
+        True, description="vllm: no torch.compile / CUDA graphs (fast start; false for GPU speed)"
+    )
+
+    @model_validator(mode="after")
+    def _vllm_only_settings(self) -> RolloutConfig:
+        if self.backend != "vllm" and self.tensor_parallel_size != 1:
+            msg = (f"tensor_parallel_size = {self.tensor_parallel_size} needs backend = 'vllm' "
+                   f"(backend is {self.backend!r}); set it to 1 or switch the backend")
+            raise ValueError(msg)
+        return self
 
 
 class CurateConfig(_Section):
