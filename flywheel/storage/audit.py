@@ -144,10 +144,13 @@ def _create_views(con: duckdb.DuckDBPyConnection) -> None:
         if paths:
             listed = ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
             con.execute(f"CREATE VIEW {kind} AS SELECT * FROM read_parquet([{listed}])")
-        else:
-            con.register("empty_kind", SCHEMAS[kind].empty_table())
-            con.execute(f"CREATE TABLE {kind} AS SELECT * FROM empty_kind")
-            con.unregister("empty_kind")
+        else:  # no file of this kind yet: an empty table with the documented columns
+            columns = ", ".join(f"{f.name} {_SQL_TYPES[str(f.type)]}" for f in SCHEMAS[kind])
+            con.execute(f"CREATE TABLE {kind} ({columns})")
+
+
+# Parquet column types of SCHEMAS -> DuckDB types (registering an Arrow table would import pandas)
+_SQL_TYPES = {"string": "VARCHAR", "int64": "BIGINT", "double": "DOUBLE", "bool": "BOOLEAN"}
 
 
 def fetch(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:

@@ -57,6 +57,9 @@ CREATE TABLE IF NOT EXISTS rounds (
 
 
 LOCK_WAIT_SECONDS = 30.0
+# New catalogs use DuckDB 1.0's storage format, so the `duckdb` command line (PyPI `duckdb-cli`,
+# which lags the Python package) and any DuckDB >= 1.0 can open catalog.duckdb.
+STORAGE_CONFIG = {"storage_compatibility_version": "v1.0.0"}
 
 
 def retry_while_locked(open_connection: Callable[[], T], wait: float = LOCK_WAIT_SECONDS) -> T:
@@ -88,7 +91,8 @@ class Catalog:
             self.data_root.mkdir(parents=True, exist_ok=True)
         elif not self.path.exists():
             raise FileNotFoundError(f"no catalog at {self.path} (run `flywheel run` first)")
-        con = retry_while_locked(lambda: duckdb.connect(str(self.path), read_only=read_only))
+        con = retry_while_locked(
+            lambda: duckdb.connect(str(self.path), read_only=read_only, config=STORAGE_CONFIG))
         try:
             if not read_only:
                 con.execute(_SCHEMA)

@@ -168,8 +168,9 @@ def _add_forward(con: duckdb.DuckDBPyConnection, out: list[dict[str, Any]], *, t
     if not made:
         return
     wanted = {r["train_row_id"] for r in made}
+    cache: FileCache = {}
     for checkpoint in train_checkpoints(con):
-        seen = seen_rows(con, checkpoint)
+        seen = seen_rows(con, checkpoint, cache)
         hits = [r for r in seen["rows"] if r["train_row_id"] in wanted]
         if hits or seen["replay_unknown"] and any(r["round"] in seen["replay_rounds"] for r in made):
             how = hits[0]["relation"] if hits else "replay pool (sample not reproducible)"
@@ -217,16 +218,26 @@ def replayed_sample(pool_size: int, own_size: int, *, ratio: float, config_seed:
     return random.Random(seed).sample(range(pool_size), count)
 
 
-def _file_rows(con: duckdb.DuckDBPyConnection, fingerprint: str) -> list[dict[str, Any]]:
+FileCache = dict[str, list[dict[str, Any]]]
+
+
+def _file_rows(con: duckdb.DuckDBPyConnection, fingerprint: str, cache: FileCache) -> list[dict[str, Any]]:
+    """The train rows (id, round, role, weight) of one curate output, in file order; `cache`
+    keeps them, since every later checkpoint replays from the same files."""
+    if fingerprint in cache:
+        return cache[fingerprint]
     found = _one(con, "SELECT path FROM datasets WHERE fingerprint = ? AND kind = 'train_rows'", [fingerprint])
     if found is None or not Path(found["path"]).exists():
         raise AuditError(f"train_rows file of stage {fingerprint[:12]} is missing "
                          f"({found['path'] if found else 'not recorded'}); rerun `flywheel resume`")
-    columns = ["train_row_id", "round", "role", "weight"]
-    return pq.read_table(found["path"], columns=columns).to_pylist()
+    # ParquetFile, not pq.read_table: the latter imports pandas (half a second of start-up)
+    table = pq.ParquetFile(found["path"]).read(columns=["train_row_id", "round", "role", "weight"])
+    cache[fingerprint] = table.to_pylist()
+    return cache[fingerprint]
 
 
-def seen_rows(con: duckdb.DuckDBPyConnection, checkpoint: dict[str, Any]) -> dict[str, Any]:
+def seen_rows(con: duckdb.DuckDBPyConnection, checkpoint: dict[str, Any],
+              cache: FileCache | None = None) -> dict[str, Any]:
     """The rows a train checkpoint's stage selected: {"rows": [...], "files": {...},
     "replay_unknown": bool, "replay_rounds": [...], "metrics": {...}}."""
     stage = _train_stage(con, checkpoint["fingerprint"])
@@ -235,13 +246,14 @@ def seen_rows(con: duckdb.DuckDBPyConnection, checkpoint: dict[str, Any]) -> dic
     if stage is None or checkpoint["stage"] != "train":
         return empty
     inputs = json.loads(stage["inputs_json"] or "{}")
-    own = _file_rows(con, inputs["train_rows"]) if "train_rows" in inputs else []
+    cache = {} if cache is None else cache
+    own = _file_rows(con, inputs["train_rows"], cache) if "train_rows" in inputs else []
     replay = sorted((int(key.rsplit("_", 1)[1]), fp) for key, fp in inputs.items()
                     if key.startswith("replay_round_"))
     files = {"this round": own}
     pool: list[dict[str, Any]] = []
     for round_index, fingerprint in replay:
-        rows = _file_rows(con, fingerprint)
+        rows = _file_rows(con, fingerprint, cache)
         files[f"replay of round {round_index}"] = rows
         pool += rows
     metrics = {r["name"]: r["value"] for r in fetch(
