@@ -1,7 +1,8 @@
 """The `flywheel` command line.
 
     flywheel run [--config F] [--rounds N] [--run-id ID] [--data-root DIR]
-    flywheel resume RUN_ID [--data-root DIR]
+    flywheel resume RUN_ID [--config F] [--data-root DIR]
+    flywheel validate RUN_ID [--round N] [--stage S] [--config F] [--data-root DIR]
     flywheel status RUN_ID [--json] [--data-root DIR]
     flywheel audit RUN_ID QUERY [ARGS] [--format table|json|csv] [--data-root DIR]
     flywheel report RUN_ID [--out DIR] [--data-root DIR]
@@ -76,6 +77,12 @@ def _print_summary(data_root: Path, run_id: str) -> None:
 
 def _execute(data_root: Path, run_id: str, config: Any) -> None:
     _quiet_environment()
+    from flywheel.models.backends import BackendUnavailable, check_backend
+
+    try:  # before anything runs: a missing vLLM is one line, not a failed round
+        check_backend(config.rollout.backend)
+    except BackendUnavailable as exc:
+        fail(str(exc))
     import logging
 
     from rich.logging import RichHandler
@@ -85,6 +92,8 @@ def _execute(data_root: Path, run_id: str, config: Any) -> None:
     logging.getLogger("flywheel").setLevel(logging.INFO)
     from flywheel.storage.lock import RunLocked
     from flywheel.storage.recovery import guarded_run, plain_notices
+    from flywheel.validators.gate import GateFailed
+    from flywheel.validators.report import print_gate_failure, quiet_gate_tracebacks
 
     plain_notices()
     started = time.time()
@@ -92,9 +101,13 @@ def _execute(data_root: Path, run_id: str, config: Any) -> None:
         with guarded_run(data_root, run_id):
             from flywheel.flows.flywheel import RunSpec, flywheel_flow
 
+            quiet_gate_tracebacks()  # after Prefect set up its log handlers
             flywheel_flow(RunSpec(data_root=str(data_root.resolve()), run_id=run_id, config=config))
     except RunLocked as exc:
         fail(str(exc), code=3)
+    except GateFailed as exc:  # the report, not a traceback; exit 1
+        print_gate_failure(exc, run_id, echo=lambda line: typer.echo(line, err=True))
+        raise typer.Exit(1) from None
     _print_summary(data_root, run_id)
     typer.echo(f"run {run_id} finished in {time.time() - started:.0f} s; data in {data_root / 'runs' / run_id}")
 
@@ -123,10 +136,13 @@ def run(
 @app.command()
 def resume(
     run_id: Annotated[str, typer.Argument(help="the run to finish")],
+    config: Annotated[Path | None, typer.Option(
+        "--config", help="use this config instead of the recorded one (e.g. fixed [gates] "
+                         "thresholds); stages whose fingerprint is unchanged are skipped")] = None,
     data_root: DataRoot = Path("flywheel-data"),
 ) -> None:
     """Finish a run with its recorded config: done stages are skipped, the rest recomputed."""
-    from flywheel.config import ConfigError, validate_config
+    from flywheel.config import ConfigError, load_config, validate_config
     from flywheel.storage.catalog import Catalog
 
     catalog = Catalog(data_root)
@@ -136,7 +152,8 @@ def resume(
     if recorded is None:
         fail(f"unknown run id {run_id!r} in {catalog.path} (see `flywheel status`)")
     try:
-        cfg = validate_config(json.loads(recorded), f"run {run_id}")
+        cfg = (validate_config(json.loads(recorded), f"run {run_id}") if config is None
+               else load_config(config))
     except ConfigError as exc:
         fail(str(exc))
     _execute(data_root, run_id, cfg)
@@ -217,6 +234,28 @@ def report(
     except AuditError as exc:
         fail(str(exc))
     typer.echo(f"report written to {path}")
+
+
+@app.command()
+def validate(
+    run_id: Annotated[str, typer.Argument(help="the run whose stored outputs to check")],
+    round_index: Annotated[int | None, typer.Option("--round", help="only this round")] = None,
+    stage: Annotated[str | None, typer.Option("--stage", help="only this stage (e.g. verify)")] = None,
+    config: Annotated[Path | None, typer.Option(
+        "--config", help="thresholds from this config instead of the run's recorded one")] = None,
+    data_root: DataRoot = Path("flywheel-data"),
+) -> None:
+    """Re-run the data gates on a run's stored outputs and print the report (exit 1 on a failure)."""
+    from flywheel.config import ConfigError
+    from flywheel.validators.report import ValidateError, validate_run
+
+    try:
+        ok = validate_run(data_root, run_id, round_index=round_index, stage=stage,
+                          config_path=config, echo=typer.echo)
+    except (ValidateError, ConfigError) as exc:
+        fail(str(exc))
+    if not ok:
+        raise typer.Exit(1)
 
 
 def main() -> None:

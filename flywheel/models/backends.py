@@ -6,8 +6,9 @@
     outputs[0][0]  # Completion(text="5", tokens=2)   (tokens counts the end-of-text token)
     backend.close()
 
-A backend is built from one checkpoint folder for one round and released after. Sampling is
-seeded per batch, so the same prompts, params and checkpoint give the same completions.
+A backend is built from one checkpoint folder for one stage and released after (the vllm backend,
+flywheel/models/vllm_backend.py, keeps its engine warm between stages and swaps the weights).
+Sampling is seeded, so the same prompts, params and checkpoint give the same completions.
 """
 
 from __future__ import annotations
@@ -15,7 +16,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from flywheel.config import RolloutConfig
+    from flywheel.models.vllm_backend import EngineOptions
 
 
 @dataclass(frozen=True)
@@ -49,32 +54,50 @@ class BackendUnavailable(RuntimeError):
     pass
 
 
-def make_backend(name: str, checkpoint: Path, *, batch_size: int = 512) -> RolloutBackend:
+def make_backend(name: str, checkpoint: Path, *, batch_size: int = 512, dtype: str = "float32",
+                 engine: EngineOptions | None = None) -> RolloutBackend:
+    """A backend by name; `engine` configures vLLM (None = `EngineOptions` defaults)."""
     if name == "transformers":
-        return TransformersBackend(checkpoint, batch_size=batch_size)
+        return TransformersBackend(checkpoint, batch_size=batch_size, dtype=dtype)
     if name == "vllm":
-        try:
-            import vllm  # noqa: F401
-        except ImportError:
-            msg = "rollout.backend = 'vllm' needs vLLM: pip install -e '.[vllm]' (GPU machines)"
-            raise BackendUnavailable(msg) from None
-        msg = "the vllm backend is not built yet; use rollout.backend = 'transformers'"
-        raise BackendUnavailable(msg)
+        from flywheel.models.vllm_backend import EngineOptions, VLLMBackend, require_vllm
+
+        require_vllm()
+        return VLLMBackend(checkpoint, options=engine or EngineOptions(dtype=dtype, max_num_seqs=batch_size))
     msg = f"unknown rollout backend {name!r}; choose 'transformers' or 'vllm'"
     raise BackendUnavailable(msg)
 
 
-class TransformersBackend:
-    """Batched sampling with `model.generate` on CPU (float32), left-padded prompts."""
+def backend_for(rollout: RolloutConfig, checkpoint: Path) -> RolloutBackend:
+    """The backend a run's `[rollout]` config asks for (the rollout and evaluate stages use it)."""
+    engine = None
+    if rollout.backend == "vllm":
+        from flywheel.models.vllm_backend import EngineOptions
 
-    def __init__(self, checkpoint: Path, *, batch_size: int = 512):
+        engine = EngineOptions.from_config(rollout)
+    return make_backend(rollout.backend, checkpoint, batch_size=rollout.batch_size,
+                        dtype=rollout.dtype, engine=engine)
+
+
+def check_backend(name: str) -> None:
+    """Raise `BackendUnavailable` (one line, naming the extra to install) if `name` cannot run here."""
+    if name == "vllm":
+        from flywheel.models.vllm_backend import require_vllm
+
+        require_vllm()
+
+
+class TransformersBackend:
+    """Batched sampling with `model.generate` (float32 unless `dtype` says), left-padded prompts."""
+
+    def __init__(self, checkpoint: Path, *, batch_size: int = 512, dtype: str = "float32"):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self._torch = torch
         self.tokenizer = AutoTokenizer.from_pretrained(checkpoint)
         self.tokenizer.padding_side = "left"
-        self.model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32)
+        self.model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=getattr(torch, dtype))
         self.model.eval()
         self.batch_size = batch_size
 

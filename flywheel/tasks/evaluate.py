@@ -54,12 +54,12 @@ def read_accuracy(path: Path) -> dict[str, float]:
 
 @task(name="evaluate", cache_policy=NONE, persist_result=False, **TRANSIENT)
 def evaluate(ctx: RunContext, round_index: int, checkpoint: Checkpoint, *, stage: str = "evaluate") -> dict[str, float]:
-    from flywheel.models.backends import make_backend
+    from flywheel.models.backends import backend_for
 
     cfg = ctx.config
 
     def compute(fingerprint: str) -> StageResult:
-        backend = make_backend(cfg.rollout.backend, checkpoint.path, batch_size=cfg.rollout.batch_size)
+        backend = backend_for(cfg.rollout, checkpoint.path)
         try:
             rows = eval_rows(backend, ctx.domain, per_level=cfg.domain.heldout_per_level,
                              max_new_tokens=cfg.evaluate.max_new_tokens, checkpoint=checkpoint.fingerprint,

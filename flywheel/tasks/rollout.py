@@ -50,7 +50,7 @@ def rollout_rows(
 
 @task(name="rollout", cache_policy=NONE, persist_result=False, **TRANSIENT)
 def rollout(ctx: RunContext, round_index: int, incumbent: Checkpoint, problems: StageOutput) -> StageOutput:
-    from flywheel.models.backends import make_backend
+    from flywheel.models.backends import backend_for
 
     cfg = ctx.config.rollout
 
@@ -60,7 +60,7 @@ def rollout(ctx: RunContext, round_index: int, incumbent: Checkpoint, problems: 
         params = SamplingParams(n=1 if round_index == 0 else cfg.samples_per_problem, temperature=cfg.temperature,
                                 max_new_tokens=cfg.max_new_tokens,
                                 seed=ctx.stage_seed("rollout", round_index))
-        backend = make_backend(cfg.backend, incumbent.path, batch_size=cfg.batch_size)
+        backend = backend_for(cfg, incumbent.path)
         try:
             with progress_bar(f"round {round_index} rollout", len(rows) * params.n) as advance:
                 out = rollout_rows(backend, ctx.domain, rows, params=params,
