@@ -150,6 +150,50 @@ class PromoteConfig(_Section):
     margin: float = Field(0.0, ge=0, le=1, description="allowed drop in held-out accuracy")
 
 
+class GatesConfig(_Section):
+    """Thresholds of the data-quality gates (flywheel/validators) run on every stage output.
+
+    Not part of any stage fingerprint: after a gate failed, fix a threshold here and run
+    `flywheel resume RUN_ID --config F`; the stored output is checked again, not recomputed.
+    Pass-rate and answer checks skip round 0 (the warm-up's untrained model fails by design).
+    """
+
+    enabled: bool = Field(True, description="false = write stage outputs unchecked")
+    min_rows: int = Field(1, ge=0, le=1_000_000_000, description="fewest rows of any stage output")
+    max_problem_chars: int = Field(1024, ge=1, le=10_000_000, description="longest problem text")
+    max_prompt_chars: int = Field(8192, ge=1, le=10_000_000, description="longest prompt")
+    max_completion_chars: int = Field(65_536, ge=1, le=10_000_000, description="longest completion")
+    min_distinct_proposal_share: float = Field(
+        0.05, ge=0, le=1, description="distinct texts / proposer samples (proposals)")
+    min_distinct_problem_share: float = Field(
+        0.9, ge=0, le=1, description="distinct texts / problems (problems)")
+    min_answer_spread: float = Field(
+        0.02, ge=0, le=1,
+        description="mean over problems of (distinct answers - 1) / (samples - 1): 0 when every "
+                    "problem's answers agree (verdicts, rounds >= 1)")
+    min_kept_fraction: float = Field(0.01, ge=0, le=1, description="kept / problems (curriculum)")
+    max_kept_fraction: float = Field(1.0, ge=0, le=1, description="kept / problems (curriculum)")
+    min_mean_pass_rate: float = Field(
+        0.0, ge=0, le=1, description="mean reward and mean pass rate must be above this (rounds >= 1)")
+    max_mean_pass_rate: float = Field(
+        1.0, ge=0, le=1, description="mean reward and mean pass rate must be below this (rounds >= 1)")
+    max_length_drift: float = Field(
+        1.0, ge=0, le=1000,
+        description="allowed relative change of the mean problem length from the previous round")
+    max_level_drift: float = Field(
+        2.0, ge=0, le=1000,
+        description="allowed change of the mean problem level from the previous round")
+
+    @model_validator(mode="after")
+    def _bounds_ordered(self) -> GatesConfig:
+        for low, high in (("min_kept_fraction", "max_kept_fraction"),
+                          ("min_mean_pass_rate", "max_mean_pass_rate")):
+            if getattr(self, low) >= getattr(self, high):
+                msg = f"{low} = {getattr(self, low)} must be < {high} = {getattr(self, high)}"
+                raise ValueError(msg)
+        return self
+
+
 class RunConfig(_Section):
     rounds: int = Field(3, ge=0, le=10_000, description="self-improvement rounds after warm-up")
     seed: int = Field(0, ge=0)
@@ -161,6 +205,7 @@ class RunConfig(_Section):
     train: TrainConfig = TrainConfig()
     evaluate: EvaluateConfig = EvaluateConfig()
     promote: PromoteConfig = PromoteConfig()
+    gates: GatesConfig = GatesConfig()
 
     def slice(self, *names: str) -> dict[str, Any]:
         """The config sections a stage reads, as plain data for its fingerprint."""

@@ -159,9 +159,13 @@ class Catalog:
         outputs: list[WrittenDataset],
         inputs: dict[str, str],
         metrics: dict[str, float] | None = None,
+        status: str = "completed",
+        error: str | None = None,
     ) -> None:
         """Record a finished stage: datasets, metrics, then the completed stage row, in one
-        transaction, so a crash leaves either all of them or none."""
+        transaction, so a crash leaves either all of them or none. status = "gate_failed"
+        records a stage whose outputs failed their gate: its datasets are kept for audit but
+        the stage is not done (views and `completed_datasets` ignore it)."""
         finished = time.time()
         with self.connect() as con:
             con.execute("BEGIN")
@@ -184,9 +188,9 @@ class Catalog:
                     [run_id, round_index, stage, name, float(value)],
                 )
             con.execute(
-                "INSERT INTO stages VALUES (?, ?, ?, ?, 'completed', ?, ?, ?, ?, NULL, ?)",
-                [run_id, round_index, stage, fingerprint, started_at, finished,
-                 finished - started_at, sum(o.rows for o in outputs), json.dumps(inputs)],
+                "INSERT INTO stages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [run_id, round_index, stage, fingerprint, status, started_at, finished,
+                 finished - started_at, sum(o.rows for o in outputs), error, json.dumps(inputs)],
             )
             con.execute("COMMIT")
             self._refresh_views(con)
@@ -227,6 +231,56 @@ class Catalog:
             )
             names = [d[0] for d in cur.description]
             return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+    # ---- gates ------------------------------------------------------------------------------
+
+    def record_gate(self, *, run_id: str, round_index: int, stage: str, fingerprint: str,
+                    kind: str, success: bool, result_json: str) -> None:
+        with self.connect() as con:
+            con.execute(
+                "INSERT INTO gates VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [run_id, round_index, stage, fingerprint, kind, success, result_json, time.time()],
+            )
+
+    def gate_failed_datasets(self, run_id: str, fingerprint: str) -> dict[str, dict[str, Any]] | None:
+        """The datasets of a stage whose last attempt failed its gate, or None (see
+        record_completed(status="gate_failed"))."""
+        with self.connect() as con:
+            last = con.execute(
+                "SELECT status FROM stages WHERE run_id = ? AND fingerprint = ?"
+                " ORDER BY finished_at DESC LIMIT 1", [run_id, fingerprint],
+            ).fetchall()
+            if not last or last[0][0] != "gate_failed":
+                return None
+            rows = con.execute(
+                "SELECT kind, path, rows, checksum FROM datasets WHERE run_id = ? AND fingerprint = ?",
+                [run_id, fingerprint],
+            ).fetchall()
+        return {kind: {"path": path, "rows": n, "checksum": c} for kind, path, n, c in rows} or None
+
+    def record_gate_passed(self, *, run_id: str, fingerprint: str, started_at: float) -> None:
+        """A gate_failed stage whose stored outputs now pass (thresholds fixed): add its
+        completed row; its datasets and metrics rows are already there."""
+        finished = time.time()
+        with self.connect() as con:
+            con.execute(
+                "INSERT INTO stages SELECT run_id, round, stage, fingerprint, 'completed', ?, ?,"
+                " ? - ?, rows, NULL, inputs_json FROM stages WHERE run_id = ? AND fingerprint = ?"
+                " AND status = 'gate_failed' AND inputs_json IS NOT NULL"
+                " ORDER BY finished_at DESC LIMIT 1",
+                [started_at, finished, finished, started_at, run_id, fingerprint],
+            )
+            self._refresh_views(con)
+
+    def latest_dataset(self, run_id: str, round_index: int, kind: str) -> str | None:
+        """Path of the newest completed dataset of `kind` in a round of a run (drift baseline)."""
+        rows = self.query(
+            "SELECT d.path FROM datasets d JOIN stages s ON d.run_id = s.run_id"
+            " AND d.fingerprint = s.fingerprint AND s.status = 'completed'"
+            " WHERE d.run_id = ? AND d.round = ? AND d.kind = ?"
+            " ORDER BY s.finished_at DESC LIMIT 1", [run_id, round_index, kind],
+        ) if self.path.exists() else []
+        return rows[0]["path"] if rows else None
 
     # ---- rounds and metrics -----------------------------------------------------------------
 

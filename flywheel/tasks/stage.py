@@ -1,7 +1,9 @@
 """The stage runner: the storage contract in one place.
 
     fingerprint -> done? (completed catalog row + files with their checksums) -> skip
-                -> else compute -> write each dataset atomically -> catalog row last
+                -> else compute -> write each dataset atomically -> gate each dataset
+                -> catalog row last (`gate_failed` and GateFailed raised when a gate fails:
+                   flywheel/tasks/gates.py)
 
 A stage that fails records a `failed` row with its error and re-raises; nothing it half wrote
 is visible (temporary files are removed, checkpoint folders are renamed into place last).
@@ -31,6 +33,7 @@ from flywheel.storage.recovery import (
     pause_point,
 )
 from flywheel.tasks.context import RunContext
+from flywheel.tasks.gates import failed_gate, gate_outputs, regate_stored
 
 log = logging.getLogger("flywheel")
 
@@ -84,6 +87,9 @@ def run_stage(
         discard_outputs(recorded)  # damaged: one line naming the file, then recompute the stage
         ctx.catalog.discard_stage(ctx.run_id, fingerprint, f"{damage[0]}: {damage[1]}")
         notice(str(Discarded(*damage)))
+    regated = regate_stored(ctx, stage=stage, round_index=round_index, fingerprint=fingerprint)
+    if regated is not None:  # its gate failed before, its thresholds were fixed: not recomputed
+        return StageOutput(stage, round_index, fingerprint, regated, skipped=True)
 
     started = time.time()
     point = f"{stage}:{round_index}"
@@ -112,10 +118,17 @@ def run_stage(
             started_at=started, error=error,
         )
         raise
+    gated = failed_gate(stage, round_index, gate_outputs(
+        ctx, stage=stage, round_index=round_index, fingerprint=fingerprint,
+        paths={o.kind: o.path for o in outputs}))
     ctx.catalog.record_completed(
         run_id=ctx.run_id, round_index=round_index, stage=stage, fingerprint=fingerprint,
         started_at=started, outputs=outputs, inputs=inputs, metrics=result.metrics,
+        status="completed" if gated is None else "gate_failed",
+        error=None if gated is None else str(gated),
     )
+    if gated is not None:  # files stay for audit; nothing downstream runs (flywheel/tasks/gates.py)
+        raise gated
     pause_point(f"{point}:done")
     return StageOutput(
         stage, round_index, fingerprint, {o.kind: o.path for o in outputs}, skipped=False
