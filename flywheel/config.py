@@ -32,18 +32,18 @@ class ModelConfig(_Section):
 
     path: str | None = Field(None, description="local Hugging Face checkpoint folder; None = tiny")
     hidden_size: int = Field(128, ge=32, le=4096)
-    num_layers: int = Field(3, ge=1, le=64)
+    num_layers: int = Field(4, ge=1, le=64)
     head_dim: int = Field(32, ge=8, le=256)
-    intermediate_size: int = Field(384, ge=32, le=16384)
+    intermediate_size: int = Field(512, ge=32, le=16384)
     init_seed: int = Field(0, ge=0)
 
 
 class DomainConfig(_Section):
     name: Literal["arithmetic"] = "arithmetic"
-    min_level: int = Field(1, ge=1, le=5, description="easiest difficulty level proposed")
-    max_level: int = Field(5, ge=1, le=5, description="hardest difficulty level proposed")
-    seed_problems: int = Field(1200, ge=1, le=1_000_000, description="round-0 generator problems")
-    seed_max_level: int = Field(2, ge=1, le=5, description="hardest level the round-0 seed uses")
+    min_level: int = Field(2, ge=1, le=5, description="easiest difficulty level proposed")
+    max_level: int = Field(4, ge=1, le=5, description="hardest difficulty level proposed")
+    seed_problems: int = Field(8000, ge=1, le=1_000_000, description="round-0 generator problems")
+    seed_max_level: int = Field(2, ge=1, le=5, description="hardest level the warm-up trains the solver on")
     heldout_per_level: int = Field(40, ge=1, le=10_000)
 
     @model_validator(mode="after")
@@ -55,16 +55,15 @@ class DomainConfig(_Section):
 
 
 class SynthesizeConfig(_Section):
-    proposals: int = Field(512, ge=1, le=10_000_000, description="proposer samples per round")
-    temperature: float = Field(1.0, gt=0, le=5)
+    proposals: int = Field(4096, ge=1, le=10_000_000, description="proposer samples per round")
+    temperature: float = Field(1.2, gt=0, le=5)
     max_new_tokens: int = Field(16, ge=1, le=4096)
 
 
 class RolloutConfig(_Section):
     backend: Literal["transformers", "vllm"] = "transformers"
-    samples_per_problem: int = Field(8, ge=1, le=1024)
-    max_problems: int = Field(256, ge=1, le=10_000_000, description="problems rolled out per round")
-    temperature: float = Field(1.0, gt=0, le=5)
+    samples_per_problem: int = Field(16, ge=1, le=1024)
+    temperature: float = Field(0.8, gt=0, le=5)
     max_new_tokens: int = Field(8, ge=1, le=32_768)
     batch_size: int = Field(
         512, ge=1, le=100_000,
@@ -95,7 +94,7 @@ class RolloutConfig(_Section):
 class CurateConfig(_Section):
     min_pass_rate: float = Field(0.0, ge=0, le=1, description="keep problems with p > this")
     max_pass_rate: float = Field(1.0, ge=0, le=1, description="keep problems with p < this")
-    max_answers_per_problem: int = Field(2, ge=1, le=1024, description="distinct verified answers trained per problem")
+    max_answers_per_problem: int = Field(4, ge=1, le=1024, description="verified answers trained per problem")
     proposer_rows: bool = True
     max_proposer_rows: int = Field(256, ge=0, le=10_000_000, description="most learnable first")
 
@@ -112,13 +111,13 @@ class TrainConfig(_Section):
     learning_rate: float = Field(2e-3, gt=0, le=1)
     warmup_learning_rate: float = Field(3e-3, gt=0, le=1)
     batch_size: int = Field(64, ge=1, le=65_536)
-    epochs: float = Field(3.0, gt=0, le=1000, description="passes over a round's training rows")
-    warmup_epochs: float = Field(6.0, gt=0, le=1000, description="passes over the round-0 seed rows")
-    max_steps: int = Field(600, ge=1, le=10_000_000, description="step cap of a round's training")
-    warmup_max_steps: int = Field(1500, ge=1, le=10_000_000, description="step cap of the warm-up")
+    epochs: float = Field(20.0, gt=0, le=1000, description="passes over a round's training rows")
+    warmup_epochs: float = Field(40.0, gt=0, le=1000, description="passes over the round-0 seed rows")
+    max_steps: int = Field(800, ge=1, le=10_000_000, description="step cap of a round's training")
+    warmup_max_steps: int = Field(1000, ge=1, le=10_000_000, description="step cap of the warm-up")
     max_length: int = Field(48, ge=8, le=131_072)
     replay_ratio: float = Field(
-        1.0, ge=0, le=100,
+        2.0, ge=0, le=100,
         description="replayed rows from earlier rounds per new row (0 = train on this round only)",
     )
     save_steps: int = Field(

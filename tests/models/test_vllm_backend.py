@@ -26,7 +26,6 @@ proposals = 32
 [rollout]
 backend = "vllm"
 samples_per_problem = 4
-max_problems = 32
 [train]
 warmup_epochs = 4
 warmup_max_steps = 20
@@ -77,7 +76,7 @@ def long_prompts(vllm_run):
     finally:
         backend.close()
     body = " ".join(f"{a}+{b}={a + b}" for a, b in zip(range(3, 99, 7), range(5, 99, 3), strict=False))
-    prompts = [f"<solve>{(body * 8)[i:i + block + 16]} {i}+{i * 7}=" for i in range(0, 64, 4)]
+    prompts = [f"<solve>{(body * 8)[i:i + block + 16]} {i}+{i * 7}=" for i in range(0, 64, 8)]
     assert all(len(p) - len("<solve>") + 1 > block for p in prompts)  # one token per character
     return prompts
 
