@@ -176,12 +176,17 @@ def status(
     if not runs:
         fail(f"unknown run id {run_id!r} in {catalog.path}")
     stages = catalog.stage_rows(run_id)
+    from flywheel.storage.lock import live_holder
+
+    if runs[0]["status"] == "running" and live_holder(data_root, run_id) is None:
+        runs[0]["status"] = "interrupted"  # killed: its lock has no live holder
     if as_json:
         payload = {"run_id": run_id, "status": runs[0]["status"], "stages": stages,
                    "rounds": round_summary(catalog, run_id)}
         typer.echo(json.dumps(payload, indent=2, default=str))
         return
-    typer.echo(f"run {run_id}: {runs[0]['status']}")
+    hint = f" (`flywheel resume {run_id}` finishes it)" if runs[0]["status"] == "interrupted" else ""
+    typer.echo(f"run {run_id}: {runs[0]['status']}{hint}")
     for s in stages:
         typer.echo(f"  round {s['round']:>3}  {s['stage']:<10} {s['status']:<11} "
                    f"{s['fingerprint'][:12]}  rows={s['rows'] if s['rows'] is not None else '-':<6} "

@@ -58,6 +58,24 @@ def lock_path(data_root: Path, run_id: str) -> Path:
     return Path(data_root) / "runs" / run_id / LOCK_NAME
 
 
+def live_holder(data_root: Path, run_id: str) -> Holder | None:
+    """The process holding the run's lock, or None when no live process on this host does.
+    Reads the file only (never touches the lock), so `flywheel status` cannot disturb a run."""
+    try:
+        holder = Holder.parse(lock_path(data_root, run_id).read_text())
+    except OSError:
+        return None
+    if holder is None or holder.host != socket.gethostname():
+        return holder  # another host's process cannot be checked from here
+    try:
+        os.kill(holder.pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass  # alive, owned by another user
+    return holder
+
+
 class RunLock:
     """`with RunLock(data_root, run_id): ...` holds the run's lock or raises `RunLocked`.
 

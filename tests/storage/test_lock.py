@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from flywheel.storage.lock import Holder, RunLock, RunLocked, lock_path
+from flywheel.storage.lock import Holder, RunLock, RunLocked, live_holder, lock_path
 
 
 def _hold_lock_in_child(data_root, run_id):
@@ -43,8 +43,10 @@ def test_second_holder_is_refused_with_pid_and_start_time(tmp_path):
 
 def test_lock_of_a_killed_process_is_taken_over(tmp_path):
     child = _hold_lock_in_child(tmp_path, "r")
+    assert live_holder(tmp_path, "r").pid == child.pid
     child.kill()  # SIGKILL: no cleanup runs, the file still names the dead holder
     child.wait(timeout=30)
+    assert live_holder(tmp_path, "r") is None  # what `flywheel status` calls interrupted
     assert json.loads(lock_path(tmp_path, "r").read_text())["pid"] == child.pid
     with RunLock(tmp_path, "r") as lock:
         assert lock.taken_over is not None and lock.taken_over.pid == child.pid
@@ -53,9 +55,8 @@ def test_lock_of_a_killed_process_is_taken_over(tmp_path):
 
 
 def test_other_run_ids_are_independent(tmp_path):
-    with RunLock(tmp_path, "a"), RunLock(tmp_path, "b"):
-        with pytest.raises(RunLocked):
-            RunLock(tmp_path, "a").acquire()
+    with RunLock(tmp_path, "a"), RunLock(tmp_path, "b"), pytest.raises(RunLocked):
+        RunLock(tmp_path, "a").acquire()
 
 
 def test_cli_refuses_a_running_run_in_one_line(tmp_path):

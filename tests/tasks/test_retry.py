@@ -1,5 +1,7 @@
 """Retries: transient errors are retried with backoff, gate failures and bad input never."""
 
+import itertools
+
 import pytest
 from prefect import flow, task
 
@@ -37,7 +39,7 @@ def test_which_errors_are_transient(exc, retried):
 def test_policy_has_backoff():
     delays = TRANSIENT["retry_delay_seconds"](TRANSIENT["retries"])
     assert len(delays) == TRANSIENT["retries"] >= 1
-    assert all(later > earlier for earlier, later in zip(delays, delays[1:]))
+    assert all(later > earlier for earlier, later in itertools.pairwise(delays))
 
 
 def test_out_of_memory_is_recognised():
@@ -70,3 +72,9 @@ def test_prefect_retries_transient_errors_but_not_gate_failures(prefect_server):
 
     assert both() == ("ok", "gate failed")
     assert attempts == {"transient": 2, "gate": 1}
+
+
+def test_the_real_gate_failure_is_never_retried():
+    from flywheel.validators.gate import GateFailed as RealGateFailed
+
+    assert not is_transient(RealGateFailed("rollouts", 1, []))

@@ -1,0 +1,225 @@
+"""Kill -9 a real `flywheel run` at five points, `flywheel resume` after each, and compare the
+result with an uninterrupted run of the same config: same fingerprints, same row counts, and
+byte-identical files (problems, rollouts, verdicts, curriculum, train rows, evals, and the
+checkpoint's weights, since training resumes exactly from its last saved step). A checkpoint
+folder without its catalog row and temporary files are covered in tests/storage/test_recovery.py
+and by bench/chaos.py's random kills; each extra kill here costs a process start (~5 s of CPU).
+
+The kill points come from the test hook `pause_point` (flywheel/storage/recovery.py): the child
+writes the point's name to a marker file and sleeps there until it is killed. The whole process
+group is killed (SIGKILL), as a dying machine would. The first process runs with Prefect's own
+temporary server whose database lives in its PREFECT_HOME; that folder is deleted after the kill
+and every later process talks to the session's server, which has never seen the run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from flywheel.storage.catalog import Catalog
+
+RUN_ID = "crashy"
+CONFIG = """
+rounds = 0
+[domain]
+seed_problems = 200
+min_level = 1
+max_level = 2
+heldout_per_level = 5
+[rollout]
+samples_per_problem = 2
+[train]
+batch_size = 16
+warmup_max_steps = 30
+save_steps = 10
+[gates]
+enabled = false  # Great Expectations costs seconds per process; gates have their own tests
+"""
+# (point to kill at, what the next resume must report in one line)
+KILLS = [
+    ("synthesize:0:wrote-proposals", "proposals-"),      # inside synthesize: a file, no row
+    ("rollout:0:wrote-rollouts", "rollouts-"),           # inside rollout: the same
+    ("verify:0:done", None),                             # between verify and curate
+    ("train:0:step-15", "resuming from the trainer's checkpoint at step 10"),  # mid-training
+    ("evaluate:0:start", None),                          # inside evaluate
+]
+
+
+def _env(tmp: Path, prefect_url: str | None, **extra: str) -> dict[str, str]:
+    """A child's environment: the session's Prefect server (or, with None, Prefect's own
+    temporary server with its database under tmp/prefect-home-own), one torch thread."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PREFECT_", "FLYWHEEL_TEST_"))}
+    env.update(OMP_NUM_THREADS="1", FLYWHEEL_TEST_PAUSE_FILE=str(tmp / "paused"), **extra)
+    if prefect_url:
+        env.update(PREFECT_API_URL=prefect_url, PREFECT_HOME=str(tmp / "prefect-home"))
+    else:
+        env.update(PREFECT_HOME=str(tmp / "prefect-home-own"),
+                   PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="300")
+    return env
+
+
+def _start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
+    with open(log, "w") as out:
+        return subprocess.Popen([sys.executable, "-m", "flywheel.flows.cli", *args], env=env,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _wait_paused(proc: subprocess.Popen, marker: Path, point: str, log: Path) -> None:
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if marker.exists() and marker.read_text() == point:
+            return
+        if proc.poll() is not None:
+            pytest.fail(f"exited {proc.returncode} before reaching {point}:\n{log.read_text()}")
+        time.sleep(0.05)
+    pytest.fail(f"never reached {point}:\n{log.read_text()}")
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+
+
+def snapshot(data_root: Path, run_id: str) -> dict:
+    """What must not depend on interruptions: per stage its fingerprint and row count, per file
+    its row count and checksum (keyed by round, stage and kind; paths differ between roots)."""
+    catalog = Catalog(data_root)
+    stages = catalog.query(
+        "SELECT round, stage, fingerprint, rows FROM stages WHERE run_id = ? AND status = 'completed'",
+        [run_id])
+    files = catalog.query(
+        "SELECT d.round, d.stage, d.kind, d.rows, d.checksum FROM datasets d JOIN stages s"
+        " ON d.run_id = s.run_id AND d.fingerprint = s.fingerprint"
+        " WHERE d.run_id = ? AND s.status = 'completed'", [run_id])
+    run_dir = data_root / "runs" / run_id  # nothing half written, duplicated or stale left over
+    names = sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*") if p.name != "run.lock")
+    return {
+        "stages": sorted((s["round"], s["stage"], s["fingerprint"], s["rows"]) for s in stages),
+        "files": sorted((f["round"], f["stage"], f["kind"], f["rows"], f["checksum"]) for f in files),
+        "names": names,
+    }
+
+
+@pytest.fixture(scope="module")
+def crashed_and_reference(tmp_path_factory, prefect_server):
+    tmp = tmp_path_factory.mktemp("resume")
+    config = tmp / "run.toml"
+    config.write_text(CONFIG)
+    marker = tmp / "paused"
+    reference_root, crash_root = tmp / "reference", tmp / "crash"
+    reference_log = tmp / "reference.log"
+    reference = _start(["run", "--config", str(config), "--run-id", RUN_ID, "--data-root",
+                        str(reference_root)], _env(tmp, prefect_server), reference_log)
+    logs, refused, prefect_db_existed = [], None, False
+    for index, (point, _) in enumerate(KILLS):
+        log = tmp / f"step-{index}.log"
+        if index == 0:  # Prefect's own temporary server, its database in PREFECT_HOME
+            args = ["run", "--config", str(config), "--run-id", RUN_ID]
+            env = _env(tmp, None, FLYWHEEL_TEST_PAUSE_AT=point)
+        else:
+            args = ["resume", RUN_ID]
+            env = _env(tmp, prefect_server, FLYWHEEL_TEST_PAUSE_AT=point)
+        marker.unlink(missing_ok=True)
+        proc = _start([*args, "--data-root", str(crash_root)], env, log)
+        _wait_paused(proc, marker, point, log)
+        if index == 0:  # while it runs, a second process on the same run id is refused
+            refused = subprocess.run(
+                [sys.executable, "-m", "flywheel.flows.cli", "resume", RUN_ID, "--data-root",
+                 str(crash_root)], env=_env(tmp, prefect_server), capture_output=True, text=True,
+                timeout=120, check=False)
+            refused = (refused.returncode, refused.stderr, proc.pid)
+        _kill(proc)
+        logs.append(log.read_text())
+        if index == 0:
+            prefect_db_existed = any((tmp / "prefect-home-own").glob("*.db"))
+            shutil.rmtree(tmp / "prefect-home-own")
+    status = subprocess.run([sys.executable, "-m", "flywheel.flows.cli", "status", RUN_ID,
+                             "--data-root", str(crash_root)], capture_output=True, text=True,
+                            timeout=120, check=False).stdout
+    final_log = tmp / "final.log"
+    final = _start(["resume", RUN_ID, "--data-root", str(crash_root)], _env(tmp, prefect_server),
+                   final_log)
+    assert final.wait(timeout=600) == 0, final_log.read_text()
+    logs.append(final_log.read_text())
+    assert reference.wait(timeout=600) == 0, reference_log.read_text()
+    return {
+        "reference": snapshot(reference_root, RUN_ID), "crashed": snapshot(crash_root, RUN_ID),
+        "logs": logs, "refused": refused, "prefect_db_existed": prefect_db_existed,
+        "status_after_kill": status,
+        "crash_root": crash_root, "config": config, "tmp": tmp, "prefect": prefect_server,
+    }
+
+
+@pytest.mark.slow
+def test_resumed_run_equals_uninterrupted_run(crashed_and_reference):
+    reference, crashed = crashed_and_reference["reference"], crashed_and_reference["crashed"]
+    assert len(reference["stages"]) == 9  # base, baseline and the 7 stages of round 0
+    assert crashed["stages"] == reference["stages"]  # fingerprints and row counts
+    assert crashed["files"] == reference["files"]  # byte-identical files and weights
+    assert crashed["names"] == reference["names"]  # and no other file in the run's folder
+
+
+@pytest.mark.slow
+def test_each_interruption_is_reported_in_one_line(crashed_and_reference):
+    logs = crashed_and_reference["logs"]
+    for index, (point, expected) in enumerate(KILLS):
+        resumed = logs[index + 1]  # what the next process said on resuming
+        lines = resumed.splitlines()
+        assert any("lock taken over" in line for line in lines), (point, resumed)
+        if expected is not None:
+            hits = [line for line in lines if expected in line]
+            assert hits, (point, resumed)
+            assert all(str(crashed_and_reference["crash_root"]) in h for h in hits), hits
+    assert "Traceback" not in "".join(logs)
+
+
+@pytest.mark.slow
+def test_second_run_on_a_running_run_id_is_refused(crashed_and_reference):
+    returncode, stderr, holder = crashed_and_reference["refused"]
+    assert returncode == 3
+    assert len(stderr.strip().splitlines()) == 1, stderr
+    assert f"pid {holder}" in stderr and "started" in stderr and "already running" in stderr
+
+
+@pytest.mark.slow
+def test_status_says_interrupted_after_a_kill(crashed_and_reference):
+    first_line = crashed_and_reference["status_after_kill"].splitlines()[0]
+    assert first_line.startswith(f"run {RUN_ID}: interrupted") and "flywheel resume" in first_line
+
+
+@pytest.mark.slow
+def test_deleting_prefect_home_between_crash_and_resume_loses_nothing(crashed_and_reference):
+    assert crashed_and_reference["prefect_db_existed"]  # the killed run's Prefect DB was there
+    assert not (crashed_and_reference["tmp"] / "prefect-home-own").exists()
+    assert crashed_and_reference["crashed"] == crashed_and_reference["reference"]
+
+
+@pytest.mark.slow
+def test_config_change_mid_run_reruns_downstream_only(crashed_and_reference):
+    """Runs last: it changes the crashed run. train.learning_rate changed -> train, evaluate and
+    promote rerun with new fingerprints; base, baseline, synthesize .. curate are skipped."""
+    crash_root, tmp = crashed_and_reference["crash_root"], crashed_and_reference["tmp"]
+    changed = tmp / "changed.toml"
+    changed.write_text(crashed_and_reference["config"].read_text().replace(
+        "[train]\n", "[train]\nwarmup_learning_rate = 0.002\n"))
+    before = {(s[0], s[1]): s[2] for s in crashed_and_reference["crashed"]["stages"]}
+    log = tmp / "changed.log"
+    proc = _start(["run", "--config", str(changed), "--run-id", RUN_ID, "--data-root",
+                   str(crash_root)], _env(tmp, crashed_and_reference["prefect"]), log)
+    assert proc.wait(timeout=600) == 0, log.read_text()
+    rows = Catalog(crash_root).query(
+        "SELECT round, stage, fingerprint FROM stages WHERE run_id = ? AND status = 'completed'"
+        " ORDER BY finished_at", [RUN_ID])
+    latest = {(r["round"], r["stage"]): r["fingerprint"] for r in rows}
+    rerun = {key for key in latest if latest[key] != before[key]}
+    assert rerun == {(0, "train"), (0, "evaluate"), (0, "promote")}
+    assert len(rows) == len(before) + 3  # nothing upstream was computed again
