@@ -21,6 +21,7 @@ import argparse
 import hashlib
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -137,18 +138,27 @@ def _checkpoint(data_root: Path, r: int, stage: str, catalog, *, inputs=None, me
     return fingerprint
 
 
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def cold_start(data_root: Path, repeats: int) -> dict[str, float]:
+    """Wall and CPU seconds of fresh `flywheel status` / `flywheel audit ... funnel` processes.
+    On a shared machine the CPU time is the steadier figure; wall time includes waiting."""
     env = {**os.environ, "FLYWHEEL_DATA_ROOT": str(data_root)}
     exe = str(Path(sys.executable).with_name("flywheel"))
     out = {}
     for name, args in {"status": ["status", RUN_ID], "audit_funnel": ["audit", RUN_ID, "funnel"]}.items():
-        times = []
+        walls, cpus = [], []
         for _ in range(repeats):
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), _children_cpu()
             subprocess.run([exe, *args], env=env, check=True, capture_output=True)
-            times.append(time.perf_counter() - start)
-        out[f"{name}_seconds_median"] = statistics.median(times)
-        out[f"{name}_seconds_min"] = min(times)
+            walls.append(time.perf_counter() - start)
+            cpus.append(_children_cpu() - cpu)
+        out[f"{name}_wall_seconds_median"] = statistics.median(walls)
+        out[f"{name}_wall_seconds_min"] = min(walls)
+        out[f"{name}_cpu_seconds_median"] = statistics.median(cpus)
     return out
 
 
@@ -179,17 +189,20 @@ def query_times(data_root: Path, repeats: int) -> dict[str, float]:
     }
     out: dict[str, float] = {"rollouts": rollouts}
     for name, query in cases.items():
-        times = []
+        walls, cpus = [], []
         for _ in range(repeats):
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             con = open_run(data_root, RUN_ID)
-            opened = time.perf_counter()
+            opened, opened_cpu = time.perf_counter(), time.process_time()
             query(con)
-            end = time.perf_counter()
+            end, end_cpu = time.perf_counter(), time.process_time()
             con.close()
-            times.append(end - (start if name == "open_run" else opened))
-        out[f"{name}_seconds"] = statistics.median(times)
-        print(f"  {name:<32} {out[f'{name}_seconds']:.3f} s", flush=True)
+            walls.append(end - (start if name == "open_run" else opened))
+            cpus.append(end_cpu - (cpu if name == "open_run" else opened_cpu))
+        out[f"{name}_wall_seconds"] = statistics.median(walls)
+        out[f"{name}_cpu_seconds"] = statistics.median(cpus)
+        print(f"  {name:<32} {out[f'{name}_wall_seconds']:.3f} s wall  {out[f'{name}_cpu_seconds']:.3f} s cpu",
+              flush=True)
     return out
 
 
@@ -214,8 +227,9 @@ def main() -> None:
         print("cold start (fresh process, median of", args.repeats, "runs):", flush=True)
         cold = cold_start(data_root, args.repeats)
         for key, value in cold.items():
-            print(f"  {key:<32} {value:.3f} s")
-        print("queries (in-process; open_run = snapshot of the catalog, then the query):", flush=True)
+            print(f"  {key:<36} {value:.3f} s")
+        print("queries (in-process, median; open_run = snapshot of the catalog, the rest = query"
+              " on it; cpu counts every DuckDB thread):", flush=True)
         queries = query_times(data_root, args.repeats)
     finally:
         if args.data_root is None:

@@ -98,6 +98,7 @@ def open_run(data_root: Path | str, run_id: str) -> duckdb.DuckDBPyConnection:
     if not catalog.path.exists():
         raise AuditError(f"no catalog at {catalog.path} (check --data-root)")
     con = duckdb.connect(":memory:")
+    con.execute("SET enable_progress_bar = false")  # long queries must not draw on the output
     path = str(catalog.path).replace("'", "''")
     retry_while_locked(lambda: con.execute(f"ATTACH '{path}' AS catalog_file (READ_ONLY)"))
     try:

@@ -22,10 +22,12 @@ from __future__ import annotations
 import json
 import random
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from flywheel.storage.audit import AuditError, Result, fetch, run_config
@@ -167,16 +169,31 @@ def _add_forward(con: duckdb.DuckDBPyConnection, out: list[dict[str, Any]], *, t
                     "detail": f"role={row['role']} weight={row['weight']:.3f}"})
     if not made:
         return
-    wanted = {r["train_row_id"] for r in made}
-    cache: FileCache = {}
+    # the file each row is in (this run's current train_rows file of its round)
+    file_of = dict(con.execute("SELECT round, fingerprint FROM current_files WHERE kind = 'train_rows'").fetchall())
+    ids: dict[str, list[str]] = {}
     for checkpoint in train_checkpoints(con):
-        seen = seen_rows(con, checkpoint, cache)
-        hits = [r for r in seen["rows"] if r["train_row_id"] in wanted]
-        if hits or seen["replay_unknown"] and any(r["round"] in seen["replay_rounds"] for r in made):
-            how = hits[0]["relation"] if hits else "replay pool (sample not reproducible)"
+        plan = training_plan(con, checkpoint, draw=False)
+        if any(file_of.get(row["round"]) in plan.offsets for row in made):
+            plan = training_plan(con, checkpoint)  # replays from these rows' file: draw the sample
+        hits, how = 0, ""
+        for row in made:
+            fingerprint = file_of.get(row["round"])
+            if fingerprint is not None and fingerprint == plan.own:
+                hits, how = hits + 1, "this round"
+            elif fingerprint in plan.offsets:
+                if plan.picked is None:
+                    how = "in its replay pool; the sample could not be reproduced"
+                    continue
+                if fingerprint not in ids:
+                    ids[fingerprint] = _read(con, fingerprint, ["train_row_id"])["train_row_id"].to_pylist()
+                index = plan.offsets[fingerprint] + ids[fingerprint].index(row["train_row_id"])
+                if index in plan.picked_set:
+                    hits, how = hits + 1, "replayed"
+        if how:
             out.append({"link": "trained into", "kind": "checkpoint", "id": checkpoint["fingerprint"],
                         "round": checkpoint["round"],
-                        "detail": f"{len(hits)} of these rows ({how}); {checkpoint['path']}"})
+                        "detail": f"{hits} of these rows ({how}); {checkpoint['path']}"})
 
 
 # ---- checkpoints -----------------------------------------------------------------------------
@@ -218,92 +235,134 @@ def replayed_sample(pool_size: int, own_size: int, *, ratio: float, config_seed:
     return random.Random(seed).sample(range(pool_size), count)
 
 
-FileCache = dict[str, list[dict[str, Any]]]
+@dataclass
+class TrainingPlan:
+    """Which train_rows files a train stage read and which of their rows it selected.
+
+    own      fingerprint of this round's train_rows (all of its rows are selected)
+    replay   (round, fingerprint) of earlier rounds' files, in the order they form the pool
+    offsets  fingerprint -> index of the file's first row in the pool
+    picked   pool indices replayed, in draw order; None when not reproducible
+    """
+
+    own: str | None = None
+    replay: list[tuple[int, str]] = field(default_factory=list)
+    offsets: dict[str, int] = field(default_factory=dict)
+    picked: list[int] | None = field(default_factory=list)
+    picked_set: frozenset[int] = frozenset()
+    metrics: dict[str, float] = field(default_factory=dict)
 
 
-def _file_rows(con: duckdb.DuckDBPyConnection, fingerprint: str, cache: FileCache) -> list[dict[str, Any]]:
-    """The train rows (id, round, role, weight) of one curate output, in file order; `cache`
-    keeps them, since every later checkpoint replays from the same files."""
-    if fingerprint in cache:
-        return cache[fingerprint]
+def training_plan(con: duckdb.DuckDBPyConnection, checkpoint: dict[str, Any], *,
+                  draw: bool = True) -> TrainingPlan:
+    """The checkpoint's training plan; with draw=False the replay sample is left undrawn."""
+    stage = _train_stage(con, checkpoint["fingerprint"])
+    if stage is None or checkpoint["stage"] != "train":
+        return TrainingPlan()
+    inputs = json.loads(stage["inputs_json"] or "{}")
+    sizes = dict(con.execute("SELECT fingerprint, rows FROM datasets WHERE kind = 'train_rows'").fetchall())
+    plan = TrainingPlan(own=inputs.get("train_rows"), replay=sorted(
+        (int(key.rsplit("_", 1)[1]), fp) for key, fp in inputs.items() if key.startswith("replay_round_")))
+    for fingerprint in [plan.own] + [fp for _, fp in plan.replay]:
+        if fingerprint is not None and fingerprint not in sizes:
+            raise AuditError(f"train stage {checkpoint['fingerprint'][:12]} read train_rows {fingerprint[:12]},"
+                             " which the catalog does not list (was the catalog edited?)")
+    pool_size = 0
+    for _, fingerprint in plan.replay:
+        plan.offsets[fingerprint] = pool_size
+        pool_size += sizes[fingerprint]
+    own_size = sizes[plan.own] if plan.own else 0
+    if not draw:
+        return plan
+    plan.metrics = {r["name"]: r["value"] for r in fetch(
+        con, "SELECT name, value FROM metrics WHERE stage = 'train' AND round = ?", [stage["round"]])}
+    config = run_config(con)
+    picked = replayed_sample(pool_size, own_size, ratio=config.get("train", {}).get("replay_ratio", 0.0),
+                             config_seed=config.get("seed", 0), round_index=stage["round"])
+    reproduced = not plan.metrics or (plan.metrics.get("replayed_rows") == len(picked)
+                                      and plan.metrics.get("train_rows") == own_size + len(picked))
+    plan.picked = picked if reproduced else None
+    plan.picked_set = frozenset(picked) if reproduced else frozenset()
+    return plan
+
+
+def _path(con: duckdb.DuckDBPyConnection, fingerprint: str) -> str:
     found = _one(con, "SELECT path FROM datasets WHERE fingerprint = ? AND kind = 'train_rows'", [fingerprint])
     if found is None or not Path(found["path"]).exists():
         raise AuditError(f"train_rows file of stage {fingerprint[:12]} is missing "
                          f"({found['path'] if found else 'not recorded'}); rerun `flywheel resume`")
+    return found["path"]
+
+
+def _read(con: duckdb.DuckDBPyConnection, fingerprint: str, columns: list[str]) -> pa.Table:
     # ParquetFile, not pq.read_table: the latter imports pandas (half a second of start-up)
-    table = pq.ParquetFile(found["path"]).read(columns=["train_row_id", "round", "role", "weight"])
-    cache[fingerprint] = table.to_pylist()
-    return cache[fingerprint]
+    return pq.ParquetFile(_path(con, fingerprint)).read(columns=columns)
 
 
-def seen_rows(con: duckdb.DuckDBPyConnection, checkpoint: dict[str, Any],
-              cache: FileCache | None = None) -> dict[str, Any]:
-    """The rows a train checkpoint's stage selected: {"rows": [...], "files": {...},
-    "replay_unknown": bool, "replay_rounds": [...], "metrics": {...}}."""
-    stage = _train_stage(con, checkpoint["fingerprint"])
-    empty = {"rows": [], "files": {}, "replay_unknown": False, "replay_rounds": [], "metrics": {},
-             "inputs": {}}
-    if stage is None or checkpoint["stage"] != "train":
-        return empty
-    inputs = json.loads(stage["inputs_json"] or "{}")
-    cache = {} if cache is None else cache
-    own = _file_rows(con, inputs["train_rows"], cache) if "train_rows" in inputs else []
-    replay = sorted((int(key.rsplit("_", 1)[1]), fp) for key, fp in inputs.items()
-                    if key.startswith("replay_round_"))
-    files = {"this round": own}
-    pool: list[dict[str, Any]] = []
-    for round_index, fingerprint in replay:
-        rows = _file_rows(con, fingerprint, cache)
-        files[f"replay of round {round_index}"] = rows
-        pool += rows
-    metrics = {r["name"]: r["value"] for r in fetch(
-        con, "SELECT name, value FROM metrics WHERE stage = 'train' AND round = ?", [stage["round"]])}
-    config = run_config(con)
-    picked = replayed_sample(len(pool), len(own), ratio=config.get("train", {}).get("replay_ratio", 0.0),
-                             config_seed=config.get("seed", 0), round_index=stage["round"])
-    unknown = bool(metrics) and (metrics.get("replayed_rows") != len(picked)
-                                 or metrics.get("train_rows") != len(own) + len(picked))
-    selected = [{**r, "relation": "this round"} for r in own]
-    if not unknown:
-        selected += [{**pool[i], "relation": "replayed"} for i in picked]
-    return {"rows": selected, "files": files, "replay_unknown": unknown,
-            "replay_rounds": [r for r, _ in replay], "metrics": metrics, "inputs": inputs}
+def selected_rows_sql(con: duckdb.DuckDBPyConnection, plan: TrainingPlan) -> tuple[str, list[Any]]:
+    """SQL (and its parameters) for the rows a train stage selected: train_row_id, round, role,
+    weight, relation ('this round' | 'replayed'), in the order the train stage listed them
+    (this round's file, then the replayed rows in the order they were drawn).
+    Evaluated by DuckDB over the Parquet files, so a pool of millions of rows stays cheap."""
+    parts, params = [], []
+    if plan.own is not None:
+        parts.append("SELECT train_row_id, round, role, weight, 'this round' AS relation,"
+                     " file_row_number AS draw FROM read_parquet(?, file_row_number = true)")
+        params.append(_path(con, plan.own))
+    if plan.replay and plan.picked:
+        parts.append(
+            "SELECT p.train_row_id, p.round, p.role, p.weight, 'replayed', d.draw FROM"
+            " read_parquet(?, filename = true, file_row_number = true) p"
+            " JOIN (SELECT unnest(?::VARCHAR[]) AS filename, unnest(?::BIGINT[]) AS first) f USING (filename)"
+            " JOIN (SELECT unnest(?::BIGINT[]) AS pool_index, generate_subscripts(?::BIGINT[], 1) AS draw) d"
+            " ON d.pool_index = f.first + p.file_row_number")
+        paths = [_path(con, fp) for _, fp in plan.replay]
+        params += [paths, paths, [plan.offsets[fp] for _, fp in plan.replay], plan.picked, plan.picked]
+    if not parts:
+        return ("SELECT NULL::VARCHAR AS train_row_id, NULL::BIGINT AS round, NULL::VARCHAR AS role,"
+                " NULL::DOUBLE AS weight, NULL::VARCHAR AS relation WHERE false"), []
+    union = " UNION ALL ".join(f"({part})" for part in parts)
+    return (f"SELECT train_row_id, round, role, weight, relation FROM ({union})"
+            " ORDER BY relation DESC, draw"), params
 
 
 def checkpoint_lineage(con: duckdb.DuckDBPyConnection, checkpoint: dict[str, Any], *,
                        rows: bool = False) -> Result:
     fingerprint = checkpoint["fingerprint"]
-    seen = seen_rows(con, checkpoint)
-    notes = [f"checkpoint {fingerprint} ({checkpoint['stage']} stage of round {checkpoint['round']}): "
-             f"{checkpoint['path']}", "ancestry: " + " <- ".join(_ancestry(con, fingerprint))]
+    plan = training_plan(con, checkpoint)
+    notes = [(f"checkpoint {fingerprint} ({checkpoint['stage']} stage of round {checkpoint['round']}): "
+              f"{checkpoint['path']}"), "ancestry: " + " <- ".join(_ancestry(con, fingerprint))]
     if checkpoint["stage"] != "train":
         notes.append("built from the config, trained on no rows")
-    m = seen["metrics"]
+    m = plan.metrics
     if m:
         notes.append(f"trainer: {int(m.get('steps', 0))} steps over {int(m.get('train_rows', 0))} selected "
                      f"rows ({int(m.get('replayed_rows', 0))} replayed from earlier rounds)")
-    if seen["replay_unknown"]:
+    unknown = plan.picked is None
+    if unknown:
         notes.append("the replayed sample could not be reproduced (recorded metrics disagree); "
                      "rows_selected of replay rounds is unknown")
     title = f"training rows seen by checkpoint {fingerprint[:12]}"
+    selected, params = selected_rows_sql(con, plan)
     if rows:
-        listed = [{"train_row_id": r["train_row_id"], "round": r["round"], "role": r["role"],
-                   "relation": r["relation"], "weight": r["weight"]} for r in seen["rows"]]
+        listed = fetch(con, selected, params)
         return Result(title, ["train_row_id", "round", "role", "relation", "weight"], listed, notes)
-    groups: dict[tuple[int, str, str], dict[str, Any]] = {}
-    for relation, file_rows in seen["files"].items():
-        kind = "this round" if relation == "this round" else "replayed"
-        for r in file_rows:
-            g = groups.setdefault((r["round"], r["role"], kind), {
-                "round": r["round"], "role": r["role"], "relation": kind, "rows_in_file": 0,
-                "rows_selected": None if seen["replay_unknown"] and kind == "replayed" else 0,
-                "rows_trained": None if seen["replay_unknown"] and kind == "replayed" else 0})
-            g["rows_in_file"] += 1
-    for r in seen["rows"]:
-        g = groups[(r["round"], r["role"], r["relation"])]
-        g["rows_selected"] += 1
-        g["rows_trained"] += r["weight"] > 0
-    ordered = [groups[k] for k in sorted(groups, key=lambda k: (-k[0], k[1]))]
+    files = [(plan.own, "this round")] * (plan.own is not None) + [(fp, "replayed") for _, fp in plan.replay]
+    in_files = fetch(con, "SELECT round, role, relation, count(*) AS n FROM read_parquet(?, filename = true)"
+                     " JOIN (SELECT unnest(?::VARCHAR[]) AS filename, unnest(?::VARCHAR[]) AS relation)"
+                     " USING (filename) GROUP BY ALL",
+                     [[_path(con, fp) for fp, _ in files]] * 2 + [[r for _, r in files]]) if files else []
+    chosen = {(r["round"], r["role"], r["relation"]): r for r in fetch(
+        con, f"SELECT round, role, relation, count(*) AS n, count(*) FILTER (WHERE weight > 0) AS trained"
+        f" FROM ({selected}) GROUP BY ALL", params)}
+    ordered = []
+    for r in sorted(in_files, key=lambda r: (-r["round"], r["role"])):
+        key = (r["round"], r["role"], r["relation"])
+        hit = chosen.get(key, {"n": 0, "trained": 0})
+        gone = unknown and r["relation"] == "replayed"
+        ordered.append({"round": r["round"], "role": r["role"], "relation": r["relation"],
+                        "rows_in_file": r["n"], "rows_selected": None if gone else hit["n"],
+                        "rows_trained": None if gone else hit["trained"]})
     return Result(title, CHECKPOINT_COLUMNS, ordered, notes)
 
 

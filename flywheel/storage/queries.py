@@ -19,7 +19,7 @@ from typing import Any
 
 import duckdb
 
-from flywheel.storage.audit import TABLES, AuditError, Result, fetch, result_from_sql
+from flywheel.storage.audit import TABLES, AuditError, Result, fetch, format_cell, result_from_sql
 from flywheel.storage.datasets import KINDS
 
 FUNNEL_COLUMNS = ["round", "proposed", "valid", "novel", "judged", "kept", "trained",
@@ -44,7 +44,7 @@ def funnel(con: duckdb.DuckDBPyConnection, *, round_index: int | None = None) ->
     where, params = _round_filter("round", round_index)
     rows = fetch(con, f"""
         WITH rounds_seen AS (
-            SELECT DISTINCT round FROM stages WHERE status = 'completed' AND stage NOT IN ('base', 'baseline')),
+            SELECT DISTINCT round FROM stages WHERE stage NOT IN ('base', 'baseline')),
         p AS (SELECT round, count(*) AS proposed,
                      count(*) FILTER (WHERE drop_reason IS DISTINCT FROM 'invalid') AS valid
               FROM proposals GROUP BY round),
@@ -73,8 +73,8 @@ def funnel(con: duckdb.DuckDBPyConnection, *, round_index: int | None = None) ->
     states = round_states(con)
     for row in rows:
         row["state"] = states.get(row["round"], "not started")
-    notes = ["proposed -> valid (parsed) -> novel (not duplicate/held-out) -> judged -> kept (in band)"
-             " -> trained (problems with a solver row); replayed_rows: earlier rounds' rows trained again"]
+    notes = [("proposed -> valid (parsed) -> novel (not duplicate/held-out) -> judged -> kept (in band)"
+              " -> trained (problems with a solver row); replayed_rows: earlier rounds' rows trained again")]
     return Result("funnel", FUNNEL_COLUMNS, rows, notes)
 
 
@@ -102,26 +102,37 @@ def drops(con: duckdb.DuckDBPyConnection, *, round_index: int | None = None,
           examples: int = 3) -> Result:
     """Dropped proposals and curriculum problems per round and reason, with examples; failed gates."""
     where, params = _round_filter("round", round_index)
+    and_round = where.replace(" WHERE", " AND")
+    k = int(examples)
     rows = fetch(con, f"""
-        WITH dropped AS (
-            SELECT 'proposals' AS dataset, round, drop_reason AS reason, proposal_id AS id,
-                   text AS example, count(*) OVER (PARTITION BY round) AS round_total
-            FROM proposals
+        WITH totals AS (
+            SELECT 'proposals' AS dataset, round, count(*) AS total FROM proposals{where} GROUP BY round
             UNION ALL
-            SELECT 'curriculum', c.round, c.drop_reason, c.problem_id,
-                   coalesce(p.text, c.problem_id) || ' (p=' || coalesce(CAST(round(c.pass_rate, 3) AS VARCHAR), '-')
-                   || ', level ' || c.level || ')',
-                   count(*) OVER (PARTITION BY c.round)
-            FROM curriculum c LEFT JOIN problems p
-              ON p.problem_id = c.problem_id AND p.run_id = c.run_id AND p.round = c.round)
-        SELECT dataset, round, reason, count(*) AS count, count(*) / any_value(round_total) AS share,
-               list(example ORDER BY id)[1:{int(examples)}] AS examples
-        FROM dropped WHERE reason IS NOT NULL{where.replace(' WHERE', ' AND')}
-        GROUP BY dataset, round, reason ORDER BY round, dataset DESC, count DESC, reason""", params)
+            SELECT 'curriculum', round, count(*) FROM curriculum{where} GROUP BY round),
+        dropped AS (
+            SELECT 'proposals' AS dataset, round, drop_reason AS reason, count(*) AS count,
+                   arg_min(text, proposal_id, {k}) AS examples
+            FROM proposals WHERE drop_reason IS NOT NULL{and_round} GROUP BY round, drop_reason
+            UNION ALL
+            SELECT 'curriculum', round, drop_reason, count(*), arg_min(problem_id, problem_id, {k})
+            FROM curriculum WHERE drop_reason IS NOT NULL{and_round} GROUP BY round, drop_reason)
+        SELECT dataset, round, reason, count, count / total AS share, examples
+        FROM dropped JOIN totals USING (dataset, round)
+        ORDER BY round, dataset DESC, count DESC, reason""", params * 4)
+    # a dropped problem's example: its text, pass rate and level (looked up for the few shown)
+    shown = [pid for r in rows if r["dataset"] == "curriculum" for pid in r["examples"]]
+    described = {r["problem_id"]: f"{r['text'] or r['problem_id']} (p={format_cell(r['pass_rate'])}, level {r['level']})"
+                 for r in fetch(con, """
+        SELECT c.problem_id, c.round, p.text, c.pass_rate, c.level FROM curriculum c
+        LEFT JOIN problems p ON p.problem_id = c.problem_id AND p.run_id = c.run_id AND p.round = c.round
+        WHERE c.problem_id IN (SELECT unnest(?::VARCHAR[]))""", [shown])} if shown else {}
+    for r in rows:
+        if r["dataset"] == "curriculum":
+            r["examples"] = [described.get(pid, pid) for pid in r["examples"]]
     gate_rows = fetch(con, f"""
         SELECT 'gates' AS dataset, round, 'gate_failed:' || kind AS reason, count(*) AS count,
                NULL AS share, list(stage ORDER BY checked_at)[1:{int(examples)}] AS examples
-        FROM gates WHERE NOT success{where.replace(' WHERE', ' AND')}
+        FROM gates WHERE NOT success{and_round}
         GROUP BY round, kind ORDER BY round""", params) if _has_columns(con, "gates", "success") else []
     notes = ["share: of all proposals (or curriculum problems) of the round"]
     return Result("drops", ["dataset", "round", "reason", "count", "share", "examples"],
@@ -173,16 +184,18 @@ def labels(con: duckdb.DuckDBPyConnection, *, round_index: int | None = None) ->
         WITH votes AS (
             SELECT run_id, round, problem_id, answer, count(*) AS n
             FROM verdicts WHERE answer IS NOT NULL GROUP BY ALL),
-        ranked AS (
-            SELECT *, row_number() OVER w AS rank, sum(n) OVER (PARTITION BY run_id, round, problem_id) AS voters,
-                   lead(n) OVER w AS runner_up
-            FROM votes WINDOW w AS (PARTITION BY run_id, round, problem_id ORDER BY n DESC, answer)),
-        m AS (SELECT * FROM ranked WHERE rank = 1)
+        best AS (  -- most votes first, then the smallest answer; top2: the two largest counts
+            SELECT run_id, round, problem_id, min({{'neg': -n, 'answer': answer}}) AS pick,
+                   arg_max(n, n, 2) AS top2, sum(n) AS voters
+            FROM votes GROUP BY ALL),
+        m AS (
+            SELECT run_id, round, problem_id, pick.answer AS answer, -pick.neg AS n, voters,
+                   coalesce(top2[2] = top2[1], false) AS tied FROM best)
         SELECT m.round, count(*) AS problems,
                count(*) FILTER (WHERE m.answer = p.reference) AS agree,
                count(*) FILTER (WHERE m.answer = p.reference) / count(*) AS agreement,
                avg(m.n / m.voters) AS mean_vote_share,
-               count(*) FILTER (WHERE m.n = m.runner_up) AS tied,
+               count(*) FILTER (WHERE m.tied) AS tied,
                count(*) FILTER (WHERE 2 * m.n > m.voters) AS confident,
                count(*) FILTER (WHERE 2 * m.n > m.voters AND m.answer = p.reference)
                    / nullif(count(*) FILTER (WHERE 2 * m.n > m.voters), 0) AS confident_agreement
@@ -191,8 +204,8 @@ def labels(con: duckdb.DuckDBPyConnection, *, round_index: int | None = None) ->
         GROUP BY m.round ORDER BY m.round""", params)
     columns = ["round", "problems", "agree", "agreement", "mean_vote_share", "tied", "confident",
                "confident_agreement"]
-    notes = ["problems: with a reference and at least one extracted answer; confident: the"
-             " majority answer has more than half the votes"]
+    notes = [("problems: with a reference and at least one extracted answer; confident: the"
+              " majority answer has more than half the votes")]
     return Result("labels", columns, rows, notes)
 
 
@@ -240,6 +253,8 @@ def answer(con: duckdb.DuckDBPyConnection, query: str | None, args: list[str], *
         if query is not None:
             raise AuditError(f"give either a query ({query!r}) or --sql, not both")
         return sql(con, sql_text)
+    if query is None:
+        raise AuditError(f"name a query: {', '.join(QUERIES)}, or --sql \"...\"")
     if query not in QUERIES:
         raise AuditError(f"unknown query {query!r}: use one of {', '.join(QUERIES)}, or --sql \"...\"")
     takes = {"lineage": 1, "samples": 1}.get(query, 0)
