@@ -82,8 +82,8 @@ def accuracy_table(con: duckdb.DuckDBPyConnection) -> Result:
                     key=lambda k: int(k.split("_")[1]))
     ordered = sorted(rows.values(), key=lambda r: -1 if r["round"] == "base" else int(r["round"]))
     return Result("held-out accuracy", ["round", "overall", *levels, "promoted"], ordered,
-                  ["accuracy of greedy answers to the fixed held-out set; promoted: the candidate"
-                   " replaced the incumbent"])
+                  [("accuracy of greedy answers to the fixed held-out set; promoted: the candidate"
+                    " replaced the incumbent")])
 
 
 def pass_rate_histogram(con: duckdb.DuckDBPyConnection) -> Result:
@@ -131,10 +131,10 @@ def build_report(con: duckdb.DuckDBPyConnection, run_id: str) -> str:
 
     sections = [
         f"<h1>Flywheel run <code>{escape(run_id)}</code></h1>",
-        f'<p class="note">status: {escape(str(status))}; written {time.strftime("%Y-%m-%d %H:%M:%S")};'
-        f" rounds in the catalog: {len(f_labels)}</p>",
-        "<details><summary>run config</summary><pre>"
-        + escape(json.dumps(config, indent=2)) + "</pre></details>",
+        (f'<p class="note">status: {escape(str(status))}; written {time.strftime("%Y-%m-%d %H:%M:%S")};'
+         f" rounds in the catalog: {len(f_labels)}</p>"),
+        ("<details><summary>run config</summary><pre>"
+         + escape(json.dumps(config, indent=2)) + "</pre></details>"),
         "<h2>Held-out accuracy per round</h2>",
         _figure(line_chart(acc_labels, acc_series, title="held-out accuracy (overall and per level)",
                            y_label="accuracy", y_max=1.0, percent=True), accuracy),

@@ -36,13 +36,13 @@ def _nice_max(value: float) -> float:
 def _frame(title: str, y_max: float, y_label: str, *, percent: bool) -> list[str]:
     plot_h = HEIGHT - TOP - BOTTOM
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}"'
-        f' height="{HEIGHT}" role="img" aria-label="{escape(title)}" font-family="sans-serif"'
-        ' font-size="11">',
-        f'<text x="{WIDTH / 2}" y="18" text-anchor="middle" font-size="13" font-weight="bold">'
-        f"{escape(title)}</text>",
-        f'<text transform="translate(14 {TOP + plot_h / 2}) rotate(-90)" text-anchor="middle">'
-        f"{escape(y_label)}</text>",
+        (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}"'
+         f' height="{HEIGHT}" role="img" aria-label="{escape(title)}" font-family="sans-serif"'
+         ' font-size="11">'),
+        (f'<text x="{WIDTH / 2}" y="18" text-anchor="middle" font-size="13" font-weight="bold">'
+         f"{escape(title)}</text>"),
+        (f'<text transform="translate(14 {TOP + plot_h / 2}) rotate(-90)" text-anchor="middle">'
+         f"{escape(y_label)}</text>"),
     ]
     for i in range(5):
         value = y_max * i / 4
