@@ -262,6 +262,10 @@ def answer(con: duckdb.DuckDBPyConnection, query: str | None, args: list[str], *
         raise AuditError(f"{query}: unexpected argument(s) {' '.join(args[takes:])}")
     if where is not None and query != "samples":
         raise AuditError(f"--where works with `samples VIEW`, not with {query}")
+    if round_index is not None and query in ("lineage", "samples"):
+        raise AuditError(f"--round works with funnel, drops, drift and labels; for {query} use --where")
+    if rows and query != "lineage":
+        raise AuditError("--rows works with `lineage CHECKPOINT`")
     if query == "lineage":
         if not args:
             raise AuditError("lineage: give a train row, rollout, problem or proposal id, or a checkpoint")

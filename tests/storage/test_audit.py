@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RUN = "audit"
 # Small enough to run in well under a minute on two cores, big enough that round 1 keeps some
 # proposer-written problems (so its training rows lead back to proposer samples).
-OVERRIDES = {"rounds": 1, "domain.seed_problems": 200, "synthesize.proposals": 96,
+OVERRIDES = {"rounds": 1, "domain.seed_problems": 200, "synthesize.proposals": 160,
              "train.warmup_max_steps": 80, "train.max_steps": 5, "train.batch_size": 32,
              "domain.heldout_per_level": 3, "domain.min_level": 1, "domain.max_level": 2}
 
@@ -244,7 +244,8 @@ def test_cli_formats_and_errors(run):
     table = cli.invoke(app, [*base, "samples", "rollouts", "--where", "round = 1", "--limit", "2"])
     assert table.exit_code == 0 and "2 of" in table.output
     for args, message in [(["nope"], "unknown query 'nope'"), (["funnel", "--format", "xml"], "--format 'xml'"),
-                          (["lineage"], "lineage: give"), (["drift", "--where", "x"], "--where works with")]:
+                          (["lineage"], "lineage: give"), (["drift", "--where", "x"], "--where works with"),
+                          (["samples", "rollouts", "--round", "1"], "--round works with"), ([], "name a query")]:
         bad = cli.invoke(app, [*base, *args])
         assert bad.exit_code == 2 and message in bad.output, (args, bad.output)
     unknown = cli.invoke(app, ["audit", "no-such-run", "funnel", "--data-root", str(run["root"])])
