@@ -106,12 +106,21 @@ class GateFailed(Exception):
 
 @functools.cache
 def _batch_definition() -> Any:
-    """One ephemeral GX context per process, with a pandas data source for whole frames."""
+    """One ephemeral GX context per process, with a pandas data source for whole frames: no
+    analytics, no progress bars, no temporary data-docs folder."""
     import great_expectations as gx
-    from great_expectations.data_context.types.base import ProgressBarsConfig
+    from great_expectations.data_context.types.base import (
+        DataContextConfig,
+        InMemoryStoreBackendDefaults,
+        ProgressBarsConfig,
+    )
 
-    context = gx.get_context(mode="ephemeral")
-    context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
+    config = DataContextConfig(
+        store_backend_defaults=InMemoryStoreBackendDefaults(init_temp_docs_sites=False),
+        analytics_enabled=False,
+        progress_bars=ProgressBarsConfig(globally=False, metric_calculations=False),
+    )
+    context = gx.get_context(mode="ephemeral", project_config=config)
     source = context.data_sources.add_pandas("flywheel")
     return source.add_dataframe_asset("frame").add_batch_definition_whole_dataframe("whole")
 
