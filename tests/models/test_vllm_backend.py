@@ -246,3 +246,12 @@ def test_missing_vllm_names_the_extra_to_install(monkeypatch, tmp_path):
     assert result.exit_code == 2
     assert result.output.strip() == f"error: {message}"
     assert not (tmp_path / "d").exists()
+
+
+def test_gpu_config_is_valid_and_asks_for_vllm_in_bf16():
+    from flywheel.config import load_config
+
+    config = load_config(Path(__file__).resolve().parents[2] / "configs" / "qwen-gpu.toml")
+    assert config.rollout.backend == "vllm" and config.rollout.dtype == "bfloat16"
+    assert not config.rollout.enforce_eager
+    assert config.model.path is not None and Path(config.model.path).is_absolute()
