@@ -129,8 +129,8 @@ def guarded_run(data_root: Path, run_id: str) -> Iterator[list[Discarded]]:
     holder's lock is taken over, sweep what an interrupted run left, and yield the findings."""
     with RunLock(data_root, run_id) as lock:
         if lock.taken_over is not None:
-            notice(f"flywheel: run {run_id} was interrupted ({lock.taken_over.describe()} ended "
-                   "without releasing its lock); lock taken over, resuming")
+            notice(f"flywheel: run {run_id} was interrupted: its last process "
+                   f"({lock.taken_over.describe()}) died holding the lock; lock taken over")
         yield recover_run(Catalog(data_root), run_id)
         # The run finished: training scratch folders still here belong to fingerprints it no
         # longer needs (a config changed after a crash); they would never be cleaned otherwise.
