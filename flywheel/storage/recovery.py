@@ -31,6 +31,7 @@ Unset, it costs one dictionary lookup.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -168,6 +169,41 @@ def recover_run(catalog: Catalog, run_id: str) -> list[Discarded]:
             if row["status"] == "completed" and row["stage"] == "train":
                 finished_train.add(row["fingerprint"][:12])
     return sweep_run(run_dir, recorded, kept, finished_train)
+
+
+def discard_dependents(catalog: Catalog, run_id: str, fingerprint: str) -> list[str]:
+    """Discard every completed stage that read the output of `fingerprint`, transitively.
+
+    Called when a recorded output is found damaged and will be recomputed: the recomputed file
+    is byte-identical on the same machine, but not guaranteed to be after a resume elsewhere
+    (another CPU, other thread counts), so nothing that read the old bytes is trusted. Each
+    dependent is reported in one line and recomputed when the flow reaches it. Dependents go
+    first, so a crash halfway leaves the damaged stage to trigger this again.
+    """
+    rows = catalog.query(
+        "SELECT round, stage, fingerprint, inputs_json FROM stages WHERE run_id = ?"
+        " AND status = 'completed'", [run_id])
+    readers: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        for source in json.loads(row["inputs_json"] or "{}").values():
+            readers.setdefault(source, []).append(row)
+    found, queue, seen = [], [fingerprint], {fingerprint}
+    while queue:
+        for row in readers.get(queue.pop(), []):
+            if row["fingerprint"] in seen:
+                continue
+            seen.add(row["fingerprint"])
+            queue.append(row["fingerprint"])
+            recorded = catalog.completed_datasets(run_id, row["fingerprint"]) or {}
+            discard_outputs(recorded)
+            reason = f"it read the output of {fingerprint[:12]}, which is recomputed"
+            catalog.discard_stage(run_id, row["fingerprint"], reason)
+            files = ", ".join(sorted(info["path"] for info in recorded.values())) or "no files"
+            line = (f"flywheel: discarded round {row['round']} {row['stage']} ({files}): {reason};"
+                    " it will be recomputed")
+            notice(line)
+            found.append(line)
+    return found
 
 
 def check_recorded(datasets: dict[str, dict[str, Any]]) -> tuple[Path, str] | None:

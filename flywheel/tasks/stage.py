@@ -28,6 +28,7 @@ from flywheel.storage.fingerprint import file_checksum, stage_fingerprint
 from flywheel.storage.recovery import (
     Discarded,
     check_recorded,
+    discard_dependents,
     discard_outputs,
     notice,
     pause_point,
@@ -84,9 +85,10 @@ def run_stage(
             log.info("round %d %s: done (fingerprint %s), skipped", round_index, stage, fingerprint[:12])
             paths = {kind: Path(info["path"]) for kind, info in recorded.items()}
             return StageOutput(stage, round_index, fingerprint, paths, skipped=True)
-        discard_outputs(recorded)  # damaged: one line naming the file, then recompute the stage
+        notice(str(Discarded(*damage)))  # damaged: one line naming the file, then recompute
+        discard_dependents(ctx.catalog, ctx.run_id, fingerprint)  # nothing stale downstream
+        discard_outputs(recorded)
         ctx.catalog.discard_stage(ctx.run_id, fingerprint, f"{damage[0]}: {damage[1]}")
-        notice(str(Discarded(*damage)))
     regated = regate_stored(ctx, stage=stage, round_index=round_index, fingerprint=fingerprint)
     if regated is not None:  # its gate failed before, its thresholds were fixed: not recomputed
         return StageOutput(stage, round_index, fingerprint, regated, skipped=True)

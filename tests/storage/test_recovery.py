@@ -84,13 +84,32 @@ def test_damaged_recorded_file_is_reported_discarded_and_recomputed(chain, caplo
     if reason is None:  # control: an intact file is skipped, nothing reported
         assert chain.calls == {"a": 1, "b": 1, "c": 1} and not _notices(caplog)
         return
-    # b is recomputed (same fingerprint, byte-identical file); a and c are not
-    assert chain.calls == {"a": 1, "b": 2, "c": 1}
-    assert b2.fingerprint == b.fingerprint and path.read_bytes() == before and c2.skipped
+    # b is recomputed (same fingerprint, byte-identical file), and c that read it; a is not
+    assert chain.calls == {"a": 1, "b": 2, "c": 2}
+    assert b2.fingerprint == b.fingerprint and path.read_bytes() == before and not c2.skipped
     lines = _notices(caplog)
-    assert len(lines) == 1 and str(path) in lines[0] and reason in lines[0], lines
-    statuses = sorted(r["status"] for r in _completed(chain.ctx.catalog, "b"))
-    assert statuses == ["completed", "discarded"]
+    assert len(lines) == 2 and str(path) in lines[0] and reason in lines[0], lines
+    assert "round 0 c" in lines[1] and str(c2.path("problems")) in lines[1], lines
+    for stage in ("b", "c"):
+        statuses = sorted(r["status"] for r in _completed(chain.ctx.catalog, stage))
+        assert statuses == ["completed", "discarded"]
+
+
+def test_dependents_of_a_damaged_stage_are_recomputed_transitively(chain):
+    """If the recomputed output differs (another machine), nothing that read the old one stays."""
+    _, b, _ = chain.run()
+    b.path("problems").unlink()
+    versions = iter([5, 6])  # b's recompute now yields different rows: c must not be stale
+    chain.stage = _with_rows(chain.stage, versions)
+    *_, c2 = chain.run()
+    assert chain.calls == {"a": 1, "b": 2, "c": 2} and not c2.skipped
+    assert chain.ctx.catalog.completed_datasets("r", c2.fingerprint)["problems"]["rows"] == 6
+
+
+def _with_rows(stage, versions):
+    def patched(name, config, inputs, rows=20):
+        return stage(name, config, inputs, rows=next(versions) if name in "bc" else rows)
+    return patched
 
 
 def test_checksum_mismatch_is_caught(chain):
