@@ -15,6 +15,9 @@ in one line naming the file, the file is removed, and the stage that owns it is 
     flywheel: discarded runs/r/round-000/rollouts-1a2b3c4d5e6f.parquet: Parquet file without a
     completed catalog row (left by an interrupted stage); it will be recomputed
 
+A damaged recorded output also discards, one line each, every completed stage that read it
+(`discard_dependents`), so no stale downstream survives its recomputation.
+
 `sweep_run` runs once at the start of `flywheel run`/`resume`, while the run lock is held (so no
 other process is writing into the run's folders). `check_recorded` runs in `run_stage` before a
 stage is skipped. A file is *recorded* when a `completed` stage row lists it; files of a stage
