@@ -43,5 +43,29 @@ bench: $(VENV)/.installed
 bench-rollout: $(VENV)/.installed $(VLLM_VENV)/.installed  ## rollout stage vs raw engine, both backends
 	$(BIN)/python bench/rollout.py --vllm-python $(VLLM_VENV)/bin/python
 
+# A local Prefect server on loopback for nightly rounds (README "Nightly rounds"): SQLite under
+# .prefect-server/, analytics off, in the background; `make server-stop` ends it.
+SERVER_HOME := $(CURDIR)/.prefect-server
+SERVER_PORT ?= 4200
+.PHONY: server server-stop
+server: $(VENV)/.installed
+	@mkdir -p $(SERVER_HOME)
+	@if [ -f $(SERVER_HOME)/server.pid ] && kill -0 $$(cat $(SERVER_HOME)/server.pid) 2>/dev/null; then \
+	  echo "already running (pid $$(cat $(SERVER_HOME)/server.pid))"; else \
+	  PREFECT_HOME=$(SERVER_HOME) PREFECT_SERVER_ANALYTICS_ENABLED=false DO_NOT_TRACK=1 \
+	  nohup $(BIN)/prefect server start --host 127.0.0.1 --port $(SERVER_PORT) \
+	    > $(SERVER_HOME)/server.log 2>&1 & echo $$! > $(SERVER_HOME)/server.pid; fi
+	@for i in $$(seq 120); do \
+	  $(BIN)/python -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$(SERVER_PORT)/api/health', timeout=1)" \
+	    2>/dev/null && break; sleep 1; \
+	  if [ $$i = 120 ]; then echo "server not healthy after 120 s; see $(SERVER_HOME)/server.log"; exit 1; fi; done
+	@echo "Prefect server: http://127.0.0.1:$(SERVER_PORT) (UI); for the CLI:"
+	@echo "  export PREFECT_API_URL=http://127.0.0.1:$(SERVER_PORT)/api"
+
+server-stop:
+	@if [ -f $(SERVER_HOME)/server.pid ]; then kill $$(cat $(SERVER_HOME)/server.pid) 2>/dev/null \
+	  && echo "stopped Prefect server (pid $$(cat $(SERVER_HOME)/server.pid))"; rm -f $(SERVER_HOME)/server.pid; \
+	  else echo "no server started by make server"; fi
+
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) flywheel-data

@@ -16,7 +16,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 
 class ConfigError(ValueError):
@@ -193,6 +193,32 @@ class GatesConfig(_Section):
         return self
 
 
+class ScheduleConfig(_Section):
+    """The nightly deployment (flywheel/schedules): one more round of `run_id` per cron tick.
+
+    Not part of any stage fingerprint. `cron` is a five-field cron string, read in `timezone`.
+    """
+
+    cron: str = Field("0 2 * * *", description="five-field cron string: when a round starts")
+    timezone: str = Field("UTC", description="IANA time zone the cron string is read in")
+    run_id: str = Field("nightly", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$",
+                        description="the run each scheduled round continues")
+
+    @field_validator("cron")
+    @classmethod
+    def _cron_parses(cls, value: str) -> str:
+        from flywheel.schedules.times import check_cron
+
+        return check_cron(value)
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone_known(cls, value: str) -> str:
+        from flywheel.schedules.times import check_timezone
+
+        return check_timezone(value)
+
+
 class RunConfig(_Section):
     rounds: int = Field(3, ge=0, le=10_000, description="self-improvement rounds after warm-up")
     seed: int = Field(0, ge=0)
@@ -205,6 +231,7 @@ class RunConfig(_Section):
     evaluate: EvaluateConfig = EvaluateConfig()
     promote: PromoteConfig = PromoteConfig()
     gates: GatesConfig = GatesConfig()
+    schedule: ScheduleConfig = ScheduleConfig()
 
     def slice(self, *names: str) -> dict[str, Any]:
         """The config sections a stage reads, as plain data for its fingerprint."""

@@ -1,0 +1,65 @@
+"""Cron strings and time zones, checked and iterated without importing Prefect.
+
+Prefect's scheduler reads five-field cron strings (minute hour day-of-month month day-of-week)
+in an IANA time zone; so do these helpers (cronsim, a small pure-Python cron iterator).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from cronsim import CronSim, CronSimError
+
+_REFERENCE = datetime(2024, 1, 1)
+
+
+def check_cron(cron: str) -> str:
+    """`cron` itself when it is a valid five-field cron string, else ValueError saying why."""
+    fields = cron.split()
+    if len(fields) != 5:
+        msg = (f"cron string {cron!r} has {len(fields)} fields, expected 5 "
+               "(minute hour day-of-month month day-of-week), e.g. '0 2 * * *'")
+        raise ValueError(msg)
+    try:
+        CronSim(cron, _REFERENCE)
+    except CronSimError as exc:
+        msg = f"cron string {cron!r} is invalid: {exc} (e.g. '0 2 * * *' = 02:00 every day)"
+        raise ValueError(msg) from None
+    return cron
+
+
+def check_timezone(name: str) -> str:
+    """`name` itself when it is an IANA time zone, else ValueError naming it."""
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        msg = f"unknown time zone {name!r}: use an IANA name such as 'UTC' or 'Europe/Berlin'"
+        raise ValueError(msg) from None
+    return name
+
+
+def next_runs(cron: str, timezone: str, after: datetime, count: int = 5) -> list[datetime]:
+    """The next `count` fire times of `cron` strictly after `after`, in `timezone`."""
+    tz = ZoneInfo(timezone)
+    start = after.astimezone(tz).replace(microsecond=0)
+    fires: list[datetime] = []
+    for fire in CronSim(cron, start):
+        if fire > after:
+            fires.append(fire)
+        if len(fires) == count:
+            break
+    return fires
+
+
+def superseded_by(cron: str, timezone: str, scheduled: datetime, now: datetime) -> datetime | None:
+    """The later tick that has already come when a run scheduled at `scheduled` starts at `now`.
+
+    A run whose next tick has passed is a missed night: it is skipped (and logged) so that a
+    server or runner that was down for three nights runs one round, not three stacked ones.
+    None when the run is still within its own slot (late or not).
+    """
+    following = next_runs(cron, timezone, scheduled + timedelta(seconds=1), 1)
+    if following and following[0] <= now:
+        return following[0]
+    return None
