@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger
-from prefect.states import Cancelled, State
+from prefect.states import Cancelled
 
 from flywheel.config import RunConfig, validate_config
 from flywheel.schedules.times import next_runs, superseded_by

@@ -97,7 +97,7 @@ def test_served_schedule_completes_a_round_on_a_real_server(tmp_path):
         stderr=subprocess.STDOUT, start_new_session=True)
     serve = None
     client_env = _env(PREFECT_API_URL=url, PREFECT_HOME=str(tmp_path / "client-home"),
-                      PREFECT_RUNNER_POLL_FREQUENCY="1")
+                      PREFECT_RUNNER_POLL_FREQUENCY="1", COLUMNS="250")  # untruncated `ls`
     try:
         _wait(lambda: _healthy(url), 120, "a healthy Prefect server", server, server_log)
         serve = subprocess.Popen(
