@@ -6,20 +6,21 @@
     outputs[0][0]  # Completion(text="5", tokens=2)   (tokens counts the end-of-text token)
     backend.close()   # releases the engine to the pool; it stays warm for the next stage
 
-Engine lifetime. Starting an engine costs 5-15 s on CPU and minutes on a GPU (CUDA graphs), a
-weight swap 0.05-0.2 s, and a run asks for a backend twice per round (rollout, evaluate), each
-time on a new checkpoint of the same architecture. So the process keeps ONE engine (`ENGINES`)
-and swaps weights in place: `collective_rpc("reload_weights", weights_path=DIR)`, then
-`reset_prefix_cache()` (without it, prompts longer than one KV block reuse KV computed with the
-old weights). A checkpoint with another architecture or tokenizer, or other engine options,
-replaces the engine. On a GPU the engine keeps `gpu_memory_utilization` of each GPU while the
-train stage runs beside it, so leave training the rest (TRL's "colocate" layout).
+Engine lifetime. Starting an engine costs 5-15 s on an idle CPU and minutes on a GPU (CUDA
+graphs), a weight swap 0.05-0.2 s, and a run asks for a backend twice per round (rollout,
+evaluate), each time on a new checkpoint of the same architecture. So the process keeps ONE
+engine (`ENGINES`) and swaps weights in place: `collective_rpc("reload_weights",
+weights_path=DIR)`, then `reset_prefix_cache()` (without it, prompts longer than one KV block
+reuse KV computed with the old weights). A checkpoint with another architecture or tokenizer, or
+other engine options, replaces the engine. On a GPU the engine keeps `gpu_memory_utilization` of
+each GPU while the train stage runs beside it, so leave training the rest (TRL's "colocate"
+layout).
 
 vLLM 0.32's CPU build packs the LM head's weights for its GEMM kernel when the model loads; a
 reload refills a *tied* head's weights (the embedding) but not that packed copy, so outputs mix
-new layers with the old head. `_swap_weights` repacks every LM head after a reload (a no-op on
-GPUs), and tests/models/test_vllm_backend.py checks greedy outputs against transformers after a
-swap, which catches both this and a stale prefix cache.
+new layers with the old head. `_swap_weights` repacks every LM head after a reload (on CPU only:
+CUDA kernels read the head's weight tensor itself). tests/models/test_vllm_backend.py checks
+outputs against transformers after swaps, which catches both this and a stale prefix cache.
 
 Sampling is seeded per request: prompt i of a call gets a seed derived from (params.seed, i) and
 vLLM gives its n samples seed + 0..n-1, so the same prompts, params and checkpoint give the same
