@@ -208,6 +208,8 @@ def _bound(kwargs: dict[str, Any], expectation: str) -> str:
 
 def _observed(result: dict[str, Any]) -> str:
     if "observed_value" in result:
+        if result["observed_value"] is None:
+            return "none (no non-null values)"
         return _fmt(result["observed_value"])
     if "unexpected_count" in result:
         values = ", ".join(repr(_plain(v)) for v in (result.get("partial_unexpected_list") or [])[:3])
@@ -308,6 +310,14 @@ def problem_stats(path: Path | str) -> dict[str, float] | None:
     return {"text_length": float(length), "level": float(level)}
 
 
+def _samples_per_problem(con: Any) -> int | None:
+    """Most verdicts of one problem (None when the column is missing: the schema check fails)."""
+    try:
+        return con.sql("SELECT max(n) FROM (SELECT count(*) AS n FROM data GROUP BY problem_id)").fetchall()[0][0]
+    except Exception:  # noqa: BLE001
+        return None
+
+
 def run_gate(path: Path | str, kind: str, gates: GatesConfig, *, run_id: str | None = None,
              round_index: int | None = None, stage: str | None = None,
              previous_path: Path | str | None = None) -> GateResult:
@@ -329,8 +339,6 @@ def run_gate(path: Path | str, kind: str, gates: GatesConfig, *, run_id: str | N
         except Exception as exc:  # noqa: BLE001 - an unreadable baseline fails the drift check
             failures.append(_gate_error(f"read the previous round's {kind} ({previous_path})",
                                         "lengths", exc))
-    context = SuiteContext(run_id=run_id, round=round_index, previous_problems=previous)
-    suites = build_suites(kind, gates, context)
     con = duckdb.connect()
     try:
         try:
@@ -338,7 +346,10 @@ def run_gate(path: Path | str, kind: str, gates: GatesConfig, *, run_id: str | N
             rows = con.sql("SELECT count(*) FROM data").fetchall()[0][0]
         except Exception as exc:  # noqa: BLE001 - an unreadable file fails its gate
             failures.append(_gate_error(f"read {path}", "rows", exc))
-            suites = []
+        samples = _samples_per_problem(con) if kind == "verdicts" and rows else None
+        context = SuiteContext(run_id=run_id, round=round_index, previous_problems=previous,
+                               samples_per_problem=samples)
+        suites = build_suites(kind, gates, context) if rows is not None else []
         for suite in suites:
             try:
                 df = frame_of(con, suite.sql)

@@ -17,7 +17,8 @@ Distribution checks (what catches collapse), all thresholds in `GatesConfig`:
                 the previous round's problems (rounds >= 1, when that round is recorded)
     verdicts    mean pass rate per problem strictly inside (min_mean_pass_rate,
                 max_mean_pass_rate) -- all wrong or all right is a collapse, not a result --
-                and answer spread >= min_answer_spread (rounds >= 1)
+                and answer spread >= min_answer_spread (rounds >= 1; skipped when every
+                problem has a single sample)
     curriculum  kept fraction within [min_kept_fraction, max_kept_fraction]; mean pass rate
                 strictly inside (min_mean_pass_rate, max_mean_pass_rate) (rounds >= 1)
 
@@ -85,6 +86,7 @@ class SuiteContext:
     run_id: str | None = None
     round: int | None = None
     previous_problems: dict[str, float] | None = None  # {"text_length": .., "level": ..}
+    samples_per_problem: int | None = None  # verdicts: most samples of one problem
 
 
 @dataclass(frozen=True)
@@ -190,13 +192,14 @@ def build_suites(kind: str, gates: GatesConfig, context: SuiteContext) -> list[F
             not_null("reward", " where method != 'none'", row_condition=Column("method") != "none"),
         ]
         if later_round:
-            frames.append(FrameSuite("per_problem", PER_PROBLEM_SQL, [
-                mean_inside("pass_rate", gates.min_mean_pass_rate, gates.max_mean_pass_rate,
-                            "mean pass rate"),
-                check(gxe.ExpectColumnMeanToBeBetween,
-                      f"answer spread (distinct answers - 1) / (samples - 1) >= {gates.min_answer_spread}",
-                      column="answer_spread", min_value=gates.min_answer_spread),
-            ]))
+            per_problem = [mean_inside("pass_rate", gates.min_mean_pass_rate,
+                                       gates.max_mean_pass_rate, "mean pass rate")]
+            if (context.samples_per_problem or 0) >= 2:  # one sample per problem: no spread
+                per_problem.append(check(
+                    gxe.ExpectColumnMeanToBeBetween,
+                    f"answer spread (distinct answers - 1) / (samples - 1) >= {gates.min_answer_spread}",
+                    column="answer_spread", min_value=gates.min_answer_spread))
+            frames.append(FrameSuite("per_problem", PER_PROBLEM_SQL, per_problem))
     elif kind == "curriculum":
         from great_expectations.expectations.row_conditions import Column
 

@@ -145,6 +145,8 @@ FAULTS = {
     "every-verdict-correct": ("verdicts", _set_all("reward", 1.0),
                               "expect_column_mean_to_be_between", "pass_rate"),
     "wrong-round": ("evals", _set("round", 7, 2), "expect_column_values_to_be_between", "round"),
+    "every-answer-identical": ("verdicts", _set_all("answer", "7"),
+                               "expect_column_mean_to_be_between", "answer_spread"),
 }
 
 
@@ -261,3 +263,11 @@ def test_gates_can_be_disabled(tmp_path, clean):
     out = run_stage(ctx, stage="rollout", version=1, round_index=1, config={}, inputs={},
                     compute=lambda fp: StageResult(datasets={"rollouts": _set("prompt", None)(clean["rollouts"])}))
     assert not out.skipped and not ctx.catalog.query("SELECT * FROM gates")
+
+
+def test_answer_spread_is_skipped_with_one_sample_per_problem(tmp_path, clean):
+    first = [r for r in clean["verdicts"] if r["rollout_id"] in {
+        x["rollout_id"] for x in clean["rollouts"] if x["sample_index"] == 0}]
+    result = _gate(tmp_path, "verdicts", first)
+    assert result.success, [f.name for f in result.failures]
+    assert "answer_spread" not in json.dumps(result.gx["per_problem"]["results"])
