@@ -92,8 +92,8 @@ class ValidateError(ValueError):
 def validate_run(data_root: Any, run_id: str, *, round_index: int | None = None,
                  stage: str | None = None, config_path: Any = None,
                  echo: Callable[[str], Any] = print) -> bool:
-    """`flywheel validate`: re-run the gates on stored data with the run's recorded thresholds
-    (or those of `config_path`), print the report; True when everything passed."""
+    """`flywheel validate`: re-run the gates on stored data with the run's recorded `[gates]`
+    thresholds (or those of `config_path`), print the report; True when everything passed."""
     from flywheel.config import load_config, validate_config
     from flywheel.storage.catalog import Catalog
     from flywheel.validators.gate import validate_stored
@@ -104,9 +104,12 @@ def validate_run(data_root: Any, run_id: str, *, round_index: int | None = None,
     recorded = catalog.run_config_json(run_id)
     if recorded is None:
         raise ValidateError(f"unknown run id {run_id!r} in {catalog.path} (see `flywheel status`)")
-    config = (validate_config(json.loads(recorded), f"run {run_id}") if config_path is None
-              else load_config(config_path))
-    results = validate_stored(catalog, run_id, config.gates, round_index=round_index, stage=stage)
+    if config_path is not None:
+        gates = load_config(config_path).gates
+    else:  # only the thresholds matter here, so a run recorded by an older version still validates
+        gates = validate_config({"gates": json.loads(recorded).get("gates", {})},
+                                f"run {run_id} (its recorded [gates])").gates
+    results = validate_stored(catalog, run_id, gates, round_index=round_index, stage=stage)
     if not results:
         which = "".join([f" round {round_index}" if round_index is not None else "",
                          f" stage {stage!r}" if stage else ""])
