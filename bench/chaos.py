@@ -3,8 +3,9 @@
     python bench/chaos.py --kills 10 [--config F] [--seed S] [--out bench/results/chaos.json]
 
 First one uninterrupted run of the config (the reference). Then N times, each in a fresh data
-root: start `flywheel run`, pick a random stage and a random delay (uniform between 0 and 1.2x
-that stage's duration in the reference run), SIGKILL the whole process group that long after
+root: start `flywheel run`, pick a stage (a random order of all stages, so N >= 9 kills hit
+every stage) and a random delay (uniform between 0 and 1.2x that stage's duration in the
+reference run), SIGKILL the whole process group that long after
 the stage starts, then `flywheel resume` it to the end. A resume is *identical* when the run's
 completed stages have the reference's fingerprints and row counts, every recorded file has the
 reference's checksum (checkpoint weights included), and the run folder holds exactly the
@@ -96,10 +97,10 @@ def stage_seconds(data_root: Path) -> dict[tuple[int, str], float]:
 
 
 def one_kill(index: int, work: Path, config: Path, prefect_url: str, rng: random.Random,
-             durations: dict[tuple[int, str], float]) -> dict:
+             durations: dict[tuple[int, str], float], target: tuple[int, str]) -> dict:
     data_root = work / f"kill-{index:02d}"
     marker = work / f"marker-{index:02d}"
-    round_index, stage = rng.choice(sorted(durations))
+    round_index, stage = target
     delay = rng.uniform(0, 1.2 * durations[(round_index, stage)])
     point = f"{stage}:{round_index}:start"
     env = child_env(prefect_url, work, FLYWHEEL_TEST_PAUSE_AT=point,
@@ -162,9 +163,12 @@ def main() -> None:
         reference = snapshot(reference_root)
         durations = stage_seconds(reference_root)
         rng = random.Random(args.seed)
+        targets: list[tuple[int, str]] = []  # every stage once per len(stages) kills, random order
+        while len(targets) < args.kills:
+            targets += rng.sample(sorted(durations), len(durations))
         results = []
         for index in range(args.kills):
-            result = one_kill(index, work, config, prefect_url, rng, durations)
+            result = one_kill(index, work, config, prefect_url, rng, durations, targets[index])
             result["identical"] = result["snapshot"] == reference
             result.pop("snapshot")
             results.append(result)
