@@ -201,7 +201,7 @@ def test_gx_crash_and_unreadable_file_are_failures_not_passes(tmp_path, clean, m
     result = run_gate(path, "verdicts", GatesConfig())
     assert not result.success and result.failures[0].expectation == "gate_error"
 
-    import flywheel.validators.gate as gate
+    from flywheel.validators import gate
 
     def boom(*args, **kwargs):
         raise RuntimeError("GX fell over")

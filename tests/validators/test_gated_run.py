@@ -49,8 +49,8 @@ def _checkpoints(data_root: Path, run_id: str) -> list[Path]:
 
 
 def test_reward_fault_in_real_verify_output_stops_the_round(tmp_path, prefect_server, monkeypatch):
-    import flywheel.tasks.verify as verify
     from flywheel.flows.flywheel import RunSpec, flywheel_flow
+    from flywheel.tasks import verify
 
     real = verify.verdict_rows
 
