@@ -75,7 +75,7 @@ def _print_summary(data_root: Path, run_id: str) -> None:
         table.add_column(column, justify="right")
     for row in round_summary(Catalog(data_root), run_id):
         table.add_row(*(format_cell(row[c]) for c in SUMMARY_COLUMNS))
-    Console().print(table)
+    Console(width=None if sys.stdout.isatty() else 120).print(table)
 
 
 def _execute(data_root: Path, run_id: str, config: Any) -> None:
