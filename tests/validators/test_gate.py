@@ -144,7 +144,7 @@ FAULTS = {
                             "expect_column_proportion_of_unique_values_to_be_between", "text"),
     "every-verdict-correct": ("verdicts", _set_all("reward", 1.0),
                               "expect_column_mean_to_be_between", "pass_rate"),
-    "wrong-round": ("evals", _set("round", 7, 2), "expect_column_values_to_be_between", "round"),
+    "wrong-round": ("evals", _set("round", 7, 2), "expect_column_values_to_be_in_set", "round"),
     "every-answer-identical": ("verdicts", _set_all("answer", "7"),
                                "expect_column_mean_to_be_between", "answer_spread"),
 }
