@@ -177,10 +177,10 @@ class GatesConfig(_Section):
     max_mean_pass_rate: float = Field(
         1.0, ge=0, le=1, description="mean reward and mean pass rate must be below this (rounds >= 1)")
     max_length_drift: float = Field(
-        1.0, ge=0, le=1000,
+        0.5, ge=0, le=1000,
         description="allowed relative change of the mean problem length from the previous round")
     max_level_drift: float = Field(
-        2.0, ge=0, le=1000,
+        1.5, ge=0, le=1000,
         description="allowed change of the mean problem level from the previous round")
 
     @model_validator(mode="after")

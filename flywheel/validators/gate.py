@@ -186,6 +186,8 @@ def _bound(kwargs: dict[str, Any], expectation: str) -> str:
         return f"columns {kwargs['column_list']}"
     if "type_" in kwargs:
         return f"dtype {kwargs['type_']}"
+    if "type_list" in kwargs:
+        return f"dtype in {kwargs['type_list']}"
     if "value_set" in kwargs:
         return f"in {sorted(kwargs['value_set'])}"
     if expectation.endswith("not_be_null"):

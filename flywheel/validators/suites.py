@@ -43,8 +43,9 @@ from flywheel.storage.datasets import SCHEMAS
 
 # pandas dtypes a Parquet type may arrive as from DuckDB: numpy int64/bool without nulls (kept:
 # GX compares those vectorised, nullable Int64 value by value), nullable Int64/boolean with them
-PANDAS_DTYPES = {pa.string(): ["str"], pa.int64(): ["int64", "Int64"], pa.float64(): ["float64"],
-                 pa.bool_(): ["bool", "boolean"]}
+# (spelled as pandas class names, the spelling GX's type-list check resolves)
+PANDAS_DTYPES = {pa.string(): ["str"], pa.int64(): ["int64", "Int64Dtype"],
+                 pa.float64(): ["float64"], pa.bool_(): ["bool", "BooleanDtype"]}
 
 ID_COLUMN = {
     "proposals": "proposal_id", "problems": "problem_id", "rollouts": "rollout_id",

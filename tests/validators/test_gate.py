@@ -54,6 +54,7 @@ class NoisySolver:
 def make_round(round_index: int, seed: int) -> dict[str, list[dict]]:
     """One round's outputs of every kind, made by the stages' own code."""
     pairs = seed_proposals(DOMAIN, count=300, levels=[1, 2, 3, 4, 5], seed=seed)
+    pairs += [("<propose>L3:", "12+"), ("<propose>L4:", ""), pairs[0]]  # invalid, empty, duplicate
     heldout = {p.text for p in DOMAIN.heldout(5)}
     proposals, problems = admit(DOMAIN, pairs, source="proposer", seen=set(), heldout=heldout,
                                 run_id=RUN, round_index=round_index)
@@ -97,6 +98,22 @@ def test_clean_outputs_pass_every_gate(tmp_path, clean, previous_problems, kind)
     assert result.success, [(f.name, f.observed, f.bound, f.error) for f in result.failures]
     assert result.evaluated >= 15
     assert result.gx["rows"]["success"] is True
+
+
+def test_nullable_and_non_null_integer_and_boolean_columns_both_pass(tmp_path, clean):
+    """DuckDB hands int64/bool columns to pandas as numpy dtypes without nulls and as nullable
+    Int64/boolean with them; both are the schema's type."""
+    with_nulls = [r for r in clean["proposals"] if r["level"] is None]
+    assert with_nulls, "the fixture has invalid proposals (level null)"
+    assert _gate(tmp_path, "proposals", clean["proposals"]).success
+    valid = [r for r in clean["proposals"] if r["level"] is not None]
+    assert _gate(tmp_path, "proposals", valid).success
+    floats = pa.Table.from_pylist(valid, schema=SCHEMAS["proposals"])
+    floats = floats.set_column(floats.schema.get_field_index("level"), "level",
+                               floats["level"].cast(pa.float64()))
+    pq.write_table(floats, tmp_path / "floats.parquet")
+    result = run_gate(tmp_path / "floats.parquet", "proposals", GatesConfig())
+    assert {f.name for f in result.failures} == {"expect_column_values_to_be_in_type_list(level)"}
 
 
 def _set(column, value, index=0):
