@@ -22,10 +22,10 @@ from flywheel.validators.gate import GateFailed
 TINY = """
 rounds = 0
 [domain]
-seed_problems = 120
+seed_problems = 60
 min_level = 2
 max_level = 4
-heldout_per_level = 3
+heldout_per_level = 2
 [rollout]
 samples_per_problem = 4
 [train]
