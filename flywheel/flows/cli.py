@@ -140,7 +140,7 @@ def run(
 def resume(
     run_id: Annotated[str, typer.Argument(help="the run to finish")],
     config: Annotated[Path | None, typer.Option(
-        "--config", help="use this config instead of the recorded one (e.g. fixed [gates] "
+        "--config", help="use this config instead of the recorded one (e.g. fixed gate "
                          "thresholds); stages whose fingerprint is unchanged are skipped")] = None,
     data_root: DataRoot = Path("flywheel-data"),
 ) -> None:
