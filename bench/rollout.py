@@ -42,18 +42,21 @@ MODELS = {
     "tiny": {"hidden_size": 128, "num_layers": 3, "head_dim": 32, "intermediate_size": 384},
     "larger": {"hidden_size": 512, "num_layers": 8, "head_dim": 32, "intermediate_size": 1536},
 }
-ENVIRONMENT = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error", "OMP_NUM_THREADS": "2",
+# One compute thread: on a shared 2-core machine, threads that wait for each other spin and
+# inflate CPU time; single-threaded, CPU time is the work done. (--threads to change it.)
+ENVIRONMENT = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error",
                "PREFECT_LOGGING_LEVEL": "WARNING", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
                "VLLM_LOGGING_LEVEL": "WARNING", "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
                "TOKENIZERS_PARALLELISM": "false", "DO_NOT_TRACK": "1"}
 
 
-def build_models(folder: Path) -> dict[str, Path]:
+def build_models(folder: Path, names: list[str]) -> dict[str, Path]:
     """Per model: `incumbent/` (the weights rolled out) and `previous/` (another init, same shape)."""
     from flywheel.models.tiny import build_tiny_model
 
     out = {}
-    for name, shape in MODELS.items():
+    for name in names:
+        shape = MODELS[name]
         for role, seed in [("incumbent", 0), ("previous", 1)]:
             build_tiny_model(folder / name / role, init_seed=seed, **shape)
         out[name] = folder / name
@@ -235,11 +238,13 @@ def child(args: argparse.Namespace) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backends", default="transformers,vllm")
+    parser.add_argument("--models", default=",".join(MODELS), help="of: " + ", ".join(MODELS))
     parser.add_argument("--vllm-python", default=str(ROOT / ".venv-vllm" / "bin" / "python"))
     parser.add_argument("--problems", type=int, default=256, help="problems rolled out")
     parser.add_argument("--samples", type=int, default=None, help="default: rollout.samples_per_problem")
     parser.add_argument("--max-new-tokens", type=int, default=None, help="default: rollout.max_new_tokens")
     parser.add_argument("--repeats", type=int, default=3, help="raw/stage pairs; medians reported")
+    parser.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS of the engines")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "rollout.json")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--backend", help=argparse.SUPPRESS)
@@ -247,6 +252,7 @@ def main() -> None:
     args = parser.parse_args()
     for key, value in ENVIRONMENT.items():
         os.environ.setdefault(key, value)
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)
     from flywheel.config import RolloutConfig
 
     args.samples = args.samples or RolloutConfig().samples_per_problem
@@ -260,17 +266,18 @@ def main() -> None:
     if "vllm" in backends and not Path(args.vllm_python).exists():
         sys.exit(f"error: --vllm-python {args.vllm_python} not found (run `make test-vllm` to build it)")
     results = {"workload": {"problems": args.problems, "samples_per_problem": args.samples,
-                            "max_new_tokens": args.max_new_tokens, "repeats": args.repeats},
+                            "max_new_tokens": args.max_new_tokens, "repeats": args.repeats,
+                            "threads": args.threads, "load_average": os.getloadavg()},
                "models": {}}
     with tempfile.TemporaryDirectory(prefix="flywheel-bench-models-") as folder:
-        models = build_models(Path(folder))
+        models = build_models(Path(folder), [m.strip() for m in args.models.split(",") if m.strip()])
         for model, model_dir in models.items():
             results["models"][model] = {"shape": MODELS[model]}
             for backend in backends:
                 command = [interpreters[backend], __file__, "--child", "--backend", backend,
                            "--model-dir", str(model_dir), "--problems", str(args.problems),
                            "--samples", str(args.samples), "--max-new-tokens", str(args.max_new_tokens),
-                           "--repeats", str(args.repeats)]
+                           "--repeats", str(args.repeats), "--threads", str(args.threads)]
                 done = subprocess.run(command, check=False, capture_output=True, text=True, cwd=ROOT)
                 if done.returncode != 0:
                     sys.exit(f"error: {backend} on {model} failed:\n{done.stderr[-3000:]}")
