@@ -58,6 +58,14 @@ class SynthesizeConfig(_Section):
     proposals: int = Field(4096, ge=1, le=10_000_000, description="proposer samples per round")
     temperature: float = Field(1.2, gt=0, le=5)
     max_new_tokens: int = Field(16, ge=1, le=4096)
+    source: Literal["proposer", "generator", "pool"] = Field(
+        "proposer",
+        description="where rounds >= 1 get problems: proposer = the model writes them (default); "
+                    "generator = `proposals` fresh domain-generator problems per round, levels "
+                    "min_level..max_level in equal shares (the uniform curriculum); pool = the same "
+                    "generator problems every round, not deduplicated against earlier rounds (a "
+                    "fixed prompt set, TTRL style)",
+    )
 
 
 class RolloutConfig(_Section):
@@ -97,6 +105,12 @@ class CurateConfig(_Section):
     max_answers_per_problem: int = Field(4, ge=1, le=1024, description="verified answers trained per problem")
     proposer_rows: bool = True
     max_proposer_rows: int = Field(256, ge=0, le=10_000_000, description="most learnable first")
+    solver_targets: Literal["verified", "reference"] = Field(
+        "verified",
+        description="solver rows of rounds >= 1: verified = the model's own verified answers to "
+                    "kept problems (default); reference = every problem kept, trained on its "
+                    "executed reference (SFT on generator data, the no-self-play baseline)",
+    )
 
     @model_validator(mode="after")
     def _band_ordered(self) -> CurateConfig:

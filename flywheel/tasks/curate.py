@@ -16,6 +16,11 @@ Training rows (SFT, rejection sampling in the STaR / ReST-EM style):
               4 p (1 - p) (1 at p = 0.5, 0 at the ends); the `max_proposer_rows` most
               learnable are kept, so solver rows dominate the loss
 
+With `curate.solver_targets = "reference"` (the no-self-play baseline: SFT on generator data
+with references only, used with `synthesize.source = "generator"`) rounds >= 1 work like the
+warm-up: every problem is kept and its solver row is the executed reference (one per problem,
+no rollout id); pass rates are still recorded, and proposer rows follow `proposer_rows`.
+
 Round 0 is the warm-up: the seed problems come from the domain's generator with executed
 references (the untrained model has no verified answers yet). Seed problems up to
 `domain.seed_max_level` are kept with the reference as the solver completion; harder ones are
@@ -68,6 +73,8 @@ def curriculum_rows(problems: list[dict[str, Any]], verdicts: list[dict[str, Any
         std = statistics.pstdev(judged) if judged else 0.0
         if warmup:
             reason = None if p["level"] <= warmup_max_level else "above_warmup_level"
+        elif band.solver_targets == "reference":
+            reason = None  # no-self-play baseline: every problem is trained on its reference
         else:
             reason = drop_reason(pass_rate, std, band)
         rows.append({
@@ -110,8 +117,11 @@ def training_rows(domain: Domain, problems: list[dict[str, Any]], rollouts: list
             continue
         if stats is None:
             continue
-        for r in verified[problem["problem_id"]][: band.max_answers_per_problem]:
-            add("solver", r["prompt"], r["completion"], 1.0, problem, r["rollout_id"])
+        if band.solver_targets == "reference":
+            add("solver", domain.solver_prompt(problem["text"]), problem["reference"], 1.0, problem, None)
+        else:
+            for r in verified[problem["problem_id"]][: band.max_answers_per_problem]:
+                add("solver", r["prompt"], r["completion"], 1.0, problem, r["rollout_id"])
         if band.proposer_rows:
             p = stats["pass_rate"] or 0.0
             weight = 4 * p * (1 - p)

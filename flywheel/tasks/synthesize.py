@@ -5,6 +5,13 @@ yet): mostly problems of the levels the warm-up trains the solver on, plus a few
 level so the proposer learns what each level looks like. Every proposer sample is kept in `proposals` with its `drop_reason`: `invalid` (the parser
 rejected it), `duplicate` (seen earlier in this round or in any earlier round of the run) or
 `heldout` (it equals a held-out item, which must never be trained on).
+
+`synthesize.source` replaces the proposer in rounds >= 1 for the baselines: `generator` draws
+`proposals` fresh generator problems per round, levels min_level..max_level in equal shares
+(the uniform curriculum; deduplicated like proposer samples); `pool` draws the same problems
+every round and does not deduplicate them against earlier rounds (a fixed prompt set, TTRL
+style). Both carry executed references; with majority-vote labels these are used only to
+measure label precision. Their rows have `source` = "generator" or "pool".
 """
 
 from __future__ import annotations
@@ -45,6 +52,18 @@ def seed_proposals(domain: Domain, *, count: int, levels: list[int], seed: int) 
         problem = domain.generate(rng, levels[index % len(levels)])
         pairs.append((domain.proposer_prompt(problem.level), problem.text))
     return pairs
+
+
+def baseline_proposals(domain: Domain, source: str, *, count: int, min_level: int, max_level: int,
+                       round_seed: int, pool_seed: int) -> list[tuple[str, str]]:
+    """Problems of rounds >= 1 without a proposer (`synthesize.source`), levels in equal shares.
+
+    generator: fresh draws every round (seeded per round): the uniform curriculum.
+    pool: the same draws every round (one seed for the run): a fixed prompt set.
+    """
+    levels = list(range(min_level, max_level + 1))
+    return seed_proposals(domain, count=count, levels=levels,
+                          seed=pool_seed if source == "pool" else round_seed)
 
 
 def admit(
@@ -112,14 +131,21 @@ def synthesize(ctx: RunContext, round_index: int, incumbent: Checkpoint,
             pairs = seed_proposals(ctx.domain, count=cfg.domain.seed_problems,
                                    levels=seed_levels(ctx.domain, cfg.domain.seed_max_level), seed=seed)
             source = "seed"
-        else:
+        elif cfg.synthesize.source == "proposer":
             levels = list(range(cfg.domain.min_level, cfg.domain.max_level + 1))
             pairs = propose(ctx.domain, incumbent.path, count=cfg.synthesize.proposals, levels=levels,
                             temperature=cfg.synthesize.temperature,
                             max_new_tokens=cfg.synthesize.max_new_tokens, seed=seed,
                             batch_size=cfg.rollout.batch_size)
             source = "proposer"
+        else:  # baselines without a proposer: see baseline_proposals
+            pairs = baseline_proposals(ctx.domain, cfg.synthesize.source, count=cfg.synthesize.proposals,
+                                       min_level=cfg.domain.min_level, max_level=cfg.domain.max_level,
+                                       round_seed=seed, pool_seed=ctx.stage_seed("synthesize-pool", 0))
+            source = cfg.synthesize.source
         seen = {text for out in earlier_problems for text in read_table(out.path("problems"))["text"].to_pylist()}
+        if source == "pool":  # a fixed prompt set: the same problems again every round
+            seen = set()
         heldout = {p.text for p in ctx.domain.heldout(cfg.domain.heldout_per_level)}
         proposals, problems = admit(ctx.domain, pairs, source=source, seen=seen, heldout=heldout,
                                     run_id=ctx.run_id, round_index=round_index)
