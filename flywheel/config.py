@@ -159,8 +159,40 @@ class EvaluateConfig(_Section):
     max_new_tokens: int = Field(8, ge=1, le=32_768)
 
 
+class VerifyConfig(_Section):
+    """Which label a rollout's reward compares against (flywheel/tasks/verify.py)."""
+
+    labels: Literal["reference", "majority"] = Field(
+        "reference",
+        description="reference: the domain's executed reference answer; majority: the most "
+                    "common answer among the problem's k samples (TTRL / R-Zero pseudo-labels; "
+                    "label precision against references is recorded where they exist)",
+    )
+
+
 class PromoteConfig(_Section):
-    margin: float = Field(0.0, ge=0, le=1, description="allowed drop in held-out accuracy")
+    """When the candidate replaces the incumbent (flywheel/tasks/promote.py)."""
+
+    margin: float = Field(0.0, ge=0, le=1, description="allowed drop in held-out accuracy, 0..1")
+    min_gain: float = Field(
+        0.0, ge=0, le=1,
+        description="held-out accuracy the candidate must gain over the incumbent, 0..1 "
+                    "(0 = promote on a tie); set margin or min_gain, not both",
+    )
+    max_level_regression: float | None = Field(
+        None, ge=0, le=1,
+        description="reject when, at any difficulty level, more than this share (0..1) of the "
+                    "level's held-out items flip from pass (incumbent) to fail (candidate); "
+                    "unset = no per-level check",
+    )
+
+    @model_validator(mode="after")
+    def _margin_or_gain(self) -> PromoteConfig:
+        if self.margin > 0 and self.min_gain > 0:
+            msg = (f"margin = {self.margin} and min_gain = {self.min_gain}: set one of them "
+                   "(margin allows a drop, min_gain requires a gain)")
+            raise ValueError(msg)
+        return self
 
 
 class GatesConfig(_Section):
@@ -240,6 +272,7 @@ class RunConfig(_Section):
     domain: DomainConfig = DomainConfig()
     synthesize: SynthesizeConfig = SynthesizeConfig()
     rollout: RolloutConfig = RolloutConfig()
+    verify: VerifyConfig = VerifyConfig()
     curate: CurateConfig = CurateConfig()
     train: TrainConfig = TrainConfig()
     evaluate: EvaluateConfig = EvaluateConfig()

@@ -15,7 +15,11 @@ A sample record per kind (columns beyond these are allowed only by adding them h
                  "sample_index": 0, "prompt": "<solve>37+5=", "completion": "42",
                  "completion_tokens": 3, "checkpoint": "5d.."}
     verdicts    {"rollout_id": "c3..", "run_id": "demo", "round": 1, "problem_id": "a1..",
-                 "answer": "42", "reward": 1.0, "method": "reference"}   # reward None: cannot judge
+                 "answer": "42", "reward": 1.0, "method": "reference",  # reward None: cannot judge
+                 "label": "42", "agreement": 0.75}  # label: what the reward compared against
+                                # (method reference: the reference; majority: the problem's
+                                # majority answer); agreement: share of the problem's samples
+                                # giving its majority answer (both modes); null in older files
     curriculum  {"problem_id": "a1..", "run_id": "demo", "round": 1, "level": 2, "samples": 8,
                  "judged": 8, "pass_rate": 0.25, "reward_std": 0.43, "kept": True,
                  "drop_reason": None}          # too_easy | too_hard | zero_variance | unjudged
@@ -60,7 +64,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     ),
     "verdicts": pa.schema(
         [("rollout_id", _S), ("run_id", _S), ("round", _I), ("problem_id", _S), ("answer", _S),
-         ("reward", _F), ("method", _S)]
+         ("reward", _F), ("method", _S), ("label", _S), ("agreement", _F)]
     ),
     "curriculum": pa.schema(
         [("problem_id", _S), ("run_id", _S), ("round", _I), ("level", _I), ("samples", _I),

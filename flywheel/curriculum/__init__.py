@@ -1,0 +1,1 @@
+"""Curriculum mechanisms as small pure functions: near-duplicates, proposer rewards, level bandit."""
