@@ -10,8 +10,8 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[dev]'
+$(VENV)/.installed: pyproject.toml | $(BIN)/python  ## with the ray extra: tests/flows/test_ray.py runs
+	$(BIN)/pip install -q -e '.[dev,ray]'
 	touch $@
 
 demo: $(VENV)/.installed  ## run 3 flywheel rounds of the built-in tiny CPU config

@@ -265,6 +265,32 @@ class ScheduleConfig(_Section):
         return check_timezone(value)
 
 
+class ScaleConfig(_Section):
+    """Where rollout and verification run (flywheel/tasks/shards.py, flywheel/flows/runners.py).
+
+    Not part of any stage fingerprint: the shards of a stage produce exactly the rows the
+    unsharded stage would (seeds follow each prompt's position in the stage, shards start on a
+    rollout batch boundary), so changing the runner or the shard count never reruns anything.
+    `task_runner = "ray"` needs the `ray` extra and a Prefect server (PREFECT_API_URL).
+    """
+
+    task_runner: Literal["default", "ray"] = Field(
+        "default",
+        description="default: shards run in threads of this process; ray: each shard is a Prefect "
+                    "task on a Ray worker (prefect-ray's RayTaskRunner)")
+    ray_address: str | None = Field(
+        None,
+        description="an existing Ray cluster (e.g. 'ray://head:10001' or 'auto'); None = start a "
+                    "local Ray instance on 127.0.0.1 for the run and stop it after")
+    ray_num_cpus: int = Field(
+        2, ge=1, le=4096, description="CPUs of the local Ray instance (ray_address = None only)")
+    rollout_shards: int = Field(
+        1, ge=1, le=4096,
+        description="most shards rollout and verification split a round's problems into (1 = "
+                    "one piece, in-process on the default runner); shards start on "
+                    "rollout.batch_size boundaries, so small stages get fewer")
+
+
 class RunConfig(_Section):
     rounds: int = Field(3, ge=0, le=10_000, description="self-improvement rounds after warm-up")
     seed: int = Field(0, ge=0)
@@ -279,6 +305,15 @@ class RunConfig(_Section):
     promote: PromoteConfig = PromoteConfig()
     gates: GatesConfig = GatesConfig()
     schedule: ScheduleConfig = ScheduleConfig()
+    scale: ScaleConfig = ScaleConfig()
+
+    @model_validator(mode="after")
+    def _shards_need_transformers(self) -> RunConfig:
+        if self.scale.rollout_shards > 1 and self.rollout.backend != "transformers":
+            msg = (f"scale.rollout_shards = {self.scale.rollout_shards} needs rollout.backend = "
+                   f"'transformers' (vLLM batches a whole stage itself); set rollout_shards = 1")
+            raise ValueError(msg)
+        return self
 
     def slice(self, *names: str) -> dict[str, Any]:
         """The config sections a stage reads, as plain data for its fingerprint."""

@@ -80,11 +80,13 @@ def _print_summary(data_root: Path, run_id: str) -> None:
 
 def _execute(data_root: Path, run_id: str, config: Any) -> None:
     _quiet_environment()
+    from flywheel.flows.runners import RunnerUnavailable, check_task_runner
     from flywheel.models.backends import BackendUnavailable, check_backend
 
-    try:  # before anything runs: a missing vLLM is one line, not a failed round
+    try:  # before anything runs: a missing vLLM or Prefect server is one line, not a failed round
         check_backend(config.rollout.backend)
-    except BackendUnavailable as exc:
+        check_task_runner(config.scale)
+    except (BackendUnavailable, RunnerUnavailable) as exc:
         fail(str(exc))
     import logging
 

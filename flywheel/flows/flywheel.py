@@ -13,6 +13,7 @@ from prefect import flow
 from pydantic import BaseModel, ConfigDict
 
 from flywheel.config import RunConfig
+from flywheel.flows.runners import check_task_runner, scale_session
 from flywheel.tasks.base import base_model
 from flywheel.tasks.context import Checkpoint, RunContext
 from flywheel.tasks.curate import curate
@@ -86,17 +87,20 @@ def round_flow(spec: RunSpec, round_index: int, incumbent: Checkpoint, incumbent
 @flow(name="flywheel", validate_parameters=False)
 def flywheel_flow(spec: RunSpec) -> Checkpoint:
     ctx = spec.context()
+    check_task_runner(spec.config.scale)  # e.g. Ray without a Prefect server: before anything runs
     ctx.catalog.ensure_run(spec.run_id, spec.config.model_dump_json())
     try:
-        incumbent = base_model(ctx)
-        accuracy = evaluate(ctx, 0, incumbent, stage="baseline")["accuracy"]
-        problems: list[StageOutput] = []
-        curated: list[StageOutput] = []
-        for round_index in range(spec.config.rounds + 1):
-            outcome = round_flow(spec, round_index, incumbent, accuracy, problems, curated)
-            incumbent, accuracy = outcome.incumbent, outcome.incumbent_accuracy
-            problems.append(outcome.problems)
-            curated.append(outcome.curated)
+        with scale_session(spec.config.scale) as runner:  # [scale]: rounds' shards on Ray workers
+            one_round = round_flow if runner is None else round_flow.with_options(task_runner=runner)
+            incumbent = base_model(ctx)
+            accuracy = evaluate(ctx, 0, incumbent, stage="baseline")["accuracy"]
+            problems: list[StageOutput] = []
+            curated: list[StageOutput] = []
+            for round_index in range(spec.config.rounds + 1):
+                outcome = one_round(spec, round_index, incumbent, accuracy, problems, curated)
+                incumbent, accuracy = outcome.incumbent, outcome.incumbent_accuracy
+                problems.append(outcome.problems)
+                curated.append(outcome.curated)
     except BaseException:
         ctx.catalog.set_run_status(spec.run_id, "failed")
         raise

@@ -9,6 +9,10 @@
 A backend is built from one checkpoint folder for one stage and released after (the vllm backend,
 flywheel/models/vllm_backend.py, keeps its engine warm between stages and swaps the weights).
 Sampling is seeded, so the same prompts, params and checkpoint give the same completions.
+Seeds follow a prompt's position in the stage's whole prompt list (`first_prompt` + i), so a
+shard of the prompts (flywheel/tasks/shards.py) samples exactly what the whole call would, as
+long as the transformers backend's shards start on one of its batch boundaries (batches are
+seeded per batch and padded to their longest prompt).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ class SamplingParams:
     max_new_tokens: int
     seed: int
     greedy: bool = False
+    first_prompt: int = 0  # index of prompts[0] in the stage's whole prompt list (see below)
 
 
 @dataclass(frozen=True)
@@ -111,7 +116,7 @@ class TransformersBackend:
         for start in range(0, len(expanded), self.batch_size):
             batch = expanded[start : start + self.batch_size]
             encoded = self.tokenizer(batch, return_tensors="pt", padding=True)
-            torch.manual_seed(params.seed * 1_000_003 + start)
+            torch.manual_seed(params.seed * 1_000_003 + params.first_prompt * params.n + start)
             with torch.inference_mode():
                 output = self.model.generate(
                     **encoded,

@@ -22,7 +22,7 @@ new layers with the old head. `_swap_weights` repacks every LM head after a relo
 CUDA kernels read the head's weight tensor itself). tests/models/test_vllm_backend.py checks
 outputs against transformers after swaps, which catches both this and a stale prefix cache.
 
-Sampling is seeded per request: prompt i of a call gets a seed derived from (params.seed, i) and
+Sampling is seeded per request: prompt i of a call gets a seed derived from (params.seed, first_prompt + i) and
 vLLM gives its n samples seed + 0..n-1, so the same prompts, params and checkpoint give the same
 completions whatever else the engine is doing. Greedy requests use temperature 0.
 
@@ -287,7 +287,7 @@ class VLLMBackend:
                 n=params.n,
                 temperature=0.0 if params.greedy else params.temperature,
                 max_tokens=params.max_new_tokens,
-                seed=None if params.greedy else request_seed(params.seed, index),
+                seed=None if params.greedy else request_seed(params.seed, params.first_prompt + index),
             )
             for index in range(len(prompts))
         ]

@@ -6,11 +6,14 @@ samples one answer per seed problem, enough to record its pass@1.
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from prefect import task
 from prefect.cache_policies import NONE
 
+from flywheel.config import RolloutConfig
 from flywheel.domains.base import Domain
 from flywheel.models.backends import ProgressCallback, RolloutBackend, SamplingParams
 from flywheel.storage.datasets import read_rows
@@ -18,6 +21,7 @@ from flywheel.storage.fingerprint import row_id
 from flywheel.tasks.context import Checkpoint, RunContext
 from flywheel.tasks.progress import progress_bar
 from flywheel.tasks.retry import TRANSIENT
+from flywheel.tasks.shards import batch_aligned_ranges, map_shards
 from flywheel.tasks.stage import StageOutput, StageResult, run_stage
 
 VERSION = 1
@@ -48,11 +52,24 @@ def rollout_rows(
     return rows
 
 
-@task(name="rollout", cache_policy=NONE, persist_result=False, **TRANSIENT)
-def rollout(ctx: RunContext, round_index: int, incumbent: Checkpoint, problems: StageOutput) -> StageOutput:
+def rollout_shard(*, rollout: RolloutConfig, checkpoint_dir: str, domain: Domain,
+                  problems: list[dict[str, Any]], params: SamplingParams, checkpoint: str,
+                  run_id: str, round_index: int,
+                  progress: ProgressCallback | None = None) -> list[dict[str, Any]]:
+    """One shard of the stage, self-contained (it may run on a Ray worker): load, sample, release."""
     from flywheel.models.backends import backend_for
 
-    cfg = ctx.config.rollout
+    backend = backend_for(rollout, Path(checkpoint_dir))
+    try:
+        return rollout_rows(backend, domain, problems, params=params, checkpoint=checkpoint,
+                            run_id=run_id, round_index=round_index, progress=progress)
+    finally:
+        backend.close()
+
+
+@task(name="rollout", cache_policy=NONE, persist_result=False, **TRANSIENT)
+def rollout(ctx: RunContext, round_index: int, incumbent: Checkpoint, problems: StageOutput) -> StageOutput:
+    cfg, scale = ctx.config.rollout, ctx.config.scale
 
     def compute(fingerprint: str) -> StageResult:
         rows = read_rows(problems.path("problems"))
@@ -60,14 +77,17 @@ def rollout(ctx: RunContext, round_index: int, incumbent: Checkpoint, problems: 
         params = SamplingParams(n=1 if round_index == 0 else cfg.samples_per_problem, temperature=cfg.temperature,
                                 max_new_tokens=cfg.max_new_tokens,
                                 seed=ctx.stage_seed("rollout", round_index))
-        backend = backend_for(cfg, incumbent.path)
-        try:
-            with progress_bar(f"round {round_index} rollout", len(rows) * params.n) as advance:
-                out = rollout_rows(backend, ctx.domain, rows, params=params,
-                                   checkpoint=incumbent.fingerprint, run_id=ctx.run_id,
-                                   round_index=round_index, progress=advance)
-        finally:
-            backend.close()
+        # Shards (config [scale]) start on batch boundaries and know where: same rows as one piece.
+        shards = [
+            {"rollout": cfg, "checkpoint_dir": str(incumbent.path), "domain": ctx.domain,
+             "problems": rows[start:end], "params": replace(params, first_prompt=start),
+             "checkpoint": incumbent.fingerprint, "run_id": ctx.run_id, "round_index": round_index}
+            for start, end in batch_aligned_ranges(len(rows), params.n, cfg.batch_size,
+                                                   scale.rollout_shards)
+        ]
+        with progress_bar(f"round {round_index} rollout", len(rows) * params.n) as advance:
+            parts = map_shards(rollout_shard, shards, scale=scale, stage="rollout", progress=advance)
+        out = [row for part in parts for row in part]
         return StageResult(
             datasets={"rollouts": out},
             metrics={"rollouts": len(out),

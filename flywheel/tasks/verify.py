@@ -37,6 +37,7 @@ from flywheel.curriculum.votes import label_matches, majority_labels
 from flywheel.domains.base import Domain
 from flywheel.storage.datasets import read_rows
 from flywheel.tasks.context import RunContext
+from flywheel.tasks.shards import grouped_ranges, map_shards
 from flywheel.tasks.stage import StageOutput, StageResult, run_stage
 
 VERSION = 2  # 2: label and agreement columns, majority-vote labels
@@ -99,13 +100,29 @@ def verdict_metrics(rows: list[dict[str, Any]], problems: list[dict[str, Any]],
     return metrics
 
 
+def verify_shards(domain: Domain, rollouts: list[dict[str, Any]], problems: list[dict[str, Any]],
+                  labels: str, shards: int) -> list[dict[str, Any]]:
+    """`verdict_rows` keyword arguments per shard: whole problems, rollouts in stored order."""
+    out = []
+    for start, end in grouped_ranges([r["problem_id"] for r in rollouts], shards):
+        part = rollouts[start:end]
+        ids = {r["problem_id"] for r in part}
+        out.append({"domain": domain, "rollouts": part, "labels": labels,
+                    "problems": [p for p in problems if p["problem_id"] in ids]})
+    return out
+
+
 @task(name="verify", cache_policy=NONE, persist_result=False)
 def verify(ctx: RunContext, round_index: int, problems: StageOutput, rollouts: StageOutput) -> StageOutput:
     labels = ctx.config.verify.labels
 
     def compute(fingerprint: str) -> StageResult:
         problem_rows = read_rows(problems.path("problems"))
-        rows = verdict_rows(ctx.domain, read_rows(rollouts.path("rollouts")), problem_rows, labels)
+        rollout_rows = read_rows(rollouts.path("rollouts"))
+        rows = [row for part in map_shards(  # config [scale]; a problem's rollouts stay together
+            verdict_rows, verify_shards(ctx.domain, rollout_rows, problem_rows, labels,
+                                        ctx.config.scale.rollout_shards),
+            scale=ctx.config.scale, stage="verify") for row in part]
         return StageResult(datasets={"verdicts": rows}, metrics=verdict_metrics(rows, problem_rows, labels))
 
     return run_stage(
