@@ -17,8 +17,8 @@ from flywheel.flows.runners import check_task_runner, scale_session
 from flywheel.tasks.base import base_model
 from flywheel.tasks.context import Checkpoint, RunContext
 from flywheel.tasks.curate import curate
-from flywheel.tasks.evaluate import evaluate
-from flywheel.tasks.promote import promote
+from flywheel.tasks.evaluate import Evaluation, evaluate
+from flywheel.tasks.promote import NO_TRAINING_ROWS, promote
 from flywheel.tasks.rollout import rollout
 from flywheel.tasks.stage import StageOutput
 from flywheel.tasks.synthesize import synthesize
@@ -41,9 +41,18 @@ class RunSpec(BaseModel):
 class RoundOutcome(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
     incumbent: Checkpoint
-    incumbent_accuracy: float
+    incumbent_eval: Evaluation
     problems: StageOutput
     curated: StageOutput
+
+
+def trainable_rows(curated: StageOutput) -> int:
+    """The round's training rows with weight > 0 (what the trainer would train on)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    weights = pq.read_table(curated.path("train_rows"), columns=["weight"])["weight"]
+    return int(pc.sum(pc.greater(weights, 0.0)).as_py() or 0)
 
 
 def publish_round_artifact(spec: RunSpec, round_index: int) -> None:
@@ -65,20 +74,25 @@ def publish_round_artifact(spec: RunSpec, round_index: int) -> None:
 
 
 @flow(name="flywheel-round", validate_parameters=False)
-def round_flow(spec: RunSpec, round_index: int, incumbent: Checkpoint, incumbent_accuracy: float,
+def round_flow(spec: RunSpec, round_index: int, incumbent: Checkpoint, incumbent_eval: Evaluation,
                earlier_problems: list[StageOutput], earlier_curated: list[StageOutput]) -> RoundOutcome:
     ctx = spec.context()
     problems = synthesize(ctx, round_index, incumbent, earlier_problems)
     rollouts = rollout(ctx, round_index, incumbent, problems)
     verdicts = verify(ctx, round_index, problems, rollouts)
     curated = curate(ctx, round_index, problems, rollouts, verdicts)
-    candidate = train(ctx, round_index, incumbent, curated, earlier_curated)
-    candidate_accuracy = evaluate(ctx, round_index, candidate)["accuracy"]
-    winner = promote(ctx, round_index, incumbent, candidate, incumbent_accuracy, candidate_accuracy)
+    if trainable_rows(curated) == 0:  # every problem dropped: no candidate, the incumbent stays
+        winner = promote(ctx, round_index, incumbent, incumbent_eval, without_candidate=NO_TRAINING_ROWS)
+        winner_eval = incumbent_eval
+    else:
+        candidate = train(ctx, round_index, incumbent, curated, earlier_curated)
+        candidate_eval = evaluate(ctx, round_index, candidate)
+        winner = promote(ctx, round_index, incumbent, incumbent_eval, candidate, candidate_eval)
+        winner_eval = candidate_eval if winner == candidate else incumbent_eval
     publish_round_artifact(spec, round_index)
     return RoundOutcome(
         incumbent=winner,
-        incumbent_accuracy=candidate_accuracy if winner == candidate else incumbent_accuracy,
+        incumbent_eval=winner_eval,
         problems=problems,
         curated=curated,
     )
@@ -93,12 +107,12 @@ def flywheel_flow(spec: RunSpec) -> Checkpoint:
         with scale_session(spec.config.scale) as runner:  # [scale]: rounds' shards on Ray workers
             one_round = round_flow if runner is None else round_flow.with_options(task_runner=runner)
             incumbent = base_model(ctx)
-            accuracy = evaluate(ctx, 0, incumbent, stage="baseline")["accuracy"]
+            incumbent_eval = evaluate(ctx, 0, incumbent, stage="baseline")
             problems: list[StageOutput] = []
             curated: list[StageOutput] = []
             for round_index in range(spec.config.rounds + 1):
-                outcome = one_round(spec, round_index, incumbent, accuracy, problems, curated)
-                incumbent, accuracy = outcome.incumbent, outcome.incumbent_accuracy
+                outcome = one_round(spec, round_index, incumbent, incumbent_eval, problems, curated)
+                incumbent, incumbent_eval = outcome.incumbent, outcome.incumbent_eval
                 problems.append(outcome.problems)
                 curated.append(outcome.curated)
     except BaseException:

@@ -37,7 +37,7 @@ TABLES = ("runs", "stages", "datasets", "gates", "metrics", "rounds")
 FORMATS = ("table", "json", "csv")
 
 SUMMARY_COLUMNS = ["round", "proposed", "valid", "kept", "pass@1(train)", "train rows",
-                   "held-out acc", "promoted"]
+                   "held-out acc", "promoted", "decision"]
 
 _METRIC = {
     "proposed": ("synthesize", "proposed"),
@@ -66,10 +66,13 @@ class Result:
 
 
 def round_summary(catalog: Catalog, run_id: str) -> list[dict[str, Any]]:
-    """One row per round with the funnel and held-out accuracy, from the catalog's metrics."""
+    """One row per round with the funnel and held-out accuracy, from the catalog's metrics, and
+    the promotion decision's reason from `rounds` (None in catalogs from before it was kept)."""
     rows = catalog.query(
         "SELECT round, stage, name, value FROM metrics WHERE run_id = ? ORDER BY round", [run_id]
     )
+    reasons = {r["round"]: r.get("reason") for r in catalog.query(
+        "SELECT * FROM rounds WHERE run_id = ?", [run_id])}
     by_round: dict[int, dict[tuple[str, str], float]] = {}
     for r in rows:
         by_round.setdefault(r["round"], {})[(r["stage"], r["name"])] = r["value"]
@@ -83,6 +86,7 @@ def round_summary(catalog: Catalog, run_id: str) -> list[dict[str, Any]]:
             row[column] = metrics.get(key)
         if row["promoted"] is not None:
             row["promoted"] = bool(row["promoted"])
+        row["decision"] = reasons.get(round_index)
         out.append(row)
     return out
 
@@ -144,7 +148,8 @@ def _create_views(con: duckdb.DuckDBPyConnection) -> None:
         paths = [p for k, p in files if k == kind and Path(p).exists()]
         if paths:
             listed = ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
-            con.execute(f"CREATE VIEW {kind} AS SELECT * FROM read_parquet([{listed}])")
+            # union_by_name: files written before a nullable column was added read it as null
+            con.execute(f"CREATE VIEW {kind} AS SELECT * FROM read_parquet([{listed}], union_by_name = true)")
         else:  # no file of this kind yet: an empty table with the documented columns
             columns = ", ".join(f"{f.name} {_SQL_TYPES[str(f.type)]}" for f in SCHEMAS[kind])
             con.execute(f"CREATE TABLE {kind} ({columns})")

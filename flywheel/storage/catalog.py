@@ -8,7 +8,10 @@ Tables
     datasets  one row per file a completed stage wrote: kind, path, rows, sha256
     gates     one row per gate run on a dataset (result JSON)
     metrics   (run_id, round, stage, name, value)
-    rounds    one row per decided round: incumbent, candidate, accuracies, promoted
+    rounds    one row per decided round: incumbent, candidate, accuracies, promoted, reason (one
+              line: "accuracy 0.242 >= 0.200 - 0.000", "no training rows"; candidate and its
+              accuracy are null when the round had none; catalogs from before `reason` get the
+              column on the first round they record, and read it as null until then)
 
 Views `problems`, `rollouts`, `verdicts`, `curriculum`, `train_rows`, `evals`, `proposals`
 read every Parquet file that a completed stage recorded, across rounds and runs.
@@ -52,7 +55,8 @@ CREATE TABLE IF NOT EXISTS metrics (
     run_id VARCHAR, round INTEGER, stage VARCHAR, name VARCHAR, value DOUBLE);
 CREATE TABLE IF NOT EXISTS rounds (
     run_id VARCHAR, round INTEGER, incumbent VARCHAR, candidate VARCHAR,
-    incumbent_accuracy DOUBLE, candidate_accuracy DOUBLE, promoted BOOLEAN, decided_at DOUBLE);
+    incumbent_accuracy DOUBLE, candidate_accuracy DOUBLE, promoted BOOLEAN, decided_at DOUBLE,
+    reason VARCHAR);
 """
 
 
@@ -285,16 +289,19 @@ class Catalog:
     # ---- rounds and metrics -----------------------------------------------------------------
 
     def record_round(
-        self, *, run_id: str, round_index: int, incumbent: str, candidate: str,
-        incumbent_accuracy: float, candidate_accuracy: float, promoted: bool,
+        self, *, run_id: str, round_index: int, incumbent: str, candidate: str | None,
+        incumbent_accuracy: float, candidate_accuracy: float | None, promoted: bool,
+        reason: str | None = None,
     ) -> None:
         with self.connect() as con:
+            con.execute("ALTER TABLE rounds ADD COLUMN IF NOT EXISTS reason VARCHAR")  # older catalogs
             con.execute("BEGIN")
             con.execute("DELETE FROM rounds WHERE run_id = ? AND round = ?", [run_id, round_index])
             con.execute(
-                "INSERT INTO rounds VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO rounds (run_id, round, incumbent, candidate, incumbent_accuracy,"
+                " candidate_accuracy, promoted, decided_at, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [run_id, round_index, incumbent, candidate, incumbent_accuracy,
-                 candidate_accuracy, promoted, time.time()],
+                 candidate_accuracy, promoted, time.time(), reason],
             )
             con.execute("COMMIT")
 
@@ -321,7 +328,8 @@ class Catalog:
             if paths:
                 files = ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
                 con.execute(
-                    f"CREATE OR REPLACE VIEW {kind} AS SELECT * FROM read_parquet([{files}])"
+                    f"CREATE OR REPLACE VIEW {kind} AS SELECT * FROM read_parquet([{files}],"
+                    " union_by_name = true)"  # older files lack later nullable columns: null
                 )
 
 

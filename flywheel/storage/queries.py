@@ -8,7 +8,11 @@
     drift     per round: difficulty level mix, mean problem length, mean completion tokens,
               pass-rate distribution (quantiles, share at 0 and at 1, mean over kept problems)
     labels    per round: majority-vote answer of each problem's rollouts vs its executor
-              reference, where both exist (pseudo-label precision, as TTRL / EVE log it)
+              reference, where both exist (pseudo-label precision, as TTRL / EVE log it), over
+              all problems and over the kept ones. The vote is recomputed from `answer`, not read
+              from `verdicts.label`: that column holds the reference when verify.labels =
+              "reference", and older files lack it; the tie rule is the one verify uses
+              (flywheel/curriculum/votes.py), so with majority labels the two agree
     samples   rows of one view or table, filtered by a SQL `--where` condition
     sql       any SQL over the views and tables
 """
@@ -198,14 +202,19 @@ def labels(con: duckdb.DuckDBPyConnection, *, round_index: int | None = None) ->
                count(*) FILTER (WHERE m.tied) AS tied,
                count(*) FILTER (WHERE 2 * m.n > m.voters) AS confident,
                count(*) FILTER (WHERE 2 * m.n > m.voters AND m.answer = p.reference)
-                   / nullif(count(*) FILTER (WHERE 2 * m.n > m.voters), 0) AS confident_agreement
+                   / nullif(count(*) FILTER (WHERE 2 * m.n > m.voters), 0) AS confident_agreement,
+               count(*) FILTER (WHERE c.kept) AS kept,
+               count(*) FILTER (WHERE c.kept AND m.answer = p.reference)
+                   / nullif(count(*) FILTER (WHERE c.kept), 0) AS kept_agreement
         FROM m JOIN problems p ON p.problem_id = m.problem_id AND p.run_id = m.run_id AND p.round = m.round
+        LEFT JOIN curriculum c ON c.problem_id = m.problem_id AND c.run_id = m.run_id AND c.round = m.round
         WHERE p.reference IS NOT NULL{where.replace(' WHERE', ' AND')}
         GROUP BY m.round ORDER BY m.round""", params)
     columns = ["round", "problems", "agree", "agreement", "mean_vote_share", "tied", "confident",
-               "confident_agreement"]
+               "confident_agreement", "kept", "kept_agreement"]
     notes = [("problems: with a reference and at least one extracted answer; confident: the"
-              " majority answer has more than half the votes")]
+              " majority answer has more than half the votes; kept: in the curriculum (with"
+              " verify.labels = majority, kept_agreement is the precision of the labels trained on)")]
     return Result("labels", columns, rows, notes)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +53,23 @@ def read_accuracy(path: Path) -> dict[str, float]:
     return accuracy(read_rows(path))
 
 
+@dataclass(frozen=True)
+class Evaluation:
+    """A checkpoint's held-out result: accuracy dict, its `evals` file and the stage fingerprint.
+
+    Indexing reads the accuracy dict (`evaluate(...)["accuracy"]`), as callers did before the
+    eval file was needed too (promotion compares items: flywheel/tasks/promote.py)."""
+
+    accuracy: dict[str, float]
+    path: Path
+    fingerprint: str
+
+    def __getitem__(self, key: str) -> float:
+        return self.accuracy[key]
+
+
 @task(name="evaluate", cache_policy=NONE, persist_result=False, **TRANSIENT)
-def evaluate(ctx: RunContext, round_index: int, checkpoint: Checkpoint, *, stage: str = "evaluate") -> dict[str, float]:
+def evaluate(ctx: RunContext, round_index: int, checkpoint: Checkpoint, *, stage: str = "evaluate") -> Evaluation:
     from flywheel.models.backends import backend_for
 
     cfg = ctx.config
@@ -74,4 +90,4 @@ def evaluate(ctx: RunContext, round_index: int, checkpoint: Checkpoint, *, stage
                 "domain": cfg.domain.name},
         inputs={"checkpoint": checkpoint.fingerprint}, compute=compute,
     )
-    return read_accuracy(out.path("evals"))
+    return Evaluation(read_accuracy(out.path("evals")), out.path("evals"), out.fingerprint)

@@ -20,7 +20,9 @@ references, majority mode records per round how often the vote is right:
     label_precision_confident  the same over problems whose label more than half the samples gave
     labelled_problems          problems with both a label and a reference
 
-`flywheel audit RUN labels` shows the same per round (in either mode) and over kept problems.
+With one sample per problem every answered sample is its own majority (reward 1): majority
+labels need k >= 2 (the warm-up round's single samples are not trained on, so it does not matter
+there). `flywheel audit RUN labels` shows the same per round (in either mode) and over kept problems.
 Departure from TTRL: the vote is over exact extracted answers (the domain's `extract`), not a
 math-equivalence grader; a tie goes to the smallest answer and is counted (`tied_share`).
 """
