@@ -66,6 +66,25 @@ class SynthesizeConfig(_Section):
                     "generator problems every round, not deduplicated against earlier rounds (a "
                     "fixed prompt set, TTRL style)",
     )
+    near_duplicate_threshold: float = Field(
+        1.0, gt=0, le=1,
+        description="drop a proposal as `near_duplicate` when the MinHash-estimated Jaccard "
+                    "similarity of its character n-grams to an earlier problem (this run) is >= "
+                    "this, in (0, 1]; 1.0 = off (exact duplicates only). Arithmetic texts are "
+                    "short: 37+5 vs 37+6 is 0.33 at ngram 3, so keep it high there",
+    )
+    ngram: int = Field(3, ge=1, le=64, description="character n-gram size of the near-duplicate check")
+    level_scheduler: Literal["cycle", "bandit"] = Field(
+        "cycle",
+        description="levels the proposer is asked for in rounds >= 1: cycle = min_level..max_level "
+                    "in turn (default); bandit = drawn from softmax(Q / bandit_temperature), Q per "
+                    "level learned from earlier rounds' mean |advantage| (SEC style)",
+    )
+    bandit_alpha: float = Field(0.5, gt=0, le=1, description="bandit: TD(0) step size, in (0, 1]")
+    bandit_temperature: float = Field(
+        0.1, gt=0, le=100, description="bandit: softmax temperature over Q (Q is in [0, 0.5])")
+    bandit_initial_q: float = Field(
+        0.25, ge=0, le=1, description="bandit: Q of a level before any round measured it")
 
 
 class RolloutConfig(_Section):
@@ -111,11 +130,35 @@ class CurateConfig(_Section):
                     "kept problems (default); reference = every problem kept, trained on its "
                     "executed reference (SFT on generator data, the no-self-play baseline)",
     )
+    proposer_reward: Literal["variance", "learnability", "uncertainty", "band", "regret"] = Field(
+        "variance",
+        description="weight of a kept problem's proposer row (flywheel/curriculum/rewards.py): "
+                    "variance = 4p(1-p) (default); learnability = 1-p if 0<p<1 (Absolute Zero); "
+                    "uncertainty = 1-2|p-0.5| (R-Zero); band = 1 if proposer_band_low <= p <= "
+                    "proposer_band_high; regret = max - min sample reward (eva)",
+    )
+    proposer_band_low: float = Field(0.3, ge=0, le=1, description="band reward: lowest p rewarded")
+    proposer_band_high: float = Field(0.8, ge=0, le=1, description="band reward: highest p rewarded")
+    diversity_penalty: float = Field(
+        0.0, ge=0, le=1000,
+        description="lambda of the proposer's repetition penalty: weight = max(0, reward - lambda "
+                    "* cluster size / valid proposals of the round); 0 = off",
+    )
+    diversity_threshold: float = Field(
+        0.8, gt=0, le=1,
+        description="diversity penalty: estimated Jaccard of character n-grams at which two "
+                    "proposals fall in one cluster, in (0, 1]",
+    )
+    diversity_ngram: int = Field(3, ge=1, le=64, description="diversity penalty: character n-gram size")
 
     @model_validator(mode="after")
     def _band_ordered(self) -> CurateConfig:
         if self.min_pass_rate >= self.max_pass_rate:
             msg = f"min_pass_rate = {self.min_pass_rate} must be < max_pass_rate = {self.max_pass_rate}"
+            raise ValueError(msg)
+        if self.proposer_band_low > self.proposer_band_high:
+            msg = (f"proposer_band_low = {self.proposer_band_low} must be <= proposer_band_high = "
+                   f"{self.proposer_band_high}")
             raise ValueError(msg)
         return self
 

@@ -77,7 +77,7 @@ def publish_round_artifact(spec: RunSpec, round_index: int) -> None:
 def round_flow(spec: RunSpec, round_index: int, incumbent: Checkpoint, incumbent_eval: Evaluation,
                earlier_problems: list[StageOutput], earlier_curated: list[StageOutput]) -> RoundOutcome:
     ctx = spec.context()
-    problems = synthesize(ctx, round_index, incumbent, earlier_problems)
+    problems = synthesize(ctx, round_index, incumbent, earlier_problems, earlier_curated)
     rollouts = rollout(ctx, round_index, incumbent, problems)
     verdicts = verify(ctx, round_index, problems, rollouts)
     curated = curate(ctx, round_index, problems, rollouts, verdicts)

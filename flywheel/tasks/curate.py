@@ -12,9 +12,11 @@ and the rewards vary; otherwise dropped with `drop_reason`:
 Training rows (SFT, rejection sampling in the STaR / ReST-EM style):
     solver    the verified answers (reward 1) to kept problems, at most
               `max_answers_per_problem` per problem, in sample order
-    proposer  "<propose>L{level}:" -> problem text for kept problems, weight = learnability
-              4 p (1 - p) (1 at p = 0.5, 0 at the ends); the `max_proposer_rows` most
-              learnable are kept, so solver rows dominate the loss
+    proposer  "<propose>L{level}:" -> problem text for kept problems, weight =
+              `proposer_reward` (default variance 4 p (1 - p): 1 at p = 0.5, 0 at the ends;
+              learnability, uncertainty, band, regret: flywheel/curriculum/rewards.py) less
+              `diversity_penalty` x (near-duplicate cluster size / valid proposer samples);
+              the `max_proposer_rows` heaviest are kept, so solver rows dominate the loss
 
 With `curate.solver_targets = "reference"` (the no-self-play baseline: SFT on generator data
 with references only, used with `synthesize.source = "generator"`) rounds >= 1 work like the
@@ -33,12 +35,15 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any
 
 from prefect import task
 from prefect.cache_policies import NONE
 
 from flywheel.config import CurateConfig
+from flywheel.curriculum.dedup import clusters
+from flywheel.curriculum.rewards import diversity_penalties, penalized, proposer_reward
 from flywheel.domains.base import Domain
 from flywheel.storage.datasets import read_rows
 from flywheel.storage.fingerprint import row_id
@@ -87,9 +92,15 @@ def curriculum_rows(problems: list[dict[str, Any]], verdicts: list[dict[str, Any
 
 def training_rows(domain: Domain, problems: list[dict[str, Any]], rollouts: list[dict[str, Any]],
                   verdicts: list[dict[str, Any]], curriculum: list[dict[str, Any]],
-                  band: CurateConfig, *, warmup: bool) -> list[dict[str, Any]]:
+                  band: CurateConfig, *, warmup: bool,
+                  penalties: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
+    """`penalties`: the diversity penalty per problem_id (repetition_penalties), 0 if absent."""
     kept = {c["problem_id"]: c for c in curriculum if c["kept"]}
     reward = {v["rollout_id"]: v["reward"] for v in verdicts}
+    group: dict[str, list[float]] = defaultdict(list)  # judged rewards per problem
+    for v in verdicts:
+        if v["reward"] is not None:
+            group[v["problem_id"]].append(v["reward"])
     verified: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in sorted(rollouts, key=lambda r: (r["problem_id"], r["sample_index"])):
         if r["problem_id"] in kept and reward[r["rollout_id"]] == 1.0:
@@ -123,11 +134,29 @@ def training_rows(domain: Domain, problems: list[dict[str, Any]], rollouts: list
             for r in verified[problem["problem_id"]][: band.max_answers_per_problem]:
                 add("solver", r["prompt"], r["completion"], 1.0, problem, r["rollout_id"])
         if band.proposer_rows:
-            p = stats["pass_rate"] or 0.0
-            weight = 4 * p * (1 - p)
+            weight = proposer_weight(stats["pass_rate"] or 0.0, group[problem["problem_id"]], band,
+                                     penalty=(penalties or {}).get(problem["problem_id"], 0.0))
             add("proposer", domain.proposer_prompt(problem["level"]), problem["text"], weight, problem, None)
     proposer.sort(key=lambda r: -r["weight"])  # stable: ties keep problem order
     return rows + proposer[: band.max_proposer_rows]
+
+
+def proposer_weight(pass_rate: float, rewards: list[float], band: CurateConfig, *,
+                    penalty: float = 0.0) -> float:
+    """The weight of a kept problem's proposer row: `curate.proposer_reward` less the diversity
+    penalty (flywheel/curriculum/rewards.py)."""
+    value = proposer_reward(band.proposer_reward, pass_rate, rewards, band_low=band.proposer_band_low,
+                            band_high=band.proposer_band_high)
+    return penalized(value, penalty, band.diversity_penalty)
+
+
+def repetition_penalties(domain: Domain, proposals: list[dict[str, Any]], band: CurateConfig) -> dict[str, float]:
+    """Diversity penalty per problem_id: the valid proposer samples of the round (exact and near
+    duplicates included) clustered by near-duplicate similarity; penalty = cluster size / samples."""
+    valid = [(p["problem_id"], domain.parse(p["text"])) for p in proposals if p["problem_id"] is not None]
+    labels = clusters([parsed.text for _, parsed in valid], threshold=band.diversity_threshold,
+                      ngram=band.diversity_ngram)
+    return dict(zip([pid for pid, _ in valid], diversity_penalties(labels), strict=True))
 
 
 @task(name="curate", cache_policy=NONE, persist_result=False)
@@ -141,8 +170,10 @@ def curate(ctx: RunContext, round_index: int, problems: StageOutput, rollouts: S
         warmup = round_index == 0
         curriculum = curriculum_rows(problem_rows, verdict_rows, band, warmup=warmup,
                                      warmup_max_level=ctx.config.domain.seed_max_level)
+        penalties = (repetition_penalties(ctx.domain, read_rows(problems.path("proposals")), band)
+                     if band.diversity_penalty > 0 and not warmup else None)
         rows = training_rows(ctx.domain, problem_rows, read_rows(rollouts.path("rollouts")),
-                             verdict_rows, curriculum, band, warmup=warmup)
+                             verdict_rows, curriculum, band, warmup=warmup, penalties=penalties)
         judged = [c["pass_rate"] for c in curriculum if c["pass_rate"] is not None]
         return StageResult(
             datasets={"curriculum": curriculum, "train_rows": rows},

@@ -4,7 +4,14 @@ Round 0 is seeded by the domain's own generator (the untrained model cannot writ
 yet): mostly problems of the levels the warm-up trains the solver on, plus a few of every other
 level so the proposer learns what each level looks like. Every proposer sample is kept in `proposals` with its `drop_reason`: `invalid` (the parser
 rejected it), `duplicate` (seen earlier in this round or in any earlier round of the run) or
-`heldout` (it equals a held-out item, which must never be trained on).
+`heldout` (it equals a held-out item, which must never be trained on), or `near_duplicate`
+(`synthesize.near_duplicate_threshold` < 1: a MinHash near duplicate of an earlier problem or of
+one admitted before it in this round; off by default, since for arithmetic 37+5 and 37+6 are
+different problems).
+
+`synthesize.level_scheduler = "bandit"` draws each proposer prompt's level from a bandit over
+levels (flywheel.curriculum.bandit), its state recomputed from the earlier rounds' curriculum
+files, which then join this stage's fingerprint; "cycle" (default) asks for each level in turn.
 
 `synthesize.source` replaces the proposer in rounds >= 1 for the baselines: `generator` draws
 `proposals` fresh generator problems per round, levels min_level..max_level in equal shares
@@ -23,6 +30,8 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NONE
 
+from flywheel.curriculum.bandit import level_probabilities, q_values, sample_levels
+from flywheel.curriculum.dedup import near_duplicates
 from flywheel.domains.base import Domain, Problem
 from flywheel.models.backends import SamplingParams, make_backend
 from flywheel.storage.datasets import read_table
@@ -75,13 +84,20 @@ def admit(
     heldout: set[str],
     run_id: str,
     round_index: int,
+    near_duplicate_threshold: float = 1.0,
+    ngram: int = 3,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Parse, execute and dedup proposer samples -> (proposal rows, problem rows)."""
+    """Parse, execute and dedup proposer samples -> (proposal rows, problem rows).
+
+    With `near_duplicate_threshold` < 1, a sample that passed every other check but is a near
+    duplicate (flywheel.curriculum.dedup: MinHash Jaccard of character `ngram`s) of an earlier
+    problem in `seen`, or of a sample admitted before it in this batch, is `near_duplicate`.
+    """
+    earlier = sorted(seen)  # sorted: the same answer in every process
     seen = set(seen)
-    proposals, problems = [], []
+    checked = []
     for index, (prompt, text) in enumerate(pairs):
         parsed = domain.parse(text)
-        pid = problem_id(domain, parsed.text) if isinstance(parsed, Problem) else None
         if not isinstance(parsed, Problem):
             reason = "invalid"
         elif parsed.text in heldout:
@@ -90,6 +106,17 @@ def admit(
             reason = "duplicate"
         else:
             reason = None
+            seen.add(parsed.text)
+        checked.append((index, prompt, text, parsed, reason))
+    if near_duplicate_threshold < 1.0:
+        fresh = [k for k, row in enumerate(checked) if row[4] is None]
+        flags = near_duplicates([checked[k][3].text for k in fresh], earlier,
+                                threshold=near_duplicate_threshold, ngram=ngram)
+        for k in (k for k, flag in zip(fresh, flags, strict=True) if flag):
+            checked[k] = (*checked[k][:4], "near_duplicate")
+    proposals, problems = [], []
+    for index, prompt, text, parsed, reason in checked:
+        pid = problem_id(domain, parsed.text) if isinstance(parsed, Problem) else None
         proposal_id = row_id("proposal", run_id, round_index, index, prompt, text)
         proposals.append({
             "proposal_id": proposal_id, "run_id": run_id, "round": round_index, "prompt": prompt,
@@ -97,7 +124,6 @@ def admit(
             "source": source, "problem_id": pid, "drop_reason": reason,
         })
         if reason is None:
-            seen.add(parsed.text)
             problems.append({
                 "problem_id": pid, "run_id": run_id, "round": round_index, "text": parsed.text,
                 "reference": parsed.reference, "level": parsed.level, "source": source,
@@ -120,19 +146,44 @@ def propose(domain: Domain, checkpoint: Path, *, count: int, levels: list[int], 
     return [(prompt, out[0].text) for prompt, out in zip(prompts, outputs, strict=True)]
 
 
+def bandit_levels(ctx: RunContext, curricula: list[StageOutput], levels: list[int], *,
+                  seed: int) -> tuple[list[int], dict[str, float]]:
+    """One requested level per proposer prompt from the level bandit, whose Q values are replayed
+    from the earlier rounds' curriculum files in round order -> (levels, metrics)."""
+    cfg = ctx.config.synthesize
+    rounds = [read_table(o.path("curriculum")).select(["level", "pass_rate"]).to_pylist() for o in curricula]
+    q = q_values(rounds, levels, alpha=cfg.bandit_alpha, initial_q=cfg.bandit_initial_q)
+    drawn = sample_levels(q, cfg.proposals, temperature=cfg.bandit_temperature, seed=seed)
+    probabilities = level_probabilities(q, cfg.bandit_temperature)
+    metrics = {}
+    for level in levels:
+        metrics[f"bandit_q_level_{level}"] = q[level]
+        metrics[f"bandit_p_level_{level}"] = probabilities[level]
+        metrics[f"requested_level_{level}"] = float(drawn.count(level))
+    return drawn, metrics
+
+
 @task(name="synthesize", cache_policy=NONE, persist_result=False, **TRANSIENT)
 def synthesize(ctx: RunContext, round_index: int, incumbent: Checkpoint,
-               earlier_problems: list[StageOutput]) -> StageOutput:
+               earlier_problems: list[StageOutput],
+               earlier_curated: list[StageOutput] | None = None) -> StageOutput:
+    """`earlier_curated`: the earlier rounds' curate outputs, read by the level bandit only."""
     cfg = ctx.config
+    bandit = cfg.synthesize.level_scheduler == "bandit" and cfg.synthesize.source == "proposer"
+    curricula = sorted(earlier_curated or [], key=lambda o: o.round) if bandit and round_index else []
 
     def compute(fingerprint: str) -> StageResult:
         seed = ctx.stage_seed("synthesize", round_index)
+        level_metrics: dict[str, float] = {}
         if round_index == 0:
             pairs = seed_proposals(ctx.domain, count=cfg.domain.seed_problems,
                                    levels=seed_levels(ctx.domain, cfg.domain.seed_max_level), seed=seed)
             source = "seed"
         elif cfg.synthesize.source == "proposer":
             levels = list(range(cfg.domain.min_level, cfg.domain.max_level + 1))
+            if bandit:
+                levels, level_metrics = bandit_levels(ctx, curricula, levels,
+                                                      seed=ctx.stage_seed("synthesize-bandit", round_index))
             pairs = propose(ctx.domain, incumbent.path, count=cfg.synthesize.proposals, levels=levels,
                             temperature=cfg.synthesize.temperature,
                             max_new_tokens=cfg.synthesize.max_new_tokens, seed=seed,
@@ -148,18 +199,22 @@ def synthesize(ctx: RunContext, round_index: int, incumbent: Checkpoint,
             seen = set()
         heldout = {p.text for p in ctx.domain.heldout(cfg.domain.heldout_per_level)}
         proposals, problems = admit(ctx.domain, pairs, source=source, seen=seen, heldout=heldout,
-                                    run_id=ctx.run_id, round_index=round_index)
+                                    run_id=ctx.run_id, round_index=round_index,
+                                    near_duplicate_threshold=cfg.synthesize.near_duplicate_threshold,
+                                    ngram=cfg.synthesize.ngram)
         reasons = [p["drop_reason"] for p in proposals]
         return StageResult(
             datasets={"proposals": proposals, "problems": problems},
             metrics={"proposed": len(proposals), "valid": sum(r != "invalid" for r in reasons),
-                     "novel": len(problems)},
+                     "novel": len(problems), "near_duplicates": reasons.count("near_duplicate"),
+                     **level_metrics},
         )
 
     return run_stage(
         ctx, stage="synthesize", version=VERSION, round_index=round_index,
         config={**ctx.config.slice("domain", "synthesize"), "batch_size": cfg.rollout.batch_size},
         inputs={"checkpoint": incumbent.fingerprint,
-                **{f"problems_round_{o.round}": o.fingerprint for o in earlier_problems}},
+                **{f"problems_round_{o.round}": o.fingerprint for o in earlier_problems},
+                **{f"curriculum_round_{o.round}": o.fingerprint for o in curricula}},
         compute=compute,
     )

@@ -160,8 +160,9 @@ def build_suites(kind: str, gates: GatesConfig, context: SuiteContext) -> list[F
         rows += [
             lengths("prompt", 1, gates.max_prompt_chars),
             lengths("text", 0, gates.max_completion_chars),
-            check(gxe.ExpectColumnValuesToBeInSet, "drop_reason is invalid, duplicate, heldout or null",
-                  column="drop_reason", value_set=["invalid", "duplicate", "heldout"]),
+            check(gxe.ExpectColumnValuesToBeInSet,
+                  "drop_reason is invalid, duplicate, near_duplicate, heldout or null",
+                  column="drop_reason", value_set=["invalid", "duplicate", "near_duplicate", "heldout"]),
             check(gxe.ExpectColumnProportionOfUniqueValuesToBeBetween,
                   f"distinct texts / proposals >= {gates.min_distinct_proposal_share}",
                   column="text", min_value=gates.min_distinct_proposal_share),
