@@ -319,8 +319,8 @@ class ScaleConfig(_Section):
 
     task_runner: Literal["default", "ray"] = Field(
         "default",
-        description="default: shards run in threads of this process; ray: each shard is a Prefect "
-                    "task on a Ray worker (prefect-ray's RayTaskRunner)")
+        description="default: Prefect's runner, shards one after another in this process; ray: "
+                    "shards at once, each a Prefect task on a Ray worker (prefect-ray)")
     ray_address: str | None = Field(
         None,
         description="an existing Ray cluster (e.g. 'ray://head:10001' or 'auto'); None = start a "

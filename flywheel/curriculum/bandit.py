@@ -15,9 +15,10 @@ Departures from SEC: SEC updates after every training batch and attributes a pro
 bucket it was drawn from; here the update is once per round, and a problem counts for the level
 the domain computed from its text (a proposer asked for L4 may write an L3 problem). The state
 is never stored: `q_values` recomputes it from the earlier rounds' curriculum rows, in round
-order, so a resumed run draws the same levels.
+order, so a resumed run draws the same levels. Problems judged on one sample (the warm-up)
+count for nothing: a group of one has no advantage.
 
-    >>> q = q_values([[{"level": 3, "pass_rate": 0.5}]], [2, 3], alpha=0.5, initial_q=0.0)
+    >>> q = q_values([[{"level": 3, "pass_rate": 0.5, "judged": 4}]], [2, 3], alpha=0.5, initial_q=0.0)
     >>> q
     {2: 0.0, 3: 0.25}
 """
@@ -37,11 +38,12 @@ def mean_abs_advantage(pass_rate: float) -> float:
 
 
 def bucket_rewards(curriculum: Iterable[Mapping[str, Any]], levels: Sequence[int]) -> dict[int, float]:
-    """Mean |advantage| per level over one round's judged problems (levels outside `levels` and
-    unjudged problems are ignored; a level with no problems is absent)."""
+    """Mean |advantage| per level over one round's problems with >= 2 judged samples (a group of
+    one has no advantage: the warm-up samples one answer per problem, so it moves no Q). Levels
+    outside `levels` are ignored; a level with no such problem is absent."""
     totals: dict[int, list[float]] = defaultdict(list)
     for row in curriculum:
-        if row["level"] in levels and row["pass_rate"] is not None:
+        if row["level"] in levels and row["pass_rate"] is not None and row["judged"] >= 2:
             totals[row["level"]].append(mean_abs_advantage(row["pass_rate"]))
     return {level: sum(values) / len(values) for level, values in sorted(totals.items())}
 

@@ -7,9 +7,12 @@
 
 Rollout and verify split their work with these (config `[scale]`); `run_stage` still writes the
 gathered rows as one Parquet file, so the storage contract and the fingerprints do not change.
-A shard is `run_shard` submitted to the task runner of the flow run it is called from: threads
-of this process on the default runner, Ray workers under prefect-ray's `RayTaskRunner`
-(flywheel/flows/runners.py). One shard on the default runner is a plain call, no task: the
+A shard is `run_shard` submitted to the task runner of the flow run it is called from: Ray
+workers under prefect-ray's `RayTaskRunner` (flywheel/flows/runners.py), all at once. On the
+default runner the shards are submitted one after the other, each awaited before the next:
+threads of one process must not sample at once (the transformers backend seeds torch's global
+generator, and concurrent `from_pretrained` calls leave torch patched: "Cannot copy out of meta
+tensor" later, seen here). One shard on the default runner is a plain call, no task: the
 default run behaves exactly as before sharding existed.
 
 Why shards start on batch boundaries: the transformers backend seeds and pads per batch of
@@ -72,7 +75,8 @@ def map_shards(function: Callable[..., list[Any]], shards: list[dict[str, Any]],
 
     In-process when there is one shard on the default runner or no flow run to submit to (a
     task's `.fn()` in a unit test); otherwise each shard is `run_shard` submitted to the flow
-    run's task runner. `progress(rows)`: passed to `function` in-process, else called per shard.
+    run's task runner: all at once on Ray, one at a time on the default runner (see the module
+    docstring). `progress(rows)`: passed to `function` in-process, else called per shard.
     """
     from prefect.context import FlowRunContext
 
@@ -81,11 +85,12 @@ def map_shards(function: Callable[..., list[Any]], shards: list[dict[str, Any]],
         extra = {} if progress is None else {"progress": progress}
         return [function(**kwargs, **extra) for kwargs in shards]
     results: list[list[Any]] = []
-    futures = [
-        run_shard.with_options(name=f"{stage}-shard", task_run_name=f"{stage}-shard-{index}")
-        .submit(function, kwargs)
-        for index, kwargs in enumerate(shards)
-    ]
+    futures = []
+    for index, kwargs in enumerate(shards):
+        named = run_shard.with_options(name=f"{stage}-shard", task_run_name=f"{stage}-shard-{index}")
+        futures.append(named.submit(function, kwargs))
+        if scale.task_runner == "default":
+            futures[-1].wait()
     try:
         for future in futures:
             results.append(future.result())

@@ -151,7 +151,7 @@ def bandit_levels(ctx: RunContext, curricula: list[StageOutput], levels: list[in
     """One requested level per proposer prompt from the level bandit, whose Q values are replayed
     from the earlier rounds' curriculum files in round order -> (levels, metrics)."""
     cfg = ctx.config.synthesize
-    rounds = [read_table(o.path("curriculum")).select(["level", "pass_rate"]).to_pylist() for o in curricula]
+    rounds = [read_table(o.path("curriculum")).select(["level", "pass_rate", "judged"]).to_pylist() for o in curricula]
     q = q_values(rounds, levels, alpha=cfg.bandit_alpha, initial_q=cfg.bandit_initial_q)
     drawn = sample_levels(q, cfg.proposals, temperature=cfg.bandit_temperature, seed=seed)
     probabilities = level_probabilities(q, cfg.bandit_temperature)

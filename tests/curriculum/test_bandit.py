@@ -30,9 +30,11 @@ def test_mean_abs_advantage_of_binary_rewards_is_2p_1_minus_p(rewards, expected)
     ("rows", "expected"),
     [
         ([], {}),
-        ([{"level": 3, "pass_rate": 0.5}, {"level": 3, "pass_rate": 1.0}], {3: 0.25}),
-        ([{"level": 2, "pass_rate": 0.25}, {"level": 4, "pass_rate": None}], {2: 0.375}),  # unjudged ignored
-        ([{"level": 5, "pass_rate": 0.5}, {"level": 1, "pass_rate": 0.5}], {}),  # outside the buckets
+        ([{"level": 3, "pass_rate": 0.5, "judged": 4}, {"level": 3, "pass_rate": 1.0, "judged": 4}], {3: 0.25}),
+        ([{"level": 2, "pass_rate": 0.25, "judged": 4}, {"level": 4, "pass_rate": None, "judged": 0}],
+         {2: 0.375}),  # unjudged ignored
+        ([{"level": 2, "pass_rate": 1.0, "judged": 1}], {}),  # one sample: no advantage (the warm-up)
+        ([{"level": 5, "pass_rate": 0.5, "judged": 4}, {"level": 1, "pass_rate": 0.5, "judged": 4}], {}),
     ],
 )
 def test_bucket_rewards(rows, expected):
@@ -65,7 +67,7 @@ def test_temperature_must_be_positive():
 
 
 def _round(pass_rates: dict[int, list[float]]) -> list[dict[str, float]]:
-    return [{"level": level, "pass_rate": p} for level, rates in pass_rates.items() for p in rates]
+    return [{"level": level, "pass_rate": p, "judged": 4} for level, rates in pass_rates.items() for p in rates]
 
 
 def test_bandit_shifts_toward_the_bucket_with_the_highest_mean_abs_advantage():

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -137,6 +138,38 @@ def test_shards_start_on_batch_boundaries(items, per_item, batch, shards, expect
     ranges = batch_aligned_ranges(items, per_item, batch, shards)
     assert ranges == expected
     assert all(start * per_item % batch == 0 for start, _ in ranges)
+
+
+def test_rollout_shards_sample_what_the_whole_stage_samples(tmp_path):
+    """Pieces starting on batch boundaries (with k > 1 samples and uneven prompt lengths, so
+    batches are padded) give the unsharded rows, in order; a piece off a boundary does not."""
+    import random
+
+    from flywheel.config import RolloutConfig
+    from flywheel.domains import get_domain
+    from flywheel.models.backends import SamplingParams
+    from flywheel.models.tiny import build_tiny_model
+    from flywheel.tasks.rollout import rollout_shard
+
+    build_tiny_model(tmp_path, hidden_size=32, num_layers=1, head_dim=8, intermediate_size=64,
+                     init_seed=0)
+    domain, rng = get_domain("arithmetic"), random.Random(0)
+    problems = [{"problem_id": f"p{i}", "text": domain.generate(rng, 1 + i % 4).text}
+                for i in range(22)]
+    config = RolloutConfig(batch_size=8, max_new_tokens=6, temperature=1.0)
+    params = SamplingParams(n=4, temperature=1.0, max_new_tokens=6, seed=11)
+
+    def piece(start: int, end: int) -> list[dict]:
+        return rollout_shard(rollout=config, checkpoint_dir=str(tmp_path), domain=domain,
+                             problems=problems[start:end], params=replace(params, first_prompt=start),
+                             checkpoint="c", run_id="r", round_index=1)
+
+    whole = piece(0, len(problems))
+    ranges = batch_aligned_ranges(len(problems), params.n, config.batch_size, 3)
+    assert len(ranges) == 3
+    assert [row for start, end in ranges for row in piece(start, end)] == whole
+    off_boundary = piece(1, 3)  # starts mid-batch: other padding and seed, other samples
+    assert [r["completion"] for r in off_boundary] != [r["completion"] for r in whole[4:12]]
 
 
 def test_a_problems_rollouts_stay_in_one_shard():
