@@ -1,0 +1,278 @@
+"""Does the flywheel's curriculum beat a uniform curriculum and plain SFT, at equal compute?
+
+Three arms, each run for every seed (`seed` config key) on one base config, warm-up plus
+--rounds self-improvement rounds, in-process one after another:
+
+    default        the config as given: the proposer writes problems, the solver trains on its
+                   verified answers to the kept ones (the flywheel's own curriculum)
+    uniform        synthesize.source = "generator": every round `synthesize.proposals` fresh
+                   domain-generator problems, levels min_level..max_level in equal shares,
+                   same stages otherwise (rollout, verify, band, verified answers)
+    no_self_play   synthesize.source = "generator" and curate.solver_targets = "reference":
+                   SFT on the same kind of generator problems with their executed references,
+                   every problem kept (like the warm-up); rollouts still run (pass rates are
+                   recorded) but are not trained on
+
+Both baselines set curate.proposer_rows = false (they have no proposer, so every trained token
+goes to the solver: the stronger baseline). Equal compute:
+- trained tokens: train.epochs is raised to its maximum so that every round trains exactly
+  train.max_steps steps of train.batch_size rows in every arm (--no-equal-steps keeps the
+  config's epochs); the trainer's `trained_tokens` are printed per arm.
+- generated tokens: the same `synthesize.proposals` problems requested and the same k samples
+  per problem in every arm; the default arm also spends proposer tokens. Printed per arm:
+  rollout tokens (the rollout stage's `generated_tokens`) and proposer tokens (tokens of the
+  proposer samples, from the proposals files, + 1 for the end token when it fit).
+The warm-up (round 0) is the same in every arm for a given seed.
+
+Printed: held-out accuracy after every round per arm (the incumbent after the promotion gate,
+mean and sample standard deviation over seeds; the candidates' accuracy is in the JSON), each
+arm's final gain = accuracy after the last round - accuracy after the warm-up, the ratios of
+mean final gains default/uniform and default/no_self_play, and the paired differences of gains
+(same seed) with their spread. JSON: bench/results/learning.json (--out).
+
+Prefect: PREFECT_API_URL when set, else Prefect's temporary server, started once for the
+process and shared by every run. Runs are named `learning-<arm>-s<seed>` under --data-root
+(default: a new temporary folder); a data root that already holds a run of the same config
+skips its finished stages (fingerprints), so an interrupted benchmark continues where it was.
+
+    python bench/learning.py [--seeds 0 1 2] [--rounds 3] [--arms default uniform no_self_play]
+                             [--config configs/tiny-cpu.toml] [--overrides key=value ...]
+                             [--data-root DIR] [--no-equal-steps] [--out bench/results/learning.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+ARMS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "uniform": {"synthesize.source": "generator", "curate.proposer_rows": False},
+    "no_self_play": {"synthesize.source": "generator", "curate.solver_targets": "reference",
+                     "curate.proposer_rows": False},
+}
+MAX_EPOCHS = 1000.0  # train.epochs' upper bound: with it, train.max_steps always binds
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """`key=value` pairs; values are TOML (1, 0.5, true, "text"), bare words are strings."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise SystemExit(f"--overrides {item!r}: expected key=value, e.g. train.max_steps=50")
+        try:
+            value = tomllib.loads(f"v = {raw.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = raw.strip()
+        out[key.strip()] = value
+    return out
+
+
+def arm_overrides(arm: str, base: dict[str, Any], *, seed: int, rounds: int, equal_steps: bool) -> dict[str, Any]:
+    out = {**base, **ARMS[arm], "seed": seed, "rounds": rounds}
+    if equal_steps:
+        out["train.epochs"] = MAX_EPOCHS
+    return out
+
+
+def proposer_tokens(config: Any, texts: list[str]) -> int:
+    """Tokens the proposer generated for `texts` (+1 end token where it stopped early)."""
+    if config.model.path is None:
+        from flywheel.models.tiny import build_tokenizer
+
+        tokenizer = build_tokenizer()
+    else:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(config.model.path)
+    cap = config.synthesize.max_new_tokens
+    return sum(min(cap, len(ids) + 1)
+               for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]) if texts else 0
+
+
+def measure(data_root: Path, run_id: str, config: Any) -> dict[str, Any]:
+    """Per round: held-out accuracy (incumbent after the gate, candidate), tokens, steps."""
+    from flywheel.storage.catalog import Catalog
+
+    catalog = Catalog(data_root)
+    decided = {r["round"]: r for r in catalog.query(
+        "SELECT * FROM rounds WHERE run_id = ? ORDER BY round", [run_id])}
+    metrics: dict[tuple[int, str, str], float] = {
+        (r["round"], r["stage"], r["name"]): r["value"] for r in catalog.query(
+            "SELECT round, stage, name, value FROM metrics WHERE run_id = ?", [run_id])}
+    texts: dict[int, list[str]] = {}
+    for r in catalog.query("SELECT round, text FROM proposals WHERE run_id = ? AND source = 'proposer'",
+                           [run_id]):
+        texts.setdefault(r["round"], []).append(r["text"])
+    baseline = metrics.get((0, "baseline", "accuracy"))
+    rounds = []
+    for n in range(config.rounds + 1):
+        row = decided.get(n)
+        if row is None:
+            raise SystemExit(f"run {run_id}: round {n} was not decided (see `flywheel status {run_id} "
+                             f"--data-root {data_root}`)")
+        after = row["candidate_accuracy"] if row["promoted"] else row["incumbent_accuracy"]
+        rounds.append({
+            "round": n, "accuracy": after, "candidate_accuracy": row["candidate_accuracy"],
+            "promoted": bool(row["promoted"]), "reason": row.get("reason"),
+            "rollout_tokens": int(metrics.get((n, "rollout", "generated_tokens"), 0)),
+            "proposer_tokens": proposer_tokens(config, texts.get(n, [])),
+            "trained_tokens": int(metrics.get((n, "train", "trained_tokens"), 0)),
+            "train_steps": int(metrics.get((n, "train", "steps"), 0)),
+            "kept": int(metrics.get((n, "curate", "kept"), 0)),
+            "train_rows": int(metrics.get((n, "curate", "train_rows"), 0)),
+        })
+    final, warm = rounds[-1]["accuracy"], rounds[0]["accuracy"]
+    return {"run_id": run_id, "baseline_accuracy": baseline, "rounds": rounds, "gain": final - warm,
+            "generated_tokens": sum(r["rollout_tokens"] + r["proposer_tokens"] for r in rounds[1:]),
+            "trained_tokens": sum(r["trained_tokens"] for r in rounds[1:]),
+            "train_steps": sum(r["train_steps"] for r in rounds[1:])}
+
+
+def spread(values: list[float]) -> dict[str, float | None]:
+    values = [v for v in values if v is not None]
+    if not values:
+        return {"mean": None, "sd": None, "min": None, "max": None}
+    return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
+            "min": min(values), "max": max(values)}
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None or b <= 0 else a / b
+
+
+def summarize(runs: dict[str, dict[int, dict[str, Any]]], rounds: int) -> dict[str, Any]:
+    arms = {}
+    for arm, by_seed in runs.items():
+        seeds = sorted(by_seed)
+        arms[arm] = {
+            "accuracy_per_round": [spread([by_seed[s]["rounds"][n]["accuracy"] for s in seeds])
+                                   for n in range(rounds + 1)],
+            "gain": spread([by_seed[s]["gain"] for s in seeds]),
+            "generated_tokens": spread([by_seed[s]["generated_tokens"] for s in seeds]),
+            "trained_tokens": spread([by_seed[s]["trained_tokens"] for s in seeds]),
+            "train_steps": spread([by_seed[s]["train_steps"] for s in seeds]),
+        }
+    out: dict[str, Any] = {"arms": arms, "ratios": {}, "paired_gain_difference": {}}
+    if "default" in runs:
+        for other, label in (("uniform", "default/uniform"), ("no_self_play", "default/no_self_play")):
+            if other not in runs:
+                continue
+            out["ratios"][label] = ratio(arms["default"]["gain"]["mean"], arms[other]["gain"]["mean"])
+            common = sorted(set(runs["default"]) & set(runs[other]))
+            out["paired_gain_difference"][f"default-{other}"] = {
+                **spread([runs["default"][s]["gain"] - runs[other][s]["gain"] for s in common]),
+                "seeds": common,
+                "default_wins": sum(runs["default"][s]["gain"] > runs[other][s]["gain"] for s in common)}
+    return out
+
+
+def _fmt(stat: dict[str, float | None], digits: int = 3) -> str:
+    if stat["mean"] is None:
+        return "-"
+    return f"{stat['mean']:.{digits}f}±{stat['sd']:.{digits}f}"
+
+
+def report(summary: dict[str, Any], rounds: int) -> None:
+    arms = summary["arms"]
+    width = max(len(a) for a in arms) + 2
+    print("\nheld-out accuracy after each round (incumbent after the gate; mean±sd over seeds)")
+    print("arm".ljust(width) + "".join(f"{'r' + str(n):>14}" for n in range(rounds + 1))
+          + f"{'gain':>14}")
+    for arm, s in arms.items():
+        print(arm.ljust(width) + "".join(f"{_fmt(a):>14}" for a in s["accuracy_per_round"])
+              + f"{_fmt(s['gain']):>14}")
+    print("\ncompute in rounds >= 1 (per run, mean±sd over seeds)")
+    print("arm".ljust(width) + f"{'generated tokens':>22}{'trained tokens':>22}{'train steps':>16}")
+    for arm, s in arms.items():
+        print(arm.ljust(width) + f"{_fmt(s['generated_tokens'], 0):>22}{_fmt(s['trained_tokens'], 0):>22}"
+              f"{_fmt(s['train_steps'], 0):>16}")
+    print()
+    for label, value in summary["ratios"].items():
+        print(f"final-gain ratio {label}: " + ("n/a (denominator gain <= 0)" if value is None else f"{value:.2f}"))
+    for label, d in summary["paired_gain_difference"].items():
+        print(f"paired gain difference {label}: {_fmt(d)} (min {d['min']:.3f}, max {d['max']:.3f}); "
+              f"default higher in {d['default_wins']}/{len(d['seeds'])} seeds")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--rounds", type=int, default=3, help="self-improvement rounds after the warm-up")
+    parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    parser.add_argument("--config", type=Path, default=None, help="base config (default: the built-in tiny CPU run)")
+    parser.add_argument("--overrides", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="dotted config keys applied to every arm, e.g. domain.seed_problems=500")
+    parser.add_argument("--data-root", type=Path, default=None)
+    parser.add_argument("--no-equal-steps", dest="equal_steps", action="store_false",
+                        help="keep the config's train.epochs (steps may then differ between arms)")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "learning.json")
+    args = parser.parse_args()
+    for key, value in {"HF_HUB_OFFLINE": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
+                       "TRANSFORMERS_VERBOSITY": "error", "PREFECT_LOGGING_LEVEL": "WARNING",
+                       "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1",
+                       "PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW": "ignore",
+                       "TOKENIZERS_PARALLELISM": "false"}.items():
+        os.environ.setdefault(key, value)
+
+    from flywheel.config import ConfigError, load_config
+
+    base = parse_overrides(args.overrides)
+    configs = {}
+    try:
+        for arm in args.arms:
+            for seed in args.seeds:
+                configs[arm, seed] = load_config(args.config, arm_overrides(
+                    arm, base, seed=seed, rounds=args.rounds, equal_steps=args.equal_steps))
+    except ConfigError as exc:
+        raise SystemExit(str(exc)) from None
+
+    from flywheel.flows.flywheel import RunSpec, flywheel_flow
+
+    data_root = args.data_root or Path(tempfile.mkdtemp(prefix="flywheel-learning-"))
+    print(f"data root {data_root}; Prefect API {os.environ.get('PREFECT_API_URL') or 'temporary server'}")
+    runs: dict[str, dict[int, dict[str, Any]]] = {arm: {} for arm in args.arms}
+    seconds: dict[str, float] = {}
+    started = time.time()
+    for seed in args.seeds:  # seed-major: a partial benchmark still compares the arms
+        for arm in args.arms:
+            run_id = f"learning-{arm}-s{seed}"
+            t0 = time.time()
+            flywheel_flow(RunSpec(data_root=str(data_root), run_id=run_id, config=configs[arm, seed]))
+            seconds[run_id] = round(time.time() - t0, 1)
+            runs[arm][seed] = measure(data_root, run_id, configs[arm, seed])
+            acc = " ".join(f"{r['accuracy']:.3f}" for r in runs[arm][seed]["rounds"])
+            print(f"{run_id}: {seconds[run_id]:.0f} s, accuracy per round {acc}", flush=True)
+
+    summary = summarize(runs, args.rounds)
+    report(summary, args.rounds)
+    result = {
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "config": str(args.config) if args.config else "<built-in tiny CPU run>",
+        "overrides": base, "equal_steps": args.equal_steps, "seeds": args.seeds, "rounds": args.rounds,
+        "arms": {arm: ARMS[arm] for arm in args.arms}, "data_root": str(data_root),
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
+        "wall_s": round(time.time() - started, 1), "run_wall_s": seconds,
+        "summary": summary,
+        "runs": {arm: {str(seed): r for seed, r in by_seed.items()} for arm, by_seed in runs.items()},
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
+    print(f"\nwrote {args.out} ({result['wall_s']:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

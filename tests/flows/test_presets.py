@@ -1,0 +1,172 @@
+"""Every preset in configs/ (except the default and the GPU example) runs end to end on the tiny
+CPU model and writes the same catalog and lineage as the default run.
+
+Each preset runs the warm-up plus one round, cut to a few steps by `load_config` overrides, in
+process under the session's Prefect server. New presets are picked up by the glob. Levels are
+narrowed to 1-2 so that a warm-up of a few dozen steps already solves some problems (otherwise
+round 1 would keep nothing and train on nothing). Data gates are off: their suites have their
+own tests (tests/validators) and cost seconds per stage output.
+
+Also here: the baseline knobs the presets and bench/learning.py use (`synthesize.source`,
+`curate.solver_targets`), as pure functions.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from flywheel.config import load_config
+from flywheel.domains import get_domain
+from flywheel.storage.catalog import Catalog
+from flywheel.storage.datasets import SCHEMAS
+
+ROOT = Path(__file__).resolve().parents[2]
+NOT_PRESETS = {"tiny-cpu.toml", "qwen-gpu.toml"}
+PRESETS = sorted(p for p in (ROOT / "configs").glob("*.toml") if p.name not in NOT_PRESETS)
+ROUND_STAGES = ["synthesize", "rollout", "verify", "curate", "train", "evaluate", "promote"]
+OVERRIDES = {"rounds": 1, "domain.seed_problems": 200, "domain.min_level": 1, "domain.max_level": 2,
+             "domain.heldout_per_level": 3, "synthesize.proposals": 64, "rollout.samples_per_problem": 4,
+             "train.batch_size": 32, "train.warmup_max_steps": 60, "train.max_steps": 4,
+             "gates.enabled": False}
+
+
+def test_presets_exist():
+    names = {p.stem for p in PRESETS}
+    assert {"rest-em", "r-zero", "absolute-zero", "ttrl", "eva"} <= names, names
+
+
+@pytest.mark.parametrize("path", PRESETS, ids=[p.stem for p in PRESETS])
+def test_preset_loads_and_documents_its_sources(path):
+    config = load_config(path)
+    assert config.model.path is None and config.domain.name == "arithmetic"  # the tiny CPU run
+    text = path.read_text()
+    head = text.split("\n\n", 1)[0]
+    assert head.startswith("#") and "Follows" in text and "Departs" in text, path.name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", PRESETS, ids=[p.stem for p in PRESETS])
+def test_preset_runs_end_to_end_with_catalog_and_lineage(path, tmp_path, prefect_server):
+    from flywheel.flows.flywheel import RunSpec, flywheel_flow
+    from flywheel.storage.audit import open_run
+    from flywheel.storage.lineage import lineage
+
+    config = load_config(path, OVERRIDES)
+    run_id = path.stem
+    flywheel_flow(RunSpec(data_root=str(tmp_path), run_id=run_id, config=config))
+    catalog = Catalog(tmp_path)
+
+    # a completed row per stage per round (a round without training rows: no train or evaluate
+    # stage, recorded as rejected with its reason), every round decided, the run completed
+    decided = catalog.query("SELECT round, candidate, promoted, reason FROM rounds WHERE run_id = ?"
+                            " ORDER BY round", [run_id])
+    assert [r["round"] for r in decided] == list(range(config.rounds + 1))
+    untrained = {r["round"] for r in decided if r["candidate"] is None}
+    assert all(not r["promoted"] and r["reason"] for r in decided if r["round"] in untrained), decided
+    assert not untrained, f"rounds {untrained} trained on nothing: these sizes must exercise training"
+    rows = catalog.query("SELECT round, stage, status FROM stages WHERE run_id = ?", [run_id])
+    assert all(r["status"] == "completed" for r in rows), rows
+    expected = sorted([(0, "base"), (0, "baseline")] + [
+        (n, s) for n in range(config.rounds + 1) for s in ROUND_STAGES
+        if n not in untrained or s not in ("train", "evaluate")])
+    assert sorted((r["round"], r["stage"]) for r in rows) == expected
+    assert catalog.query("SELECT status FROM runs WHERE run_id = ?", [run_id])[0]["status"] == "completed"
+
+    # every dataset has its kind's documented columns and types, and its recorded row count
+    files = catalog.query("SELECT kind, path, rows FROM datasets WHERE run_id = ? AND kind != 'checkpoint'",
+                          [run_id])
+    assert {f["kind"] for f in files} == set(SCHEMAS)
+    for f in files:
+        schema = pq.read_schema(f["path"])
+        assert schema.names == SCHEMAS[f["kind"]].names, f["path"]
+        assert [t.type for t in schema] == [t.type for t in SCHEMAS[f["kind"]]], f["path"]
+        assert pq.ParquetFile(f["path"]).metadata.num_rows == f["rows"]
+
+    # round 1's problems come from the preset's source; a trained row leads back to them
+    sources = {r["source"] for r in catalog.query(
+        "SELECT DISTINCT source FROM problems WHERE run_id = ? AND round = 1", [run_id])}
+    assert sources == {config.synthesize.source}
+    last = max(set(range(config.rounds + 1)) - untrained)  # the last round that trained
+    trained = catalog.query(
+        "SELECT train_row_id, role, rollout_id FROM train_rows WHERE run_id = ? AND round = ?"
+        " AND role = 'solver' ORDER BY train_row_id LIMIT 1", [run_id, last])
+    assert trained, f"round {last} trained on no solver rows"
+    con = open_run(tmp_path, run_id)
+    try:
+        chain = lineage(con, trained[0]["train_row_id"])
+        kinds = [r["kind"] for r in chain.rows]
+        if last > 0 and config.curate.solver_targets == "verified":
+            assert kinds[:3] == ["train_row", "rollout", "verdict"], kinds
+        assert ["problem", "curriculum", "proposal", "model"] == [
+            k for k in kinds if k in ("problem", "curriculum", "proposal", "model")][:4], kinds
+        checkpoint = catalog.query("SELECT path FROM datasets WHERE run_id = ? AND round = ?"
+                                   " AND kind = 'checkpoint' AND stage = 'train'", [run_id, last])[0]["path"]
+        seen = lineage(con, checkpoint)
+        assert not any("could not be reproduced" in note for note in seen.notes), seen.notes
+        relations = {(r["round"], r["relation"]) for r in seen.rows}
+        assert (last, "this round") in relations, relations
+        if last > 0 and config.train.replay_ratio > 0:
+            assert (0, "replayed") in relations, relations
+        assert all(r["rows_selected"] is not None for r in seen.rows)
+    finally:
+        con.close()
+
+
+# ---- the baseline knobs ----------------------------------------------------------------------
+
+
+def test_generator_source_draws_fresh_uniform_levels_and_pool_repeats():
+    from flywheel.tasks.synthesize import baseline_proposals
+
+    domain = get_domain("arithmetic")
+    kwargs = {"count": 300, "min_level": 2, "max_level": 4, "pool_seed": 7}
+    first = baseline_proposals(domain, "generator", round_seed=1, **kwargs)
+    second = baseline_proposals(domain, "generator", round_seed=2, **kwargs)
+    levels = [domain.parse(text).level for _, text in first]
+    assert {level: levels.count(level) for level in set(levels)} == {2: 100, 3: 100, 4: 100}
+    assert [t for _, t in first] != [t for _, t in second]  # fresh problems every round
+    pool_a = baseline_proposals(domain, "pool", round_seed=1, **kwargs)
+    pool_b = baseline_proposals(domain, "pool", round_seed=2, **kwargs)
+    assert pool_a == pool_b  # the same prompt set every round
+
+
+def _round(solver_targets: str):
+    from flywheel.tasks.curate import curriculum_rows, training_rows
+
+    domain = get_domain("arithmetic")
+    band = load_config(None, {"curate.solver_targets": solver_targets}).curate
+    rng = random.Random(0)
+    problems, rollouts, verdicts = [], [], []
+    for index, reward_pattern in enumerate([(0, 0), (1, 0), (1, 1)]):
+        problem = domain.generate(rng, 2)
+        pid = f"p{index}"
+        problems.append({"problem_id": pid, "run_id": "r", "round": 1, "text": problem.text,
+                         "reference": problem.reference, "level": 2, "source": "generator",
+                         "proposal_id": f"q{index}"})
+        for sample, reward in enumerate(reward_pattern):
+            rid = f"{pid}-{sample}"
+            answer = problem.reference if reward else "x"
+            rollouts.append({"rollout_id": rid, "problem_id": pid, "sample_index": sample,
+                             "prompt": domain.solver_prompt(problem.text), "completion": answer})
+            verdicts.append({"rollout_id": rid, "problem_id": pid, "reward": float(reward)})
+    curriculum = curriculum_rows(problems, verdicts, band, warmup=False)
+    rows = training_rows(domain, problems, rollouts, verdicts, curriculum, band, warmup=False)
+    return problems, curriculum, [r for r in rows if r["role"] == "solver"]
+
+
+def test_verified_targets_keep_the_band_and_train_on_verified_answers():
+    _, curriculum, solver = _round("verified")
+    assert [c["drop_reason"] for c in curriculum] == ["too_hard", None, "too_easy"]
+    assert [(r["problem_id"], r["rollout_id"]) for r in solver] == [("p1", "p1-0")]
+
+
+def test_reference_targets_keep_every_problem_and_train_on_its_reference():
+    problems, curriculum, solver = _round("reference")
+    assert all(c["kept"] and c["drop_reason"] is None for c in curriculum)
+    assert [c["pass_rate"] for c in curriculum] == [0.0, 0.5, 1.0]  # still measured
+    assert [(r["problem_id"], r["completion"], r["rollout_id"]) for r in solver] == [
+        (p["problem_id"], p["reference"], None) for p in problems]
