@@ -30,7 +30,7 @@ from typing import Any
 
 import duckdb
 
-from flywheel.storage.catalog import Catalog, retry_while_locked
+from flywheel.storage.catalog import Catalog, create_parquet_view, retry_while_locked
 from flywheel.storage.datasets import KINDS, SCHEMAS
 
 TABLES = ("runs", "stages", "datasets", "gates", "metrics", "rounds")
@@ -147,9 +147,7 @@ def _create_views(con: duckdb.DuckDBPyConnection) -> None:
     for kind in KINDS:
         paths = [p for k, p in files if k == kind and Path(p).exists()]
         if paths:
-            listed = ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
-            # union_by_name: files written before a nullable column was added read it as null
-            con.execute(f"CREATE VIEW {kind} AS SELECT * FROM read_parquet([{listed}], union_by_name = true)")
+            create_parquet_view(con, kind, paths)  # older files read later columns as null
         else:  # no file of this kind yet: an empty table with the documented columns
             columns = ", ".join(f"{f.name} {_SQL_TYPES[str(f.type)]}" for f in SCHEMAS[kind])
             con.execute(f"CREATE TABLE {kind} ({columns})")

@@ -326,11 +326,22 @@ class Catalog:
                 if Path(row[0]).exists()
             ]
             if paths:
-                files = ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
-                con.execute(
-                    f"CREATE OR REPLACE VIEW {kind} AS SELECT * FROM read_parquet([{files}],"
-                    " union_by_name = true)"  # older files lack later nullable columns: null
-                )
+                create_parquet_view(con, kind, paths, replace=True)
+
+
+def create_parquet_view(con: duckdb.DuckDBPyConnection, name: str, paths: list[str], *,
+                        replace: bool = False) -> None:
+    """A view over Parquet files whose columns are the union of theirs (union_by_name): files
+    written before a nullable column was added to their kind read it as null. That reads every
+    file's footer (about 0.1 ms each); when one cannot be read (a damaged file, which the stage
+    runner reports and recomputes) the view binds on the first file only, as plain
+    read_parquet does."""
+    files = ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
+    create = f"CREATE {'OR REPLACE ' if replace else ''}VIEW {name} AS SELECT * FROM read_parquet([{files}]"
+    try:
+        con.execute(create + ", union_by_name = true)")
+    except duckdb.Error:
+        con.execute(create + ")")
 
 
 def verify_outputs(datasets: dict[str, dict[str, Any]]) -> str | None:

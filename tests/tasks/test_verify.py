@@ -84,3 +84,23 @@ def test_unknown_label_mode_is_an_error():
     problems, rollouts = _inputs()
     with pytest.raises(ValueError, match="verify.labels = 'vote'"):
         verdict_rows(domain, rollouts, problems, "vote")
+
+
+def test_older_verdict_files_without_label_read_as_null_next_to_new_ones(tmp_path):
+    import duckdb
+    import pyarrow.parquet as pq
+
+    from flywheel.storage.catalog import create_parquet_view
+
+    problems, rollouts = _inputs()
+    new = to_table("verdicts", verdict_rows(domain, rollouts, problems, "majority"))
+    old = new.drop_columns(["label", "agreement"])  # the schema before this change
+    pq.write_table(old, tmp_path / "a-old.parquet")
+    pq.write_table(new, tmp_path / "b-new.parquet")
+    (tmp_path / "c-damaged.parquet").write_bytes(b"not parquet")
+    con = duckdb.connect()
+    create_parquet_view(con, "verdicts", [str(tmp_path / "a-old.parquet"), str(tmp_path / "b-new.parquet")])
+    rows = con.execute("SELECT count(*), count(label), count(agreement) FROM verdicts").fetchone()
+    assert rows == (32, 12, 16)  # 16 old rows with nulls; 12 of the 16 new rows have a label
+    # a damaged file does not stop the view from being defined (the stage runner recomputes it)
+    create_parquet_view(con, "damaged", [str(tmp_path / "b-new.parquet"), str(tmp_path / "c-damaged.parquet")])
