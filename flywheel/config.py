@@ -164,7 +164,16 @@ class CurateConfig(_Section):
 
 
 class TrainConfig(_Section):
-    algorithm: Literal["sft"] = "sft"
+    """How the train stage fine-tunes the incumbent. Round 0 (the warm-up) always trains SFT on
+    the seed references, whatever `algorithm` says: an untrained model samples no right answers,
+    so GRPO would see no reward and DPO no chosen answer."""
+
+    algorithm: Literal["sft", "grpo", "dpo"] = Field(
+        "sft",
+        description="rounds >= 1: sft (verified answers, STaR / ReST-EM), grpo (TRL GRPOTrainer, "
+                    "the domain verifier as reward), dpo (TRL DPOTrainer on verified chosen / wrong "
+                    "rejected pairs)",
+    )
     learning_rate: float = Field(2e-3, gt=0, le=1)
     warmup_learning_rate: float = Field(3e-3, gt=0, le=1)
     batch_size: int = Field(64, ge=1, le=65_536)
@@ -187,6 +196,21 @@ class TrainConfig(_Section):
         description="on out-of-memory, retry once with this per-step batch and gradient "
                     "accumulation up to batch_size (None = no retry). Not part of the fingerprint",
     )
+    grpo_learning_rate: float = Field(
+        3e-4, gt=0, le=1, description="grpo: learning rate (policy gradients want a smaller one than SFT)")
+    num_generations: int = Field(
+        8, ge=2, le=1024,
+        description="grpo: completions sampled per prompt (the group); must divide batch_size, "
+                    "which counts completions per optimizer step")
+    grpo_temperature: float = Field(1.0, gt=0, le=5, description="grpo: sampling temperature of the group")
+    max_completion_length: int = Field(8, ge=1, le=32_768, description="grpo: longest sampled completion, tokens")
+    grpo_beta: float = Field(
+        0.0, ge=0, le=10, description="grpo: KL coefficient against the incumbent (0 = no reference model)")
+    dpo_learning_rate: float = Field(3e-4, gt=0, le=1, description="dpo: learning rate")
+    dpo_beta: float = Field(
+        0.1, gt=0, le=10, description="dpo: preference temperature (larger = stay closer to the incumbent)")
+    max_pairs_per_problem: int = Field(
+        4, ge=1, le=1024, description="dpo: chosen/rejected pairs built per kept problem (curate)")
 
     @model_validator(mode="after")
     def _oom_batch_divides(self) -> TrainConfig:
@@ -194,6 +218,10 @@ class TrainConfig(_Section):
         if small is not None and (small >= self.batch_size or self.batch_size % small):
             msg = (f"oom_retry_batch_size = {small} must be smaller than batch_size = "
                    f"{self.batch_size} and divide it")
+            raise ValueError(msg)
+        if self.algorithm == "grpo" and self.batch_size % self.num_generations:
+            msg = (f"batch_size = {self.batch_size} must be a multiple of num_generations = "
+                   f"{self.num_generations} (grpo: a batch holds whole groups)")
             raise ValueError(msg)
         return self
 

@@ -3,7 +3,8 @@ writes a Hugging Face checkpoint folder, so every algorithm yields the same chec
 
 SFT trains on prompt/completion rows with the loss on the completion only (TRL's default for
 prompt-completion data). Row `weight` is recorded for audit; SFT trains each row once per epoch
-(rows of weight 0 are skipped).
+(rows of weight 0 are skipped). GRPO (flywheel/models/grpo.py) and DPO (flywheel/models/dpo.py)
+share this module's training arguments, step reports and checkpoint writer.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ class TrainResult:
     final_loss: float | None
     mean_loss: float | None
     trained_tokens: int
+    # GRPO: mean verifier reward of each logged step's generations, in step order (else empty)
+    rewards: tuple[float, ...] = ()
 
 
 def planned_steps(rows: int, *, epochs: float, batch_size: int, max_steps: int) -> int:
@@ -61,6 +64,66 @@ def last_checkpoint(work_dir: Path) -> tuple[Path | None, list[Path]]:
     return None, incomplete
 
 
+def common_arguments(*, work_dir: Path, steps: int, micro_batch: int, gradient_accumulation_steps: int,
+                     learning_rate: float, save_steps: int, seed: int, logging_steps: int = 10) -> dict[str, Any]:
+    """TrainingArguments every adapter shares: float32 on CPU, cosine schedule, seeded data
+    order, a resumable checkpoint every `save_steps` steps (0 = never) in `work_dir`."""
+    return {
+        "output_dir": str(work_dir),
+        "max_steps": steps,
+        "per_device_train_batch_size": micro_batch,
+        "gradient_accumulation_steps": gradient_accumulation_steps,
+        "learning_rate": learning_rate,
+        "lr_scheduler_type": "cosine",
+        "warmup_steps": min(20, steps // 10),
+        "weight_decay": 0.0,
+        "logging_steps": logging_steps,
+        "save_strategy": "steps" if save_steps else "no",
+        "save_steps": save_steps or 500,
+        "save_total_limit": 1,
+        "report_to": "none",
+        "use_cpu": True,
+        "bf16": False,
+        "fp16": False,
+        "gradient_checkpointing": False,
+        "seed": seed,
+        "data_seed": seed,
+        "dataloader_num_workers": 0,
+        "disable_tqdm": True,
+        "log_level": "error",
+    }
+
+
+def report_callback(progress: TrainProgress | None, steps: int):
+    """A TrainerCallback that calls `progress(step, steps, last logged loss)` after every step."""
+    from transformers import TrainerCallback
+
+    losses: list[float] = []
+
+    class _Report(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs and "loss" in logs:
+                losses.append(float(logs["loss"]))
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if progress is not None:
+                progress(state.global_step, steps, losses[-1] if losses else None)
+
+    return _Report()
+
+
+def logged(trainer: Any, key: str) -> list[float]:
+    """Every value of `key` the trainer logged, in step order (including steps before a resume)."""
+    return [float(entry[key]) for entry in trainer.state.log_history if key in entry]
+
+
+def save_checkpoint(model: Any, tokenizer: Any, out_dir: Path) -> None:
+    """The checkpoint format every adapter writes: `save_pretrained` model + tokenizer."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+
+
 def train_sft(
     *,
     base: Path,
@@ -87,7 +150,7 @@ def train_sft(
     """
     import torch
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback, TrainerCallback
+    from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback
     from trl import SFTConfig, SFTTrainer
 
     rows = [r for r in rows if r["weight"] > 0]
@@ -99,58 +162,26 @@ def train_sft(
     dataset = Dataset.from_list([{"prompt": r["prompt"], "completion": r["completion"]} for r in rows])
     tokenizer = AutoTokenizer.from_pretrained(base)
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
-    losses: list[float] = []
-
-    class _Report(TrainerCallback):
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            if logs and "loss" in logs:
-                losses.append(float(logs["loss"]))
-
-        def on_step_end(self, args, state, control, **kwargs):
-            if progress is not None:
-                progress(state.global_step, steps, losses[-1] if losses else None)
-
     config = SFTConfig(
-        output_dir=str(work_dir),
-        max_steps=steps,
-        per_device_train_batch_size=micro_batch,
-        gradient_accumulation_steps=gradient_accumulation_steps,
-        learning_rate=learning_rate,
-        lr_scheduler_type="cosine",
-        warmup_steps=min(20, steps // 10),
-        weight_decay=0.0,
-        logging_steps=10,
-        save_strategy="steps" if save_steps else "no",
-        save_steps=save_steps or 500,
-        save_total_limit=1,
-        report_to="none",
-        use_cpu=True,
-        bf16=False,
-        fp16=False,
-        gradient_checkpointing=False,
+        **common_arguments(work_dir=work_dir, steps=steps, micro_batch=micro_batch,
+                           gradient_accumulation_steps=gradient_accumulation_steps,
+                           learning_rate=learning_rate, save_steps=save_steps, seed=seed),
         max_length=max_length,
         packing=False,
         completion_only_loss=True,
-        seed=seed,
-        data_seed=seed,
-        dataloader_num_workers=0,
-        disable_tqdm=True,
-        log_level="error",
     )
     trainer = SFTTrainer(
         model=model,
         args=config,
         train_dataset=dataset,
         processing_class=tokenizer,
-        callbacks=[_Report()],
+        callbacks=[report_callback(progress, steps)],
     )
     trainer.remove_callback(PrinterCallback)
     output = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
-    losses = [float(e["loss"]) for e in trainer.state.log_history if "loss" in e]  # incl. before resume
+    losses = logged(trainer, "loss")  # incl. before resume
     trained_tokens = sum(len(x) for x in trainer.train_dataset["input_ids"])
-    out_dir.mkdir(parents=True, exist_ok=True)
-    trainer.model.save_pretrained(out_dir)
-    tokenizer.save_pretrained(out_dir)
+    save_checkpoint(trainer.model, tokenizer, out_dir)
     return TrainResult(
         steps=output.global_step,
         final_loss=losses[-1] if losses else None,

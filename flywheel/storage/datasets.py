@@ -24,8 +24,9 @@ A sample record per kind (columns beyond these are allowed only by adding them h
                  "judged": 8, "pass_rate": 0.25, "reward_std": 0.43, "kept": True,
                  "drop_reason": None}          # too_easy | too_hard | zero_variance | unjudged
     train_rows  {"train_row_id": "e7..", "run_id": "demo", "round": 1, "role": "solver",
-                 "prompt": "<solve>37+5=", "completion": "42", "weight": 1.0,
+                 "prompt": "<solve>37+5=", "completion": "42", "rejected": None, "weight": 1.0,
                  "problem_id": "a1..", "rollout_id": "c3..", "proposal_id": "9f.."}
+                               # rejected: DPO pairs' wrong answer (completion = chosen); else None
     evals       {"run_id": "demo", "round": 1, "checkpoint": "5d..", "item_id": "h0..",
                  "level": 2, "prompt": "<solve>37+5=", "completion": "42", "answer": "42",
                  "reference": "42", "correct": True}
@@ -73,8 +74,8 @@ SCHEMAS: dict[str, pa.Schema] = {
     ),
     "train_rows": pa.schema(
         [("train_row_id", _S), ("run_id", _S), ("round", _I), ("role", _S), ("prompt", _S),
-         ("completion", _S), ("weight", _F), ("problem_id", _S), ("rollout_id", _S),
-         ("proposal_id", _S)]
+         ("completion", _S), ("rejected", _S), ("weight", _F), ("problem_id", _S),
+         ("rollout_id", _S), ("proposal_id", _S)]
     ),
     "evals": pa.schema(
         [("run_id", _S), ("round", _I), ("checkpoint", _S), ("item_id", _S), ("level", _I),

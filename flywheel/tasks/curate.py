@@ -18,6 +18,10 @@ Training rows (SFT, rejection sampling in the STaR / ReST-EM style):
               `diversity_penalty` x (near-duplicate cluster size / valid proposer samples);
               the `max_proposer_rows` heaviest are kept, so solver rows dominate the loss
 
+With `train.algorithm = "grpo"` or `"dpo"` the solver rows of rounds >= 1 are GRPO prompt rows
+(completion = the label the verifier rewards against) or DPO pairs (completion = a verified
+answer, `rejected` = a wrong one), built by flywheel/tasks/rows.py; proposer rows are unchanged.
+
 With `curate.solver_targets = "reference"` (the no-self-play baseline: SFT on generator data
 with references only, used with `synthesize.source = "generator"`) rounds >= 1 work like the
 warm-up: every problem is kept and its solver row is the executed reference (one per problem,
@@ -46,8 +50,8 @@ from flywheel.curriculum.dedup import clusters
 from flywheel.curriculum.rewards import diversity_penalties, penalized, proposer_reward
 from flywheel.domains.base import Domain
 from flywheel.storage.datasets import read_rows
-from flywheel.storage.fingerprint import row_id
 from flywheel.tasks.context import RunContext
+from flywheel.tasks.rows import solver_rows, train_row
 from flywheel.tasks.stage import StageOutput, StageResult, run_stage
 
 VERSION = 1
@@ -93,8 +97,11 @@ def curriculum_rows(problems: list[dict[str, Any]], verdicts: list[dict[str, Any
 def training_rows(domain: Domain, problems: list[dict[str, Any]], rollouts: list[dict[str, Any]],
                   verdicts: list[dict[str, Any]], curriculum: list[dict[str, Any]],
                   band: CurateConfig, *, warmup: bool,
-                  penalties: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
-    """`penalties`: the diversity penalty per problem_id (repetition_penalties), 0 if absent."""
+                  penalties: Mapping[str, float] | None = None, algorithm: str = "sft",
+                  max_pairs_per_problem: int = 4) -> list[dict[str, Any]]:
+    """`penalties`: the diversity penalty per problem_id (repetition_penalties), 0 if absent.
+    `algorithm` grpo / dpo: after the warm-up, the solver rows are GRPO prompt rows or DPO pairs
+    (flywheel/tasks/rows.py); proposer rows are the same weighted rows for every algorithm."""
     kept = {c["problem_id"]: c for c in curriculum if c["kept"]}
     reward = {v["rollout_id"]: v["reward"] for v in verdicts}
     group: dict[str, list[float]] = defaultdict(list)  # judged rewards per problem
@@ -110,13 +117,9 @@ def training_rows(domain: Domain, problems: list[dict[str, Any]], rollouts: list
 
     def add(role: str, prompt: str, completion: str, weight: float, problem: dict[str, Any],
             rollout_id: str | None) -> None:
-        (proposer if role == "proposer" else rows).append({
-            "train_row_id": row_id("train_row", problem["run_id"], problem["round"], role,
-                                   problem["problem_id"], rollout_id),
-            "run_id": problem["run_id"], "round": problem["round"], "role": role, "prompt": prompt,
-            "completion": completion, "weight": weight, "problem_id": problem["problem_id"],
-            "rollout_id": rollout_id, "proposal_id": problem["proposal_id"],
-        })
+        (proposer if role == "proposer" else rows).append(train_row(
+            role=role, prompt=prompt, completion=completion, weight=weight, problem=problem,
+            rollout_id=rollout_id))
 
     for problem in problems:
         stats = kept.get(problem["problem_id"])
@@ -130,13 +133,16 @@ def training_rows(domain: Domain, problems: list[dict[str, Any]], rollouts: list
             continue
         if band.solver_targets == "reference":
             add("solver", domain.solver_prompt(problem["text"]), problem["reference"], 1.0, problem, None)
-        else:
+        elif algorithm == "sft":
             for r in verified[problem["problem_id"]][: band.max_answers_per_problem]:
                 add("solver", r["prompt"], r["completion"], 1.0, problem, r["rollout_id"])
         if band.proposer_rows:
             weight = proposer_weight(stats["pass_rate"] or 0.0, group[problem["problem_id"]], band,
                                      penalty=(penalties or {}).get(problem["problem_id"], 0.0))
             add("proposer", domain.proposer_prompt(problem["level"]), problem["text"], weight, problem, None)
+    if algorithm != "sft" and not warmup and band.solver_targets != "reference":
+        rows = solver_rows(algorithm, domain, problems, rollouts, verdicts, curriculum,
+                           max_pairs_per_problem=max_pairs_per_problem)
     proposer.sort(key=lambda r: -r["weight"])  # stable: ties keep problem order
     return rows + proposer[: band.max_proposer_rows]
 
@@ -173,7 +179,9 @@ def curate(ctx: RunContext, round_index: int, problems: StageOutput, rollouts: S
         penalties = (repetition_penalties(ctx.domain, read_rows(problems.path("proposals")), band)
                      if band.diversity_penalty > 0 and not warmup else None)
         rows = training_rows(ctx.domain, problem_rows, read_rows(rollouts.path("rollouts")),
-                             verdict_rows, curriculum, band, warmup=warmup, penalties=penalties)
+                             verdict_rows, curriculum, band, warmup=warmup, penalties=penalties,
+                             algorithm=ctx.config.train.algorithm,
+                             max_pairs_per_problem=ctx.config.train.max_pairs_per_problem)
         judged = [c["pass_rate"] for c in curriculum if c["pass_rate"] is not None]
         return StageResult(
             datasets={"curriculum": curriculum, "train_rows": rows},
@@ -186,7 +194,9 @@ def curate(ctx: RunContext, round_index: int, problems: StageOutput, rollouts: S
     return run_stage(
         ctx, stage="curate", version=VERSION, round_index=round_index,
         config={**ctx.config.slice("curate"), "warmup": round_index == 0,
-                "warmup_max_level": ctx.config.domain.seed_max_level},
+                "warmup_max_level": ctx.config.domain.seed_max_level,
+                "algorithm": ctx.config.train.algorithm,
+                "max_pairs_per_problem": ctx.config.train.max_pairs_per_problem},
         inputs={"problems": problems.fingerprint, "rollouts": rollouts.fingerprint,
                 "verdicts": verdicts.fingerprint},
         compute=compute,

@@ -12,6 +12,18 @@ checkpoint every `train.save_steps` steps; a killed training resumes from the la
 uninterrupted one does. The finished model is renamed into `checkpoint-<fingerprint12>/` last.
 With `train.oom_retry_batch_size` set, an out-of-memory error retries once from step 0 with that
 micro-batch and gradient accumulation up to `batch_size` (same optimizer batch).
+
+Algorithms (`train.algorithm`): sft, grpo, dpo. Round 0, the warm-up, always trains SFT on the
+seed references: the untrained model samples no right answers, so GRPO would get no reward
+and DPO no chosen answer. In later rounds the algorithm's trainer (flywheel/models/grpo.py,
+dpo.py) takes the rows it can train (flywheel/tasks/rows.py `split_for`) and a weighted SFT pass
+on the rest follows it in the same stage, into the same checkpoint: the proposer rows (and, for
+DPO, replayed rows without a pair). So with GRPO or DPO only the solver is trained by the
+algorithm; the proposer is still trained by learnability-weighted SFT. This departs from
+Absolute Zero and R-Zero, which train the proposer with GRPO too (its reward measured online
+by sampling the solver on each proposed task). The SFT pass restarts from the algorithm's saved
+model after a crash (it is short: proposer rows are capped by `curate.max_proposer_rows`); the
+algorithm's pass resumes from its trainer checkpoints like SFT.
 """
 
 from __future__ import annotations
@@ -30,6 +42,7 @@ from flywheel.storage.recovery import Discarded, notice, pause_point, remove
 from flywheel.tasks.context import Checkpoint, RunContext
 from flywheel.tasks.progress import progress_bar
 from flywheel.tasks.retry import TRANSIENT
+from flywheel.tasks.rows import split_for
 from flywheel.tasks.stage import StageOutput, StageResult, checkpoint_dir, run_stage
 
 if TYPE_CHECKING:
@@ -89,13 +102,38 @@ def with_replay(rows: list[dict[str, Any]], earlier: list[list[dict[str, Any]]],
     return rows + random.Random(seed).sample(pool, count)
 
 
+def train_pass(ctx: RunContext, kind: str, *, base: Path, rows: list[dict[str, Any]], warmup: bool,
+               **common: Any) -> TrainResult:
+    """One trainer pass of the train stage: `kind` sft, grpo or dpo with the run's settings."""
+    cfg = ctx.config.train
+    if kind == "grpo":
+        from flywheel.models.grpo import train_grpo, verifier_reward
+
+        return train_grpo(base=base, rows=rows, reward=verifier_reward(ctx.domain),
+                          learning_rate=cfg.grpo_learning_rate, batch_size=cfg.batch_size,
+                          num_generations=cfg.num_generations, temperature=cfg.grpo_temperature,
+                          max_completion_length=cfg.max_completion_length, beta=cfg.grpo_beta,
+                          **common)
+    if kind == "dpo":
+        from flywheel.models.dpo import train_dpo
+
+        return train_dpo(base=base, rows=rows, learning_rate=cfg.dpo_learning_rate,
+                         batch_size=cfg.batch_size, max_length=cfg.max_length, beta=cfg.dpo_beta,
+                         **common)
+    from flywheel.models.trainer import train_sft
+
+    return train_sft(base=base, rows=rows, learning_rate=cfg.warmup_learning_rate if warmup else cfg.learning_rate,
+                     batch_size=cfg.batch_size, max_length=cfg.max_length, **common)
+
+
 @task(name="train", cache_policy=NONE, persist_result=False, **TRANSIENT)
 def train(ctx: RunContext, round_index: int, incumbent: Checkpoint, curated: StageOutput,
           earlier: list[StageOutput]) -> Checkpoint:
-    from flywheel.models.trainer import planned_steps, train_sft
+    from flywheel.models.trainer import planned_steps
 
     cfg = ctx.config.train
     warmup = round_index == 0
+    algorithm = "sft" if warmup else cfg.algorithm
 
     def compute(fingerprint: str) -> StageResult:
         seed = ctx.stage_seed("train", round_index)
@@ -107,29 +145,46 @@ def train(ctx: RunContext, round_index: int, incumbent: Checkpoint, curated: Sta
         scratch = round_dir(ctx.data_root, ctx.run_id, round_index) / f".train-{fingerprint[:12]}"
         epochs = cfg.warmup_epochs if warmup else cfg.epochs
         max_steps = cfg.warmup_max_steps if warmup else cfg.max_steps
-        steps = planned_steps(sum(r["weight"] > 0 for r in rows), epochs=epochs,
-                              batch_size=cfg.batch_size, max_steps=max_steps)
+        passes = [(kind, part) for kind, part in
+                  zip((algorithm, "sft"), split_for(algorithm, rows), strict=True)
+                  if any(r["weight"] > 0 for r in part)] or [("sft", rows)]  # none: sft says why
+        per_step = {"grpo": cfg.num_generations}  # grpo's batch counts completions, not prompts
+        steps = sum(planned_steps(sum(r["weight"] > 0 for r in part) * per_step.get(kind, 1),
+                                  epochs=epochs, batch_size=cfg.batch_size, max_steps=max_steps)
+                    for kind, part in passes)
         label = f"round {round_index} train"
 
-        def attempt(accumulation: int) -> TrainResult:
+        def attempt(accumulation: int) -> list[TrainResult]:
             resume_from = resumable_training(scratch, accumulation, label)
+            results = []
             with progress_bar(label, steps) as advance:
                 def on_step(step: int, total: int, loss: float | None) -> None:
                     advance(1, "" if loss is None else f"loss {loss:.3f}")
                     pause_point(f"train:{round_index}:step-{step}")
 
-                return train_sft(
-                    base=incumbent.path, rows=rows, out_dir=scratch / "model",
-                    learning_rate=cfg.warmup_learning_rate if warmup else cfg.learning_rate,
-                    batch_size=cfg.batch_size, epochs=epochs, max_steps=max_steps,
-                    max_length=cfg.max_length, seed=seed, work_dir=scratch / "trainer",
-                    progress=on_step, save_steps=cfg.save_steps,
-                    gradient_accumulation_steps=accumulation, resume_from=resume_from,
-                )
+                base = incumbent.path
+                for index, (kind, part) in enumerate(passes):
+                    last = index == len(passes) - 1
+                    out = scratch / ("model" if last else f"model-{kind}")
+                    if not last and out.exists():  # finished before a crash; renamed in complete
+                        base = out
+                        continue
+                    temp = out if last else scratch / f".model-{kind}.tmp"
+                    results.append(train_pass(
+                        ctx, kind, base=base, rows=part, out_dir=temp, warmup=warmup,
+                        epochs=epochs, max_steps=max_steps, seed=seed,
+                        work_dir=scratch / ("trainer" if index == 0 else f"trainer-{kind}"),
+                        progress=on_step, save_steps=cfg.save_steps if index == 0 else 0,
+                        gradient_accumulation_steps=accumulation,
+                        resume_from=resume_from if index == 0 else None))
+                    if not last:
+                        temp.rename(out)
+                    base = out
+            return results
 
         accumulation = recorded_accumulation(scratch)
         try:
-            result = attempt(accumulation)
+            results = attempt(accumulation)
         except Exception as exc:
             if not (is_out_of_memory(exc) and cfg.oom_retry_batch_size and accumulation == 1):
                 raise
@@ -137,13 +192,22 @@ def train(ctx: RunContext, round_index: int, incumbent: Checkpoint, curated: Sta
             notice(f"flywheel: {label}: out of memory at batch {cfg.batch_size}; retrying from "
                    f"step 0 with batch {cfg.oom_retry_batch_size} x {accumulation} accumulation steps")
             shutil.rmtree(scratch, ignore_errors=True)
-            result = attempt(accumulation)
+            results = attempt(accumulation)
+        main = results[0]
+        rewards = [r for result in results for r in result.rewards]
+        quarter = max(1, len(rewards) // 4)
         return StageResult(
             checkpoint=scratch / "model", checkpoint_rows=len(rows),
-            metrics={"steps": result.steps, "final_loss": result.final_loss or 0.0,
-                     "trained_tokens": result.trained_tokens, "train_rows": len(rows),
+            metrics={"steps": sum(r.steps for r in results), "final_loss": main.final_loss or 0.0,
+                     "trained_tokens": sum(r.trained_tokens for r in results),
+                     "train_rows": len(rows),
                      "replayed_rows": sum(r["round"] != round_index for r in rows),
-                     "gradient_accumulation_steps": accumulation},
+                     "gradient_accumulation_steps": accumulation,
+                     **({f"{passes[0][0]}_rows": len(passes[0][1]), "sft_pass_rows": len(passes[1][1]),
+                         "sft_pass_steps": results[-1].steps} if len(passes) == 2 else {}),
+                     **({"grpo_reward_first_quarter": sum(rewards[:quarter]) / quarter,
+                         "grpo_reward_last_quarter": sum(rewards[-quarter:]) / quarter}
+                        if rewards else {})},
         )
 
     out = run_stage(

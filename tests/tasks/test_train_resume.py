@@ -53,7 +53,7 @@ def train_inputs(tmp_path):
                                 "train.oom_retry_batch_size": 16, "gates.enabled": False})
     ctx = RunContext(data_root=tmp_path, run_id="r", config=config)
     rows = [{"train_row_id": f"t{i}", "run_id": "r", "round": 0, "role": "solver",
-             "prompt": f"<solve>{i}+1=", "completion": str(i + 1), "weight": 1.0,
+             "prompt": f"<solve>{i}+1=", "completion": str(i + 1), "rejected": None, "weight": 1.0,
              "problem_id": f"p{i}", "rollout_id": None, "proposal_id": f"q{i}"} for i in range(8)]
     path = write_atomic("train_rows", rows, dataset_path(tmp_path, "r", 0, "train_rows", "a" * 32)).path
     curated = StageOutput("curate", 0, "a" * 32, {"train_rows": path}, skipped=False)
