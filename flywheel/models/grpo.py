@@ -83,7 +83,8 @@ def train_grpo(
     `reward` is called as TRL calls reward functions (`prompts=`, `completions=`, `label=`,
     ...); `verifier_reward(domain)` is the one the flywheel uses. `batch_size` completions per
     optimizer step (a multiple of `num_generations`) in `gradient_accumulation_steps`
-    micro-batches; resumable from a trainer checkpoint like `train_sft`. The result's
+    micro-batches; fewer prompts than one step takes are repeated to fill it. Resumable from a
+    trainer checkpoint like `train_sft`. The result's
     `rewards` are the mean rewards of every logged step (every `logging_steps` steps).
     """
     import torch
@@ -100,6 +101,10 @@ def train_grpo(
         raise ValueError(msg)
     steps = planned_steps(len(rows) * num_generations, epochs=epochs, batch_size=batch_size,
                           max_steps=max_steps)
+    # TRL's sampler yields whole batches only: fewer prompts than one step takes would train
+    # nothing and exit successfully, so a short prompt list is repeated up to one batch
+    per_step = batch_size // num_generations
+    rows = [rows[i % len(rows)] for i in range(max(len(rows), per_step))]
     micro_batch = batch_size // gradient_accumulation_steps
     dataset = Dataset.from_list([{"prompt": r["prompt"], "label": r["completion"]} for r in rows])
     tokenizer = AutoTokenizer.from_pretrained(base)
@@ -126,6 +131,9 @@ def train_grpo(
     )
     trainer.remove_callback(PrinterCallback)
     output = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+    if output.global_step != steps:
+        msg = f"GRPO stopped at step {output.global_step} of {steps}; nothing was saved"
+        raise RuntimeError(msg)
     losses = logged(trainer, "loss")  # incl. before resume
     save_checkpoint(trainer.model, tokenizer, out_dir)
     return TrainResult(

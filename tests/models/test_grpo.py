@@ -67,8 +67,9 @@ def test_grpo_writes_a_loadable_checkpoint_and_logs_rewards_per_step(tmp_path):
         seen.append(list(completions))
         return score(completions, label)
 
-    result = train_grpo(base=_tiny(tmp_path / "init"), rows=_rows(4, 1), reward=recorded,
-                        out_dir=tmp_path / "out", learning_rate=3e-4, batch_size=8, epochs=1, max_steps=2,
+    # one prompt, two per step: TRL alone would train 0 steps and return (whole batches only)
+    result = train_grpo(base=_tiny(tmp_path / "init"), rows=_rows(1, 1), reward=recorded,
+                        out_dir=tmp_path / "out", learning_rate=3e-4, batch_size=8, epochs=4, max_steps=2,
                         num_generations=4, temperature=1.0, max_completion_length=4, beta=0.0, seed=0,
                         work_dir=tmp_path / "trainer")
     assert result.steps == 2 and len(result.rewards) == 2
@@ -120,3 +121,34 @@ def test_grpo_raises_mean_reward_after_sft_warmup_only_when_rewarded_by_the_veri
     coin_flip, _ = _run(warmed_up, tmp_path / "coin", rewarded_by_verifier=False)
     assert len(coin_flip) == STEPS
     assert _gain(coin_flip) < MIN_GAIN, "the same assertion holds without the verifier's signal"
+
+
+def test_grpo_killed_mid_training_resumes_to_the_same_weights(tmp_path):
+    from safetensors.torch import load_file
+
+    from flywheel.models.trainer import last_checkpoint
+
+    class Killed(Exception):
+        pass
+
+    def kill_at_step_4(step, total, loss):
+        if step == 4:
+            raise Killed
+
+    base = _tiny(tmp_path / "init")
+
+    def run(name, **kwargs):
+        return train_grpo(base=base, rows=_rows(8, 1), reward=verifier_reward(domain),
+                          out_dir=tmp_path / name / "out", learning_rate=1e-3, batch_size=8, epochs=10,
+                          max_steps=6, num_generations=4, temperature=1.0, max_completion_length=4,
+                          beta=0.0, seed=0, work_dir=tmp_path / name / "trainer", save_steps=3, **kwargs)
+
+    whole = run("whole")
+    with pytest.raises(Killed):
+        run("killed", progress=kill_at_step_4)
+    checkpoint, _ = last_checkpoint(tmp_path / "killed" / "trainer")
+    assert checkpoint.name == "checkpoint-3"
+    resumed = run("killed", resume_from=checkpoint)
+    assert resumed.steps == whole.steps == 6 and resumed.rewards == whole.rewards
+    a, b = (load_file(tmp_path / name / "out" / "model.safetensors") for name in ("whole", "killed"))
+    assert all(a[key].equal(b[key]) for key in a)
