@@ -1,12 +1,13 @@
 """GRPO with the domain verifier as reward: rewards reach the trainer and raise the mean reward.
 
 The learning test warms a small tiny model up with SFT on level-1 generator problems (one-digit
-sums and differences; it ends near 35% right at temperature 1), then runs GRPO twice from that
-checkpoint on the same 32 prompts for the same steps: once rewarded by the verifier, once by a
-coin flip that ignores correctness. Both runs record the verifier's score of every generated
-completion. The verifier-rewarded run must raise the mean score from the first third of its
-steps to the last by `MIN_GAIN`; the coin-flip run must not (measured on this machine: about
-+0.10 and -0.1 to -0.2), so the assertion would fail if rewards did not reach the gradient.
+sums and differences; afterwards fewer than half its samples at temperature 1 are right), then
+runs GRPO twice from that checkpoint on the same 32 prompts for the same 300 steps: once
+rewarded by the verifier, once by a coin flip that ignores correctness. Both runs record the
+verifier's score of every generated completion. The verifier-rewarded run must raise the mean
+score from the first third of its steps to the last by `MIN_GAIN`; the coin-flip run must not
+(measured: +0.12 and -0.14), so the assertion fails if rewards do not reach the gradient.
+About 30 s of CPU on one core (0.03 s per GRPO step).
 """
 
 import random
@@ -21,8 +22,8 @@ from flywheel.models.tiny import build_tiny_model
 from flywheel.models.trainer import train_sft
 
 domain = ArithmeticDomain()
-MIN_GAIN = 0.04
-GROUP, BATCH, STEPS = 8, 32, 150
+MIN_GAIN = 0.05
+GROUP, BATCH, STEPS = 8, 32, 300
 
 
 def _rows(count, level, seed=0):
@@ -116,11 +117,11 @@ def test_grpo_raises_mean_reward_after_sft_warmup_only_when_rewarded_by_the_veri
     assert len(verified) == len(logged) == STEPS
     # the trainer's logged reward of each step is the verifier's mean over that step's completions
     assert logged == pytest.approx(verified, abs=1e-6)
-    assert _gain(logged) >= MIN_GAIN, f"first/last third: {logged[:50]} ... {logged[-50:]}"
+    assert _gain(logged) >= MIN_GAIN, f"gain {_gain(logged):+.3f} over {STEPS} steps"
 
     coin_flip, _ = _run(warmed_up, tmp_path / "coin", rewarded_by_verifier=False)
     assert len(coin_flip) == STEPS
-    assert _gain(coin_flip) < MIN_GAIN, "the same assertion holds without the verifier's signal"
+    assert _gain(coin_flip) < MIN_GAIN, f"gain {_gain(coin_flip):+.3f} without the verifier's signal"
 
 
 def test_grpo_killed_mid_training_resumes_to_the_same_weights(tmp_path):
