@@ -30,15 +30,15 @@ seed_problems = 200
 min_level = 1
 max_level = 2
 seed_max_level = 1
-heldout_per_level = 5
+heldout_per_level = 3
 [synthesize]
 proposals = 64
 [rollout]
 samples_per_problem = 4
 batch_size = 32   # small batches, so both stages of both rounds have at least two shards
 [train]
-warmup_max_steps = 60
-max_steps = 10
+warmup_max_steps = 30
+max_steps = 5
 [gates]
 enabled = false
 """
@@ -74,6 +74,7 @@ def _ray_processes(session: str, api_url: str) -> list[str]:
     return found
 
 
+@pytest.mark.slow  # about 90 s: two tiny runs, Ray's start and its workers' imports
 def test_ray_run_has_the_default_runs_fingerprints_rows_and_checksums(tmp_path, prefect_server,
                                                                       monkeypatch):
     pytest.importorskip("ray", reason="the ray extra is not installed: pip install -e '.[ray]'")
