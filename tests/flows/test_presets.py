@@ -95,12 +95,22 @@ def test_preset_runs_end_to_end_with_catalog_and_lineage(path, tmp_path, prefect
         "SELECT train_row_id, role, rollout_id FROM train_rows WHERE run_id = ? AND round = ?"
         " AND role = 'solver' ORDER BY train_row_id LIMIT 1", [run_id, last])
     assert trained, f"round {last} trained on no solver rows"
+    # the preset's training algorithm ran: GRPO logged rewards, DPO trained on pairs
+    train_metrics = {r["name"] for r in catalog.query(
+        "SELECT name FROM metrics WHERE run_id = ? AND round = 1 AND stage = 'train'", [run_id])}
+    assert ("grpo_reward_first_quarter" in train_metrics) == (config.train.algorithm == "grpo"), train_metrics
+    pairs = catalog.query("SELECT count(*) AS n FROM train_rows WHERE run_id = ? AND round = 1"
+                          " AND rejected IS NOT NULL", [run_id])[0]["n"]
+    assert (pairs > 0) == (config.train.algorithm == "dpo"), pairs
     con = open_run(tmp_path, run_id)
     try:
         chain = lineage(con, trained[0]["train_row_id"])
         kinds = [r["kind"] for r in chain.rows]
-        if last > 0 and config.curate.solver_targets == "verified":
-            assert kinds[:3] == ["train_row", "rollout", "verdict"], kinds
+        # SFT and DPO rows name the answer they train on; GRPO and reference rows only a problem
+        answered = config.train.algorithm != "grpo" and config.curate.solver_targets == "verified"
+        assert (trained[0]["rollout_id"] is not None) == (last > 0 and answered), trained
+        head = ["train_row", "rollout", "verdict"] if trained[0]["rollout_id"] else ["train_row"]
+        assert kinds[:len(head)] == head, kinds
         assert ["problem", "curriculum", "proposal", "model"] == [
             k for k in kinds if k in ("problem", "curriculum", "proposal", "model")][:4], kinds
         checkpoint = catalog.query("SELECT path FROM datasets WHERE run_id = ? AND round = ?"
