@@ -30,10 +30,9 @@ def main() -> None:
                        "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}.items():
         os.environ.setdefault(key, value)
 
-    import flywheel.models.backends as backends
-    import flywheel.models.trainer as trainer
     from flywheel.config import load_config
     from flywheel.flows.flywheel import RunSpec, flywheel_flow
+    from flywheel.models import backends, trainer
     from flywheel.storage.catalog import Catalog
 
     spans: list[tuple[str, float, float]] = []

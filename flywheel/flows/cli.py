@@ -30,7 +30,7 @@ import typer
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Flywheel: self-improving model rounds as a resumable data pipeline.")
-from flywheel.schedules.cli import schedule_app  # noqa: E402 - light: typer only
+from flywheel.schedules.cli import schedule_app  # light: typer only
 
 app.add_typer(schedule_app, name="schedule")  # flywheel schedule serve|deploy|show
 

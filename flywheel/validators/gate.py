@@ -276,7 +276,6 @@ def _gate_error(check: str, frame: str, exc: BaseException) -> FailedExpectation
 def validate_frame(df: Any, suite: FrameSuite, name: str) -> tuple[int, list[FailedExpectation], dict[str, Any]]:
     """Run one suite on one pandas frame -> (expectations evaluated, failures, GX result JSON)."""
     import great_expectations as gx
-
     from great_expectations.validator.v1_validator import Validator
 
     expectation_suite = gx.ExpectationSuite(name=name, expectations=suite.expectations)

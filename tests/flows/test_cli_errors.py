@@ -8,7 +8,7 @@ import pytest
 
 def _flywheel(*args, cwd):
     return subprocess.run([sys.executable, "-m", "flywheel.flows.cli", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, check=False)
 
 
 @pytest.mark.parametrize(

@@ -56,7 +56,7 @@ def test_held_out_accuracy_rises_after_warmup(small_run):
 
 @pytest.mark.slow
 def test_training_rows_lead_back_to_rollouts_problems_and_proposer_samples(small_run):
-    catalog, config = small_run
+    catalog, _config = small_run
     chains = catalog.query(
         """
         SELECT t.train_row_id, r.rollout_id, p.problem_id, q.proposal_id, q.source, v.reward

@@ -1,6 +1,7 @@
 import os
 
 import polars as pl
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -35,7 +36,7 @@ def test_wrong_columns_are_rejected_before_anything_is_written(tmp_path):
 
 def test_failed_write_leaves_no_temp_file(tmp_path):
     path = tmp_path / "p.parquet"
-    with pytest.raises(Exception):
+    with pytest.raises((pa.ArrowInvalid, pa.ArrowTypeError)):
         write_atomic("problems", [_problem(0) | {"round": "not-an-int"}], path)
     assert os.listdir(tmp_path) == []
 

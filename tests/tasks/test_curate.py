@@ -38,7 +38,7 @@ def _fixture():
 
 
 def test_curriculum_keeps_the_band_and_says_why_it_drops():
-    problems, rollouts, verdicts = _fixture()
+    problems, _rollouts, verdicts = _fixture()
     curriculum = {c["problem_id"]: c for c in curriculum_rows(problems, verdicts, BAND, warmup=False)}
     assert curriculum["a"]["drop_reason"] == "too_easy" and curriculum["a"]["pass_rate"] == 1.0
     assert curriculum["b"]["kept"] and curriculum["b"]["pass_rate"] == 0.5
