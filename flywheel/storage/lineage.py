@@ -133,8 +133,11 @@ def row_lineage(con: duckdb.DuckDBPyConnection, view: str, row_id: str) -> Resul
 
 def proposer_of(con: duckdb.DuckDBPyConnection, proposal: dict[str, Any]) -> dict[str, str]:
     """The model that wrote a proposal: the synthesize stage's input checkpoint of its round."""
-    if proposal["source"] == "seed":
-        return {"id": "seed", "detail": "the domain's generator (round-0 warm-up seed)"}
+    generator = {"seed": "the domain's generator (round-0 warm-up seed)",
+                 "generator": "the domain's generator (synthesize.source = generator)",
+                 "pool": "the domain's generator (the fixed prompt pool, synthesize.source = pool)"}
+    if proposal["source"] in generator:
+        return {"id": proposal["source"], "detail": generator[proposal["source"]]}
     stage = _one(con, "SELECT inputs_json FROM stages WHERE stage = 'synthesize' AND round = ?"
                  " AND status = 'completed' ORDER BY finished_at DESC", [proposal["round"]])
     fingerprint = json.loads(stage["inputs_json"] or "{}").get("checkpoint") if stage else None

@@ -113,6 +113,9 @@ def test_preset_runs_end_to_end_with_catalog_and_lineage(path, tmp_path, prefect
         assert kinds[:len(head)] == head, kinds
         assert ["problem", "curriculum", "proposal", "model"] == [
             k for k in kinds if k in ("problem", "curriculum", "proposal", "model")][:4], kinds
+        writer = next(r for r in chain.rows if r["kind"] == "model")
+        if last > 0 and config.synthesize.source != "proposer":  # the generator wrote it, not a model
+            assert writer["id"] == config.synthesize.source, writer
         checkpoint = catalog.query("SELECT path FROM datasets WHERE run_id = ? AND round = ?"
                                    " AND kind = 'checkpoint' AND stage = 'train'", [run_id, last])[0]["path"]
         seen = lineage(con, checkpoint)
