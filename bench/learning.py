@@ -14,7 +14,9 @@ Three arms, each run for every seed (`seed` config key) on one base config, warm
                    recorded) but are not trained on
 
 Both baselines set curate.proposer_rows = false (they have no proposer, so every trained token
-goes to the solver: the stronger baseline). Equal compute:
+of rounds >= 1 goes to the solver: the stronger baseline); curate.warmup_proposer_rows stays
+on, so the warm-up is identical in every arm for a seed (checked: the JSON's round-0
+accuracies match). Equal compute:
 - trained tokens: train.epochs is raised to its maximum so that every round trains exactly
   train.max_steps steps of train.batch_size rows in every arm (--no-equal-steps keeps the
   config's epochs); the trainer's `trained_tokens` are printed per arm.

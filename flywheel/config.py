@@ -122,7 +122,11 @@ class CurateConfig(_Section):
     min_pass_rate: float = Field(0.0, ge=0, le=1, description="keep problems with p > this")
     max_pass_rate: float = Field(1.0, ge=0, le=1, description="keep problems with p < this")
     max_answers_per_problem: int = Field(4, ge=1, le=1024, description="verified answers trained per problem")
-    proposer_rows: bool = True
+    proposer_rows: bool = Field(True, description="proposer rows in rounds >= 1 (weighted by proposer_reward)")
+    warmup_proposer_rows: bool = Field(
+        True, description="proposer rows of the warm-up (round 0: the format of every level); "
+                          "separate from proposer_rows so runs with and without a proposer can "
+                          "share the same warm-up")
     max_proposer_rows: int = Field(256, ge=0, le=10_000_000, description="most learnable first")
     solver_targets: Literal["verified", "reference"] = Field(
         "verified",

@@ -31,8 +31,9 @@ Round 0 is the warm-up: the seed problems come from the domain's generator with 
 references (the untrained model has no verified answers yet). Seed problems up to
 `domain.seed_max_level` are kept with the reference as the solver completion; harder ones are
 dropped (`above_warmup_level`) for the solver, so the flywheel, not the seed, must reach them.
-Proposer rows are written for seed problems of every level: they teach the proposer the format
-of each level it will be asked for.
+Proposer rows are written for seed problems of every level (`warmup_proposer_rows`, apart from
+`proposer_rows` of later rounds): they teach the proposer the format of each level it will be
+asked for.
 """
 
 from __future__ import annotations
@@ -126,7 +127,7 @@ def training_rows(domain: Domain, problems: list[dict[str, Any]], rollouts: list
         if warmup:
             if stats is not None:
                 add("solver", domain.solver_prompt(problem["text"]), problem["reference"], 1.0, problem, None)
-            if band.proposer_rows:
+            if band.warmup_proposer_rows:
                 add("proposer", domain.proposer_prompt(problem["level"]), problem["text"], 1.0, problem, None)
             continue
         if stats is None:
