@@ -168,7 +168,12 @@ def summarize(runs: dict[str, dict[int, dict[str, Any]]], rounds: int) -> dict[s
             "trained_tokens": spread([by_seed[s]["trained_tokens"] for s in seeds]),
             "train_steps": spread([by_seed[s]["train_steps"] for s in seeds]),
         }
-    out: dict[str, Any] = {"arms": arms, "ratios": {}, "paired_gain_difference": {}}
+    seeds = sorted({s for by_seed in runs.values() for s in by_seed})
+    warmups = {s: {arm: by_seed[s]["rounds"][0]["accuracy"] for arm, by_seed in runs.items() if s in by_seed}
+               for s in seeds}
+    out: dict[str, Any] = {"arms": arms, "ratios": {}, "paired_gain_difference": {},
+                           "warmup_accuracy": warmups,
+                           "warmups_identical": all(len(set(w.values())) == 1 for w in warmups.values())}
     if "default" in runs:
         for other, label in (("uniform", "default/uniform"), ("no_self_play", "default/no_self_play")):
             if other not in runs:
@@ -203,6 +208,8 @@ def report(summary: dict[str, Any], rounds: int) -> None:
         print(arm.ljust(width) + f"{_fmt(s['generated_tokens'], 0):>22}{_fmt(s['trained_tokens'], 0):>22}"
               f"{_fmt(s['train_steps'], 0):>16}")
     print()
+    if not summary["warmups_identical"]:
+        print(f"WARNING: the arms' warm-ups differ (round-0 accuracy per seed: {summary['warmup_accuracy']})")
     for label, value in summary["ratios"].items():
         print(f"final-gain ratio {label}: " + ("n/a (denominator gain <= 0)" if value is None else f"{value:.2f}"))
     for label, d in summary["paired_gain_difference"].items():
