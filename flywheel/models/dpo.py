@@ -22,10 +22,11 @@ from flywheel.models.trainer import (
     TrainProgress,
     TrainResult,
     common_arguments,
-    logged,
+    finish,
+    fit,
+    load_policy,
     planned_steps,
     report_callback,
-    save_checkpoint,
 )
 
 
@@ -54,9 +55,7 @@ def train_dpo(
     resumable from a trainer checkpoint like `train_sft`. Rows with weight 0 or no `rejected`
     completion are not pairs and raise: the caller routes them elsewhere.
     """
-    import torch
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback
     from trl import DPOConfig, DPOTrainer
 
     rows = [r for r in rows if r["weight"] > 0]
@@ -72,8 +71,7 @@ def train_dpo(
     micro_batch = batch_size // gradient_accumulation_steps
     dataset = Dataset.from_list([{"prompt": r["prompt"], "chosen": r["completion"],
                                   "rejected": r["rejected"]} for r in rows])
-    tokenizer = AutoTokenizer.from_pretrained(base)
-    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    tokenizer, model = load_policy(base)
     config = DPOConfig(
         **common_arguments(work_dir=work_dir, steps=steps, micro_batch=micro_batch,
                            gradient_accumulation_steps=gradient_accumulation_steps,
@@ -89,15 +87,8 @@ def train_dpo(
         processing_class=tokenizer,
         callbacks=[report_callback(progress, steps)],
     )
-    trainer.remove_callback(PrinterCallback)
-    output = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
-    losses = logged(trainer, "loss")  # incl. before resume
+    output = fit(trainer, resume_from)
     tokens_per_pair = sum(len(tokenizer(r["prompt"] + r["completion"]).input_ids)
                           + len(tokenizer(r["prompt"] + r["rejected"]).input_ids) for r in rows) / len(rows)
-    save_checkpoint(trainer.model, tokenizer, out_dir)
-    return TrainResult(
-        steps=output.global_step,
-        final_loss=losses[-1] if losses else None,
-        mean_loss=float(output.training_loss),
-        trained_tokens=int(tokens_per_pair * output.global_step * batch_size),
-    )
+    return finish(trainer, output, tokenizer, out_dir,
+                  trained_tokens=tokens_per_pair * output.global_step * batch_size)

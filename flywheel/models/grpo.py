@@ -27,10 +27,12 @@ from flywheel.models.trainer import (
     TrainProgress,
     TrainResult,
     common_arguments,
+    finish,
+    fit,
+    load_policy,
     logged,
     planned_steps,
     report_callback,
-    save_checkpoint,
 )
 
 RewardFunction = Callable[..., list[float]]
@@ -87,9 +89,7 @@ def train_grpo(
     trainer checkpoint like `train_sft`. The result's
     `rewards` are the mean rewards of every logged step (every `logging_steps` steps).
     """
-    import torch
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
 
     rows = [r for r in rows if r["weight"] > 0]
@@ -107,8 +107,7 @@ def train_grpo(
     rows = [rows[i % len(rows)] for i in range(max(len(rows), per_step))]
     micro_batch = batch_size // gradient_accumulation_steps
     dataset = Dataset.from_list([{"prompt": r["prompt"], "label": r["completion"]} for r in rows])
-    tokenizer = AutoTokenizer.from_pretrained(base)
-    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    tokenizer, model = load_policy(base)
     config = GRPOConfig(
         **common_arguments(work_dir=work_dir, steps=steps, micro_batch=micro_batch,
                            gradient_accumulation_steps=gradient_accumulation_steps,
@@ -129,17 +128,9 @@ def train_grpo(
         processing_class=tokenizer,
         callbacks=[report_callback(progress, steps)],
     )
-    trainer.remove_callback(PrinterCallback)
-    output = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+    output = fit(trainer, resume_from)
     if output.global_step != steps:
         msg = f"GRPO stopped at step {output.global_step} of {steps}; nothing was saved"
         raise RuntimeError(msg)
-    losses = logged(trainer, "loss")  # incl. before resume
-    save_checkpoint(trainer.model, tokenizer, out_dir)
-    return TrainResult(
-        steps=output.global_step,
-        final_loss=losses[-1] if losses else None,
-        mean_loss=float(output.training_loss),
-        trained_tokens=int(trainer.state.num_input_tokens_seen),
-        rewards=tuple(logged(trainer, "reward")),
-    )
+    return finish(trainer, output, tokenizer, out_dir, trained_tokens=trainer.state.num_input_tokens_seen,
+                  rewards=tuple(logged(trainer, "reward")))

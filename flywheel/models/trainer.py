@@ -117,11 +117,33 @@ def logged(trainer: Any, key: str) -> list[float]:
     return [float(entry[key]) for entry in trainer.state.log_history if key in entry]
 
 
-def save_checkpoint(model: Any, tokenizer: Any, out_dir: Path) -> None:
-    """The checkpoint format every adapter writes: `save_pretrained` model + tokenizer."""
+def load_policy(base: Path) -> tuple[Any, Any]:
+    """Tokenizer and float32 model of the checkpoint folder every adapter starts from."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(base), AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+
+
+def fit(trainer: Any, resume_from: Path | None) -> Any:
+    """Run a TRL trainer without its console printer, from `resume_from` when given."""
+    from transformers import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)
+    return trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+
+
+def finish(trainer: Any, output: Any, tokenizer: Any, out_dir: Path, *, trained_tokens: float,
+           rewards: tuple[float, ...] = ()) -> TrainResult:
+    """Write the checkpoint format every adapter writes (`save_pretrained` model + tokenizer)
+    and summarise the training; losses include the steps before a resume."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out_dir)
+    trainer.model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
+    losses = logged(trainer, "loss")
+    return TrainResult(steps=output.global_step, final_loss=losses[-1] if losses else None,
+                       mean_loss=float(output.training_loss), trained_tokens=int(trained_tokens),
+                       rewards=rewards)
 
 
 def train_sft(
@@ -148,9 +170,7 @@ def train_sft(
     `resume_from` (one such checkpoint) continues from its step with its optimizer, scheduler
     and RNG states, so the steps are the same ones an uninterrupted run takes.
     """
-    import torch
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback
     from trl import SFTConfig, SFTTrainer
 
     rows = [r for r in rows if r["weight"] > 0]
@@ -160,8 +180,7 @@ def train_sft(
     steps = planned_steps(len(rows), epochs=epochs, batch_size=batch_size, max_steps=max_steps)
     micro_batch = batch_size // gradient_accumulation_steps
     dataset = Dataset.from_list([{"prompt": r["prompt"], "completion": r["completion"]} for r in rows])
-    tokenizer = AutoTokenizer.from_pretrained(base)
-    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    tokenizer, model = load_policy(base)
     config = SFTConfig(
         **common_arguments(work_dir=work_dir, steps=steps, micro_batch=micro_batch,
                            gradient_accumulation_steps=gradient_accumulation_steps,
@@ -177,14 +196,6 @@ def train_sft(
         processing_class=tokenizer,
         callbacks=[report_callback(progress, steps)],
     )
-    trainer.remove_callback(PrinterCallback)
-    output = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
-    losses = logged(trainer, "loss")  # incl. before resume
-    trained_tokens = sum(len(x) for x in trainer.train_dataset["input_ids"])
-    save_checkpoint(trainer.model, tokenizer, out_dir)
-    return TrainResult(
-        steps=output.global_step,
-        final_loss=losses[-1] if losses else None,
-        mean_loss=float(output.training_loss),
-        trained_tokens=int(trained_tokens * steps * batch_size / max(1, len(rows))),
-    )
+    output = fit(trainer, resume_from)
+    tokens_per_row = sum(len(x) for x in trainer.train_dataset["input_ids"]) / len(rows)
+    return finish(trainer, output, tokenizer, out_dir, trained_tokens=tokens_per_row * steps * batch_size)
