@@ -27,7 +27,9 @@ accuracies match). Equal compute:
 The warm-up (round 0) is the same in every arm for a given seed.
 
 Printed: held-out accuracy after every round per arm (the incumbent after the promotion gate,
-mean and sample standard deviation over seeds; the candidates' accuracy is in the JSON), each
+mean and sample standard deviation over seeds; the candidates' accuracy is in the JSON), the
+last round's accuracy per difficulty level (where the gains come from), the problems rolled
+out and kept per level (what each curriculum offered and what the band let through), each
 arm's final gain = accuracy after the last round - accuracy after the warm-up, the ratios of
 mean final gains default/uniform and default/no_self_play, and the paired differences of gains
 (same seed) with their spread. JSON: bench/results/learning.json (--out).
@@ -119,17 +121,29 @@ def measure(data_root: Path, run_id: str, config: Any) -> dict[str, Any]:
     for r in catalog.query("SELECT round, text FROM proposals WHERE run_id = ? AND source = 'proposer'",
                            [run_id]):
         texts.setdefault(r["round"], []).append(r["text"])
+    offered: dict[tuple[int, int], tuple[int, int]] = {
+        (r["round"], r["level"]): (r["problems"], r["kept"]) for r in catalog.query(
+            "SELECT round, level, count(*) AS problems, count(*) FILTER (WHERE kept) AS kept "
+            "FROM curriculum WHERE run_id = ? GROUP BY round, level", [run_id])}
     baseline = metrics.get((0, "baseline", "accuracy"))
+    levels = sorted({int(name.rsplit("_", 1)[1]) for (_, stage, name) in metrics
+                     if stage == "evaluate" and name.startswith("accuracy_level_")})
     rounds = []
+    by_level = {level: metrics.get((0, "baseline", f"accuracy_level_{level}")) for level in levels}
     for n in range(config.rounds + 1):
         row = decided.get(n)
         if row is None:
             raise SystemExit(f"run {run_id}: round {n} was not decided (see `flywheel status {run_id} "
                              f"--data-root {data_root}`)")
         after = row["candidate_accuracy"] if row["promoted"] else row["incumbent_accuracy"]
+        if row["promoted"]:  # the incumbent's per-level accuracy after the gate
+            by_level = {level: metrics.get((n, "evaluate", f"accuracy_level_{level}")) for level in levels}
         rounds.append({
             "round": n, "accuracy": after, "candidate_accuracy": row["candidate_accuracy"],
             "promoted": bool(row["promoted"]), "reason": row.get("reason"),
+            "accuracy_per_level": {str(level): acc for level, acc in by_level.items()},
+            "rolled_out_per_level": {str(lv): c[0] for (m, lv), c in sorted(offered.items()) if m == n},
+            "kept_per_level": {str(lv): c[1] for (m, lv), c in sorted(offered.items()) if m == n},
             "rollout_tokens": int(metrics.get((n, "rollout", "generated_tokens"), 0)),
             "proposer_tokens": proposer_tokens(config, texts.get(n, [])),
             "trained_tokens": int(metrics.get((n, "train", "trained_tokens"), 0)),
@@ -156,6 +170,13 @@ def ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None or b <= 0 else a / b
 
 
+def per_level_totals(by_seed: dict[int, dict[str, Any]], key: str) -> dict[str, dict[str, float | None]]:
+    """Problems per level summed over rounds >= 1, spread over seeds."""
+    levels = sorted({lv for r in by_seed.values() for n in r["rounds"][1:] for lv in n[key]}, key=int)
+    return {lv: spread([sum(n[key].get(lv, 0) for n in r["rounds"][1:]) for r in by_seed.values()])
+            for lv in levels}
+
+
 def summarize(runs: dict[str, dict[int, dict[str, Any]]], rounds: int) -> dict[str, Any]:
     arms = {}
     for arm, by_seed in runs.items():
@@ -164,9 +185,14 @@ def summarize(runs: dict[str, dict[int, dict[str, Any]]], rounds: int) -> dict[s
             "accuracy_per_round": [spread([by_seed[s]["rounds"][n]["accuracy"] for s in seeds])
                                    for n in range(rounds + 1)],
             "gain": spread([by_seed[s]["gain"] for s in seeds]),
+            "final_accuracy_per_level": {
+                level: spread([by_seed[s]["rounds"][-1]["accuracy_per_level"].get(level) for s in seeds])
+                for level in by_seed[seeds[0]]["rounds"][-1]["accuracy_per_level"]},
             "generated_tokens": spread([by_seed[s]["generated_tokens"] for s in seeds]),
             "trained_tokens": spread([by_seed[s]["trained_tokens"] for s in seeds]),
             "train_steps": spread([by_seed[s]["train_steps"] for s in seeds]),
+            "rolled_out_per_level": per_level_totals(by_seed, "rolled_out_per_level"),
+            "kept_per_level": per_level_totals(by_seed, "kept_per_level"),
         }
     seeds = sorted({s for by_seed in runs.values() for s in by_seed})
     warmups = {s: {arm: by_seed[s]["rounds"][0]["accuracy"] for arm, by_seed in runs.items() if s in by_seed}
@@ -202,6 +228,16 @@ def report(summary: dict[str, Any], rounds: int) -> None:
     for arm, s in arms.items():
         print(arm.ljust(width) + "".join(f"{_fmt(a):>14}" for a in s["accuracy_per_round"])
               + f"{_fmt(s['gain']):>14}")
+    levels = list(next(iter(arms.values()))["final_accuracy_per_level"])
+    print(f"\nheld-out accuracy per level after round {rounds} (mean±sd over seeds)")
+    print("arm".ljust(width) + "".join(f"{'L' + level:>14}" for level in levels))
+    for arm, s in arms.items():
+        print(arm.ljust(width) + "".join(f"{_fmt(s['final_accuracy_per_level'][level]):>14}" for level in levels))
+    print("\nproblems rolled out -> kept per level, rounds >= 1 summed (mean over seeds)")
+    for arm, s in arms.items():
+        print(arm.ljust(width) + "  ".join(
+            f"L{lv} {s['rolled_out_per_level'][lv]['mean']:.0f}->{s['kept_per_level'][lv]['mean']:.0f}"
+            for lv in s["rolled_out_per_level"]))
     print("\ncompute in rounds >= 1 (per run, mean±sd over seeds)")
     print("arm".ljust(width) + f"{'generated tokens':>22}{'trained tokens':>22}{'train steps':>16}")
     for arm, s in arms.items():

@@ -1,0 +1,56 @@
+"""bench/learning.py's summary: per-level totals, gains, paired differences from measured runs."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+_SPEC = importlib.util.spec_from_file_location(
+    "learning_bench", Path(__file__).resolve().parents[2] / "bench" / "learning.py")
+learning = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(learning)
+
+
+def run(accuracies: list[float], kept: list[dict[str, int]], rolled: list[dict[str, int]]) -> dict:
+    rounds = [{"accuracy": a, "accuracy_per_level": {"1": a, "2": a / 2},
+               "kept_per_level": k, "rolled_out_per_level": r}
+              for a, k, r in zip(accuracies, kept, rolled, strict=True)]
+    return {"rounds": rounds, "gain": accuracies[-1] - accuracies[0], "generated_tokens": 10,
+            "trained_tokens": 20, "train_steps": 30}
+
+
+NONE: dict[str, int] = {}
+
+
+def test_summary_totals_levels_over_rounds_after_the_warmup_and_pairs_gains_by_seed():
+    runs = {
+        "default": {0: run([0.1, 0.2, 0.4], [{"2": 99}, {"2": 5, "3": 1}, {"2": 7}],
+                           [{"2": 99}, {"2": 10, "3": 8}, {"2": 9, "3": 2}]),
+                    1: run([0.2, 0.2, 0.3], [NONE, {"2": 1}, {"2": 3, "3": 2}],
+                           [NONE, {"2": 4}, {"2": 6, "3": 5}])},
+        "uniform": {0: run([0.1, 0.1, 0.2], [NONE, NONE, NONE], [NONE, NONE, NONE]),
+                    1: run([0.2, 0.3, 0.4], [NONE, NONE, NONE], [NONE, NONE, NONE])},
+    }
+    summary = learning.summarize(runs, 2)
+    default = summary["arms"]["default"]
+    assert default["kept_per_level"]["2"]["mean"] == pytest.approx((12 + 4) / 2)  # round 0 not counted
+    assert default["kept_per_level"]["3"]["mean"] == pytest.approx((1 + 2) / 2)
+    assert default["rolled_out_per_level"]["3"]["mean"] == pytest.approx((10 + 5) / 2)
+    assert default["final_accuracy_per_level"]["2"]["mean"] == pytest.approx((0.2 + 0.15) / 2)
+    assert default["gain"]["mean"] == pytest.approx(0.2)
+    difference = summary["paired_gain_difference"]["default-uniform"]
+    assert difference["mean"] == pytest.approx(0.05)  # seed 0: 0.3 - 0.1, seed 1: 0.1 - 0.2
+    assert difference["default_wins"] == 1
+    assert summary["ratios"]["default/uniform"] == pytest.approx(0.2 / 0.15)
+    assert summary["warmups_identical"]
+
+
+def test_report_prints_every_arm_and_level(capsys):
+    runs = {"default": {0: run([0.1, 0.3], [NONE, {"2": 4}], [NONE, {"2": 8}])},
+            "uniform": {0: run([0.1, 0.2], [NONE, {"2": 2}], [NONE, {"2": 8}])}}
+    learning.report(learning.summarize(runs, 1), 1)
+    out = capsys.readouterr().out
+    assert "L2 8->4" in out and "L2 8->2" in out
+    assert "final-gain ratio default/uniform: 2.00" in out
