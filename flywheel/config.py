@@ -215,6 +215,16 @@ class TrainConfig(_Section):
         0.1, gt=0, le=10, description="dpo: preference temperature (larger = stay closer to the incumbent)")
     max_pairs_per_problem: int = Field(
         4, ge=1, le=1024, description="dpo: chosen/rejected pairs built per kept problem (curate)")
+    proposer_algorithm: Literal["sft", "grpo"] = Field(
+        "sft",
+        description="rounds >= 1, proposer rows: sft (weighted by curate.proposer_reward) or grpo "
+                    "(Absolute Zero / R-Zero: every proposed problem is answered proposer_samples "
+                    "times by the incumbent solver; reward = curate.proposer_reward of that pass rate)",
+    )
+    proposer_max_steps: int = Field(
+        50, ge=1, le=10_000_000, description="proposer grpo: step cap of the proposer's GRPO pass")
+    proposer_samples: int = Field(
+        8, ge=1, le=1024, description="proposer grpo: solver answers per proposed problem (the online pass rate)")
 
     @model_validator(mode="after")
     def _oom_batch_divides(self) -> TrainConfig:
@@ -223,7 +233,7 @@ class TrainConfig(_Section):
             msg = (f"oom_retry_batch_size = {small} must be smaller than batch_size = "
                    f"{self.batch_size} and divide it")
             raise ValueError(msg)
-        if self.algorithm == "grpo" and self.batch_size % self.num_generations:
+        if "grpo" in (self.algorithm, self.proposer_algorithm) and self.batch_size % self.num_generations:
             msg = (f"batch_size = {self.batch_size} must be a multiple of num_generations = "
                    f"{self.num_generations} (grpo: a batch holds whole groups)")
             raise ValueError(msg)

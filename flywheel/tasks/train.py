@@ -18,12 +18,12 @@ seed references: the untrained model samples no right answers, so GRPO would get
 and DPO no chosen answer. In later rounds the algorithm's trainer (flywheel/models/grpo.py,
 dpo.py) takes the rows it can train (flywheel/tasks/rows.py `split_for`) and a weighted SFT pass
 on the rest follows it in the same stage, into the same checkpoint: the proposer rows (and, for
-DPO, replayed rows without a pair). So with GRPO or DPO only the solver is trained by the
-algorithm; the proposer is still trained by learnability-weighted SFT. This departs from
-Absolute Zero and R-Zero, which train the proposer with GRPO too (its reward measured online
-by sampling the solver on each proposed task). The SFT pass restarts from the algorithm's saved
-model after a crash (it is short: proposer rows are capped by `curate.max_proposer_rows`); the
-algorithm's pass resumes from its trainer checkpoints like SFT.
+DPO, replayed rows without a pair). With `train.proposer_algorithm = "grpo"` the proposer rows
+go to a GRPO pass of their own instead (Absolute Zero, R-Zero), between the two, whose reward is
+the incumbent solver's online pass rate on each proposed problem (flywheel/curriculum/online.py).
+Passes after the first restart from the previous pass's saved model after a crash (they are
+short: proposer rows are capped by `curate.max_proposer_rows`, the proposer's GRPO pass by
+`train.proposer_max_steps`); the first resumes from its trainer checkpoints like SFT.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import random
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -94,6 +95,15 @@ def resumable_training(scratch: Path, accumulation: int, label: str) -> Path | N
     return checkpoint
 
 
+def quarters(name: str, rewards: Sequence[float]) -> dict[str, float]:
+    """Mean reward of the first and the last quarter of a pass's logged steps (none: {})."""
+    if not rewards:
+        return {}
+    quarter = max(1, len(rewards) // 4)
+    return {f"{name}_first_quarter": sum(rewards[:quarter]) / quarter,
+            f"{name}_last_quarter": sum(rewards[-quarter:]) / quarter}
+
+
 def with_replay(rows: list[dict[str, Any]], earlier: list[list[dict[str, Any]]], *, ratio: float,
                 seed: int) -> list[dict[str, Any]]:
     """This round's rows plus `ratio * len(rows)` rows sampled evenly from earlier rounds."""
@@ -114,6 +124,8 @@ def train_pass(ctx: RunContext, kind: str, *, base: Path, rows: list[dict[str, A
                           num_generations=cfg.num_generations, temperature=cfg.grpo_temperature,
                           max_completion_length=cfg.max_completion_length, beta=cfg.grpo_beta,
                           **common)
+    if kind == "proposer-grpo":
+        return train_proposer_grpo(ctx, base=base, rows=rows, **common)
     if kind == "dpo":
         from flywheel.models.dpo import train_dpo
 
@@ -124,6 +136,49 @@ def train_pass(ctx: RunContext, kind: str, *, base: Path, rows: list[dict[str, A
 
     return train_sft(base=base, rows=rows, learning_rate=cfg.warmup_learning_rate if warmup else cfg.learning_rate,
                      batch_size=cfg.batch_size, max_length=cfg.max_length, **common)
+
+
+def train_proposer_grpo(ctx: RunContext, *, base: Path, rows: list[dict[str, Any]], incumbent: Path,
+                        **common: Any) -> TrainResult:
+    """The proposer's GRPO pass: its reward is the online pass rate of the incumbent solver on each
+    proposed problem through `curate.proposer_reward` (flywheel/curriculum/online.py)."""
+    from flywheel.curriculum.online import online_proposer_reward
+    from flywheel.models.backends import SamplingParams, backend_for
+    from flywheel.models.grpo import train_grpo
+
+    cfg, band, rollout = ctx.config.train, ctx.config.curate, ctx.config.rollout
+    solver = backend_for(rollout, incumbent)
+
+    def solve(prompts: list[str], n: int, seed: int) -> list[list[str]]:
+        params = SamplingParams(n=n, temperature=rollout.temperature, max_new_tokens=rollout.max_new_tokens,
+                                seed=seed)
+        return [[c.text for c in group] for group in solver.generate(prompts, params)]
+
+    reward = online_proposer_reward(
+        ctx.domain, solve, reward=band.proposer_reward, samples=cfg.proposer_samples,
+        seed=common["seed"], labels=ctx.config.verify.labels, band_low=band.proposer_band_low, band_high=band.proposer_band_high,
+        diversity_penalty=band.diversity_penalty, diversity_threshold=band.diversity_threshold,
+        diversity_ngram=band.diversity_ngram)
+    try:
+        return train_grpo(base=base, rows=rows, reward=reward, learning_rate=cfg.grpo_learning_rate,
+                          batch_size=cfg.batch_size, num_generations=cfg.num_generations,
+                          temperature=cfg.grpo_temperature, max_completion_length=ctx.config.synthesize.max_new_tokens,
+                          beta=cfg.grpo_beta, **{**common, "max_steps": cfg.proposer_max_steps})
+    finally:
+        solver.close()
+
+
+def plan_passes(algorithm: str, proposer_algorithm: str, rows: list[dict[str, Any]]
+                ) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The trainer passes of one train stage, in order: (kind, rows), empty passes left out.
+
+    The algorithm's own pass first, then the rows it does not take: with proposer GRPO the
+    proposer rows (their prompts) go to a `proposer-grpo` pass, the rest to a weighted SFT pass.
+    """
+    proposer = [r for r in rows if r["role"] == "proposer"] if proposer_algorithm == "grpo" else []
+    takes, rest = split_for(algorithm, [r for r in rows if r["role"] != "proposer"] if proposer else rows)
+    passes = [(algorithm, takes), ("proposer-grpo", proposer), ("sft", rest)]
+    return [(kind, part) for kind, part in passes if any(r["weight"] > 0 for r in part)] or [("sft", rows)]
 
 
 @task(name="train", cache_policy=NONE, persist_result=False, **TRANSIENT)
@@ -145,12 +200,11 @@ def train(ctx: RunContext, round_index: int, incumbent: Checkpoint, curated: Sta
         scratch = round_dir(ctx.data_root, ctx.run_id, round_index) / f".train-{fingerprint[:12]}"
         epochs = cfg.warmup_epochs if warmup else cfg.epochs
         max_steps = cfg.warmup_max_steps if warmup else cfg.max_steps
-        passes = [(kind, part) for kind, part in
-                  zip((algorithm, "sft"), split_for(algorithm, rows), strict=True)
-                  if any(r["weight"] > 0 for r in part)] or [("sft", rows)]  # none: sft says why
-        per_step = {"grpo": cfg.num_generations}  # grpo's batch counts completions, not prompts
+        passes = plan_passes(algorithm, "sft" if warmup else cfg.proposer_algorithm, rows)
+        per_step = {"grpo": cfg.num_generations, "proposer-grpo": cfg.num_generations}  # completions
+        cap = {"proposer-grpo": cfg.proposer_max_steps}
         steps = sum(planned_steps(sum(r["weight"] > 0 for r in part) * per_step.get(kind, 1),
-                                  epochs=epochs, batch_size=cfg.batch_size, max_steps=max_steps)
+                                  epochs=epochs, batch_size=cfg.batch_size, max_steps=cap.get(kind, max_steps))
                     for kind, part in passes)
         label = f"round {round_index} train"
 
@@ -172,6 +226,7 @@ def train(ctx: RunContext, round_index: int, incumbent: Checkpoint, curated: Sta
                     temp = out if last else scratch / f".model-{kind}.tmp"
                     results.append(train_pass(
                         ctx, kind, base=base, rows=part, out_dir=temp, warmup=warmup,
+                        **({"incumbent": incumbent.path} if kind == "proposer-grpo" else {}),
                         epochs=epochs, max_steps=max_steps, seed=seed,
                         work_dir=scratch / ("trainer" if index == 0 else f"trainer-{kind}"),
                         progress=on_step, save_steps=cfg.save_steps if index == 0 else 0,
@@ -194,8 +249,9 @@ def train(ctx: RunContext, round_index: int, incumbent: Checkpoint, curated: Sta
             shutil.rmtree(scratch, ignore_errors=True)
             results = attempt(accumulation)
         main = results[0]
-        rewards = [r for result in results for r in result.rewards]
-        quarter = max(1, len(rewards) // 4)
+        kinds = [kind for kind, _ in passes]
+        rewards = list(main.rewards) if kinds[0] == "grpo" else []
+        proposer = results[kinds.index("proposer-grpo")].rewards if "proposer-grpo" in kinds else ()
         return StageResult(
             checkpoint=scratch / "model", checkpoint_rows=len(rows),
             metrics={"steps": sum(r.steps for r in results), "final_loss": main.final_loss or 0.0,
@@ -203,11 +259,13 @@ def train(ctx: RunContext, round_index: int, incumbent: Checkpoint, curated: Sta
                      "train_rows": len(rows),
                      "replayed_rows": sum(r["round"] != round_index for r in rows),
                      "gradient_accumulation_steps": accumulation,
-                     **({f"{passes[0][0]}_rows": len(passes[0][1]), "sft_pass_rows": len(passes[1][1]),
-                         "sft_pass_steps": results[-1].steps} if len(passes) == 2 else {}),
-                     **({"grpo_reward_first_quarter": sum(rewards[:quarter]) / quarter,
-                         "grpo_reward_last_quarter": sum(rewards[-quarter:]) / quarter}
-                        if rewards else {})},
+                     **({f"{passes[0][0]}_rows": len(passes[0][1])} if len(passes) > 1 else {}),
+                     **({"sft_pass_rows": len(passes[-1][1]), "sft_pass_steps": results[-1].steps}
+                        if len(passes) > 1 and kinds[-1] == "sft" else {}),
+                     **({"proposer_grpo_rows": len(passes[kinds.index("proposer-grpo")][1]),
+                         "proposer_grpo_steps": results[kinds.index("proposer-grpo")].steps}
+                        if "proposer-grpo" in kinds else {}),
+                     **quarters("grpo_reward", rewards), **quarters("proposer_reward", proposer)},
         )
 
     out = run_stage(

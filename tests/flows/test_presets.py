@@ -31,6 +31,7 @@ ROUND_STAGES = ["synthesize", "rollout", "verify", "curate", "train", "evaluate"
 OVERRIDES = {"rounds": 1, "domain.seed_problems": 200, "domain.min_level": 1, "domain.max_level": 2,
              "domain.heldout_per_level": 3, "synthesize.proposals": 64, "rollout.samples_per_problem": 4,
              "train.batch_size": 32, "train.warmup_max_steps": 60, "train.max_steps": 4,
+             "train.proposer_max_steps": 2, "train.proposer_samples": 2,
              "gates.enabled": False}
 
 
@@ -95,10 +96,13 @@ def test_preset_runs_end_to_end_with_catalog_and_lineage(path, tmp_path, prefect
         "SELECT train_row_id, role, rollout_id FROM train_rows WHERE run_id = ? AND round = ?"
         " AND role = 'solver' ORDER BY train_row_id LIMIT 1", [run_id, last])
     assert trained, f"round {last} trained on no solver rows"
-    # the preset's training algorithm ran: GRPO logged rewards, DPO trained on pairs
+    # the preset's training algorithms ran: GRPO logged rewards (the proposer's too, where it is
+    # trained by GRPO), DPO trained on pairs
     train_metrics = {r["name"] for r in catalog.query(
         "SELECT name FROM metrics WHERE run_id = ? AND round = 1 AND stage = 'train'", [run_id])}
     assert ("grpo_reward_first_quarter" in train_metrics) == (config.train.algorithm == "grpo"), train_metrics
+    proposer_grpo = config.train.proposer_algorithm == "grpo"
+    assert ("proposer_reward_first_quarter" in train_metrics) == proposer_grpo, train_metrics
     pairs = catalog.query("SELECT count(*) AS n FROM train_rows WHERE run_id = ? AND round = 1"
                           " AND rejected IS NOT NULL", [run_id])[0]["n"]
     assert (pairs > 0) == (config.train.algorithm == "dpo"), pairs

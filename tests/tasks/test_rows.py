@@ -167,8 +167,9 @@ def test_split_for_routes_rows_the_algorithm_cannot_train_to_sft(algorithm, main
 @pytest.fixture
 def stage_inputs(tmp_path):
     """A round-1 train stage over one GRPO prompt row, one DPO pair and one proposer row."""
-    def make(algorithm, round_index=1):
+    def make(algorithm, round_index=1, proposer_algorithm="sft"):
         config = load_config(None, {"rounds": 1, "train.algorithm": algorithm, "train.batch_size": 8,
+                                    "train.proposer_algorithm": proposer_algorithm,
                                     "train.replay_ratio": 0.0, "gates.enabled": False})
         ctx = RunContext(data_root=tmp_path, run_id="r", config=config)
         base = {"run_id": "r", "round": round_index, "weight": 1.0, "proposal_id": "q"}
@@ -214,3 +215,39 @@ def test_train_stage_dispatches_on_the_algorithm(stage_inputs, monkeypatch, algo
     checkpoint = train.fn(*stage_inputs(algorithm, round_index), [])
     assert calls == expected
     assert json.loads((checkpoint.path / "model.safetensors").read_text()) == list(expected[-1])
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "expected"),
+    [
+        ("sft", [("sft", "incumbent", ["2", "4"], False), ("grpo", "model-sft", ["1+1"], True)]),
+        ("dpo", [("dpo", "incumbent", ["4"], False), ("grpo", "model-dpo", ["1+1"], True),
+                 ("sft", "model-proposer-grpo", ["2"], False)]),
+    ],
+)
+def test_proposer_grpo_pass_trains_the_proposer_rows_against_the_incumbent_solver(
+        stage_inputs, monkeypatch, algorithm, expected):
+    from flywheel.models import backends
+
+    calls, solvers = [], []
+
+    class Solver:
+        def __init__(self, rollout, checkpoint):
+            solvers.append(checkpoint.name)
+
+        def close(self):
+            solvers.append("closed")
+
+    monkeypatch.setattr(backends, "backend_for", Solver)
+    monkeypatch.setattr(trainer, "train_sft", _fake("sft", calls))
+    monkeypatch.setattr(grpo, "train_grpo", _fake("grpo", calls, rewards=(0.0, 0.25, 0.5, 1.0)))
+    monkeypatch.setattr(dpo, "train_dpo", _fake("dpo", calls))
+    inputs = stage_inputs(algorithm, 1, proposer_algorithm="grpo")
+    train.fn(*inputs, [])
+    assert calls == expected
+    assert solvers == ["incumbent", "closed"]  # rewarded against the incumbent, not the new solver
+    metrics = {r["name"]: r["value"] for r in inputs[0].catalog.query(
+        "SELECT name, value FROM metrics WHERE stage = 'train'")}
+    assert metrics["proposer_reward_first_quarter"] == 0.0
+    assert metrics["proposer_reward_last_quarter"] == 1.0
+    assert metrics["proposer_grpo_rows"] == 1

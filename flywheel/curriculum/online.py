@@ -1,0 +1,68 @@
+"""The proposer's online reward: sample the solver on each proposed problem, reward its pass rate.
+
+Absolute Zero and R-Zero train the proposer by GRPO: every problem it writes during training is
+handed to the current solver, which answers it k times; the pass rate p of those answers goes
+through the proposer reward (learnability, uncertainty, band, ...: flywheel.curriculum.rewards).
+With `labels = "majority"` (R-Zero: no references), p is instead the share of the k answers
+that agree with their majority vote (flywheel.curriculum.votes). A sample the domain cannot
+parse, or, with reference labels, whose reference it cannot compute, earns 0 — it teaches the
+solver nothing. With a diversity penalty, R-Zero's repetition penalty is applied inside the
+group batch: valid samples are clustered by near-duplicate similarity and each loses
+`lambda x cluster size / batch size` (clipped at 0).
+
+`solve(prompts, n, seed)` returns n answers per solver prompt; the train stage binds it to a
+rollout backend on the incumbent checkpoint (the solver the proposer is rewarded against stays
+fixed during the pass), tests bind it to a fake.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from flywheel.curriculum.dedup import clusters
+from flywheel.curriculum.rewards import diversity_penalties, penalized, proposer_reward
+from flywheel.curriculum.votes import majority_vote
+from flywheel.domains.base import Domain, Problem
+
+Solve = Callable[[list[str], int, int], list[list[str]]]
+REWARD_NAME = "solver_pass_rate"
+
+
+def online_proposer_reward(domain: Domain, solve: Solve, *, reward: str, samples: int, seed: int,
+                           labels: str = "reference", band_low: float = 0.3, band_high: float = 0.8, diversity_penalty: float = 0.0,
+                           diversity_threshold: float = 0.8, diversity_ngram: int = 3
+                           ) -> Callable[..., list[float]]:
+    """A TRL reward function over proposer completions (see the module docstring).
+
+    Every call samples the solver with a new seed (`seed`, `seed + 1`, ...), so the same problem
+    proposed in two steps is judged by fresh answers, and a rerun of the pass sees the same ones.
+    """
+    calls = 0
+
+    def solver_pass_rate(completions: list[str], **_: Any) -> list[float]:
+        nonlocal calls
+        parsed = [domain.parse(text) for text in completions]
+        valid = [i for i, p in enumerate(parsed)
+                 if isinstance(p, Problem) and (labels == "majority" or p.reference is not None)]
+        rewards = [0.0] * len(completions)
+        if valid:
+            problems = [parsed[i] for i in valid]
+            answers = solve([domain.solver_prompt(p.text) for p in problems], samples, seed + calls)
+            for index, problem, answered in zip(valid, problems, answers, strict=True):
+                label = (majority_vote([domain.extract(a) for a in answered]).label if labels == "majority"
+                         else problem.reference)
+                scores = [0.0 if s is None else s for s in domain.score(answered, [label] * len(answered))]
+                rewards[index] = proposer_reward(reward, sum(scores) / len(scores), scores,
+                                                 band_low=band_low, band_high=band_high)
+            if diversity_penalty > 0:
+                texts = [parsed[i].text for i in valid]
+                penalties = diversity_penalties(clusters(texts, threshold=diversity_threshold,
+                                                         ngram=diversity_ngram, seed=seed))
+                for index, penalty in zip(valid, penalties, strict=True):
+                    rewards[index] = penalized(rewards[index], penalty, diversity_penalty)
+        calls += 1
+        return rewards
+
+    solver_pass_rate.__name__ = REWARD_NAME
+    return solver_pass_rate
