@@ -53,6 +53,15 @@ VERSION = 1
 # Train settings that change how training runs, not what it computes; left out of the
 # fingerprint so that changing them (say, after an out-of-memory crash) keeps finished work.
 OPERATIONAL_KEYS = ("save_steps", "oom_retry_batch_size")
+# Settings of the proposer's GRPO pass: they change nothing while the proposer is trained by SFT,
+# so then they stay out of the fingerprint too (runs made before they existed keep theirs).
+PROPOSER_GRPO_KEYS = ("proposer_algorithm", "proposer_max_steps", "proposer_samples")
+
+
+def fingerprinted_settings(train: dict[str, Any]) -> dict[str, Any]:
+    """The `[train]` settings that decide what the train stage computes (its fingerprint's)."""
+    unused = PROPOSER_GRPO_KEYS if train.get("proposer_algorithm", "sft") == "sft" else ()
+    return {key: value for key, value in train.items() if key not in OPERATIONAL_KEYS + unused}
 PLAN_FILE = "plan.json"
 
 
@@ -270,8 +279,7 @@ def train(ctx: RunContext, round_index: int, incumbent: Checkpoint, curated: Sta
 
     out = run_stage(
         ctx, stage="train", version=VERSION, round_index=round_index,
-        config={"train": {key: value for key, value in ctx.config.slice("train")["train"].items()
-                          if key not in OPERATIONAL_KEYS}, "warmup": warmup},
+        config={"train": fingerprinted_settings(ctx.config.slice("train")["train"]), "warmup": warmup},
         inputs={"checkpoint": incumbent.fingerprint, "train_rows": curated.fingerprint,
                 **{f"replay_round_{o.round}": o.fingerprint for o in earlier}},
         compute=compute,

@@ -14,3 +14,20 @@ def test_proposer_grpo_takes_the_proposer_rows_out_of_every_other_pass():
     assert plan_passes("dpo", "grpo", rows) == [("dpo", [pair]), ("proposer-grpo", [proposer]),
                                                 ("sft", [solver])]
     assert plan_passes("grpo", "sft", rows) == [("grpo", [solver, pair]), ("sft", [proposer])]
+
+
+def test_proposer_grpo_settings_enter_the_fingerprint_only_when_the_proposer_uses_grpo():
+    from flywheel.config import load_config
+    from flywheel.tasks.train import fingerprinted_settings
+
+    def settings(**train):
+        return fingerprinted_settings(load_config(None, {f"train.{k}": v for k, v in train.items()})
+                                      .slice("train")["train"])
+
+    sft = settings()
+    assert not any(key.startswith("proposer_") for key in sft)  # runs made before the keys existed
+    assert "save_steps" not in sft and "learning_rate" in sft
+    assert settings(proposer_max_steps=7) == sft
+    grpo = settings(proposer_algorithm="grpo")
+    assert grpo["proposer_algorithm"] == "grpo" and grpo["proposer_samples"] == 8
+    assert settings(proposer_algorithm="grpo", proposer_max_steps=7) != grpo
