@@ -53,14 +53,15 @@ VERSION = 1
 # Train settings that change how training runs, not what it computes; left out of the
 # fingerprint so that changing them (say, after an out-of-memory crash) keeps finished work.
 OPERATIONAL_KEYS = ("save_steps", "oom_retry_batch_size")
-# Settings of the proposer's GRPO pass: they change nothing while the proposer is trained by SFT,
-# so then they stay out of the fingerprint too (runs made before they existed keep theirs).
+# Settings of the proposer's GRPO pass: they change nothing in the warm-up or while the proposer
+# is trained by SFT, so then they stay out of the fingerprint too (runs made before they existed
+# keep theirs, and arms that differ only in them share one warm-up).
 PROPOSER_GRPO_KEYS = ("proposer_algorithm", "proposer_max_steps", "proposer_samples")
 
 
-def fingerprinted_settings(train: dict[str, Any]) -> dict[str, Any]:
+def fingerprinted_settings(train: dict[str, Any], *, warmup: bool = False) -> dict[str, Any]:
     """The `[train]` settings that decide what the train stage computes (its fingerprint's)."""
-    unused = PROPOSER_GRPO_KEYS if train.get("proposer_algorithm", "sft") == "sft" else ()
+    unused = PROPOSER_GRPO_KEYS if warmup or train.get("proposer_algorithm", "sft") == "sft" else ()
     return {key: value for key, value in train.items() if key not in OPERATIONAL_KEYS + unused}
 PLAN_FILE = "plan.json"
 
@@ -279,7 +280,8 @@ def train(ctx: RunContext, round_index: int, incumbent: Checkpoint, curated: Sta
 
     out = run_stage(
         ctx, stage="train", version=VERSION, round_index=round_index,
-        config={"train": fingerprinted_settings(ctx.config.slice("train")["train"]), "warmup": warmup},
+        config={"train": fingerprinted_settings(ctx.config.slice("train")["train"], warmup=warmup),
+                "warmup": warmup},
         inputs={"checkpoint": incumbent.fingerprint, "train_rows": curated.fingerprint,
                 **{f"replay_round_{o.round}": o.fingerprint for o in earlier}},
         compute=compute,

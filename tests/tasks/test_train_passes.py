@@ -31,3 +31,5 @@ def test_proposer_grpo_settings_enter_the_fingerprint_only_when_the_proposer_use
     grpo = settings(proposer_algorithm="grpo")
     assert grpo["proposer_algorithm"] == "grpo" and grpo["proposer_samples"] == 8
     assert settings(proposer_algorithm="grpo", proposer_max_steps=7) != grpo
+    warmup = load_config(None, {"train.proposer_algorithm": "grpo"}).slice("train")["train"]
+    assert fingerprinted_settings(warmup, warmup=True) == sft  # the warm-up trains no proposer by GRPO
