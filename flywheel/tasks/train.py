@@ -178,15 +178,20 @@ def train_proposer_grpo(ctx: RunContext, *, base: Path, rows: list[dict[str, Any
         solver.close()
 
 
-def plan_passes(algorithm: str, proposer_algorithm: str, rows: list[dict[str, Any]]
+def plan_passes(algorithm: str, proposer_algorithm: str, rows: list[dict[str, Any]], round_index: int
                 ) -> list[tuple[str, list[dict[str, Any]]]]:
     """The trainer passes of one train stage, in order: (kind, rows), empty passes left out.
 
-    The algorithm's own pass first, then the rows it does not take: with proposer GRPO the
-    proposer rows (their prompts) go to a `proposer-grpo` pass, the rest to a weighted SFT pass.
+    The algorithm's own pass first, then the rows it does not take in a weighted SFT pass. With
+    proposer GRPO a `proposer-grpo` pass comes between them: it takes the prompts of every
+    proposer row, and this round's proposer rows leave the other passes. Replayed proposer rows
+    of earlier rounds stay in them too, as the solver's replayed rows do: without them the
+    solver's pass makes the model forget how to write a problem at all (measured: 3469 of 4096
+    proposals empty after one round, and GRPO cannot recover from rewards that are all 0).
     """
     proposer = [r for r in rows if r["role"] == "proposer"] if proposer_algorithm == "grpo" else []
-    takes, rest = split_for(algorithm, [r for r in rows if r["role"] != "proposer"] if proposer else rows)
+    kept = [r for r in rows if not (r["role"] == "proposer" and r["round"] == round_index)] if proposer else rows
+    takes, rest = split_for(algorithm, kept)
     passes = [(algorithm, takes), ("proposer-grpo", proposer), ("sft", rest)]
     return [(kind, part) for kind, part in passes if any(r["weight"] > 0 for r in part)] or [("sft", rows)]
 
@@ -210,7 +215,7 @@ def train(ctx: RunContext, round_index: int, incumbent: Checkpoint, curated: Sta
         scratch = round_dir(ctx.data_root, ctx.run_id, round_index) / f".train-{fingerprint[:12]}"
         epochs = cfg.warmup_epochs if warmup else cfg.epochs
         max_steps = cfg.warmup_max_steps if warmup else cfg.max_steps
-        passes = plan_passes(algorithm, "sft" if warmup else cfg.proposer_algorithm, rows)
+        passes = plan_passes(algorithm, "sft" if warmup else cfg.proposer_algorithm, rows, round_index)
         per_step = {"grpo": cfg.num_generations, "proposer-grpo": cfg.num_generations}  # completions
         cap = {"proposer-grpo": cfg.proposer_max_steps}
         steps = sum(planned_steps(sum(r["weight"] > 0 for r in part) * per_step.get(kind, 1),

@@ -3,17 +3,28 @@
 from flywheel.tasks.train import plan_passes
 
 
-def test_proposer_grpo_takes_the_proposer_rows_out_of_every_other_pass():
-    solver = {"role": "solver", "weight": 1.0, "rejected": None}
-    pair = {"role": "solver", "weight": 1.0, "rejected": "3"}
-    proposer = {"role": "proposer", "weight": 0.5, "rejected": None}
+def test_proposer_grpo_takes_this_rounds_proposer_rows_out_of_the_other_passes():
+    solver = {"role": "solver", "weight": 1.0, "rejected": None, "round": 1}
+    pair = {"role": "solver", "weight": 1.0, "rejected": "3", "round": 1}
+    proposer = {"role": "proposer", "weight": 0.5, "rejected": None, "round": 1}
     rows = [solver, pair, proposer]
-    assert plan_passes("sft", "sft", rows) == [("sft", rows)]
-    assert plan_passes("sft", "grpo", rows) == [("sft", [solver, pair]), ("proposer-grpo", [proposer])]
-    assert plan_passes("grpo", "grpo", rows) == [("grpo", [solver, pair]), ("proposer-grpo", [proposer])]
-    assert plan_passes("dpo", "grpo", rows) == [("dpo", [pair]), ("proposer-grpo", [proposer]),
-                                                ("sft", [solver])]
-    assert plan_passes("grpo", "sft", rows) == [("grpo", [solver, pair]), ("sft", [proposer])]
+    assert plan_passes("sft", "sft", rows, 1) == [("sft", rows)]
+    assert plan_passes("sft", "grpo", rows, 1) == [("sft", [solver, pair]), ("proposer-grpo", [proposer])]
+    assert plan_passes("grpo", "grpo", rows, 1) == [("grpo", [solver, pair]), ("proposer-grpo", [proposer])]
+    assert plan_passes("dpo", "grpo", rows, 1) == [("dpo", [pair]), ("proposer-grpo", [proposer]),
+                                                   ("sft", [solver])]
+    assert plan_passes("grpo", "sft", rows, 1) == [("grpo", [solver, pair]), ("sft", [proposer])]
+
+
+def test_replayed_proposer_rows_give_prompts_to_proposer_grpo_and_stay_in_the_sft_pass():
+    solver = {"role": "solver", "weight": 1.0, "rejected": None, "round": 2}
+    new = {"role": "proposer", "weight": 0.5, "rejected": None, "round": 2}
+    replayed = {"role": "proposer", "weight": 1.0, "rejected": None, "round": 0}
+    rows = [solver, new, replayed]
+    assert plan_passes("sft", "grpo", rows, 2) == [("sft", [solver, replayed]),
+                                                   ("proposer-grpo", [new, replayed])]
+    assert plan_passes("grpo", "grpo", rows, 2) == [("grpo", [solver]), ("proposer-grpo", [new, replayed]),
+                                                    ("sft", [replayed])]
 
 
 def test_proposer_grpo_settings_enter_the_fingerprint_only_when_the_proposer_uses_grpo():
