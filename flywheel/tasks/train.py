@@ -184,13 +184,20 @@ def plan_passes(algorithm: str, proposer_algorithm: str, rows: list[dict[str, An
 
     The algorithm's own pass first, then the rows it does not take in a weighted SFT pass. With
     proposer GRPO a `proposer-grpo` pass comes between them: it takes the prompts of every
-    proposer row, and this round's proposer rows leave the other passes. Replayed proposer rows
-    of earlier rounds stay in them too, as the solver's replayed rows do: without them the
-    solver's pass makes the model forget how to write a problem at all (measured: 3469 of 4096
-    proposals empty after one round, and GRPO cannot recover from rewards that are all 0).
+    proposer row, and the proposer rows leave the other passes, except that under SFT the
+    replayed proposer rows of earlier rounds stay in the solver's pass, as its replayed rows do:
+    without them 800 SFT steps on solver rows make the model forget how to write a problem at
+    all (measured: 3469 of 4096 proposals empty one round later; GRPO cannot recover from
+    rewards that are all 0). Under GRPO or DPO they would form an SFT pass of their own at the
+    SFT learning rate, which cost the solver held-out accuracy (0.040 -> 0.015 and 0.060 -> 0.020
+    on the absolute-zero and r-zero presets at full size), so there they go to GRPO only.
     """
     proposer = [r for r in rows if r["role"] == "proposer"] if proposer_algorithm == "grpo" else []
-    kept = [r for r in rows if not (r["role"] == "proposer" and r["round"] == round_index)] if proposer else rows
+
+    def anchor(row: dict[str, Any]) -> bool:
+        return algorithm == "sft" and row["round"] != round_index
+
+    kept = [r for r in rows if r["role"] != "proposer" or anchor(r)] if proposer else rows
     takes, rest = split_for(algorithm, kept)
     passes = [(algorithm, takes), ("proposer-grpo", proposer), ("sft", rest)]
     return [(kind, part) for kind, part in passes if any(r["weight"] > 0 for r in part)] or [("sft", rows)]

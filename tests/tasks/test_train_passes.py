@@ -16,15 +16,15 @@ def test_proposer_grpo_takes_this_rounds_proposer_rows_out_of_the_other_passes()
     assert plan_passes("grpo", "sft", rows, 1) == [("grpo", [solver, pair]), ("sft", [proposer])]
 
 
-def test_replayed_proposer_rows_give_prompts_to_proposer_grpo_and_stay_in_the_sft_pass():
+def test_replayed_proposer_rows_stay_in_the_solvers_sft_pass_only_under_sft():
     solver = {"role": "solver", "weight": 1.0, "rejected": None, "round": 2}
     new = {"role": "proposer", "weight": 0.5, "rejected": None, "round": 2}
     replayed = {"role": "proposer", "weight": 1.0, "rejected": None, "round": 0}
     rows = [solver, new, replayed]
     assert plan_passes("sft", "grpo", rows, 2) == [("sft", [solver, replayed]),
                                                    ("proposer-grpo", [new, replayed])]
-    assert plan_passes("grpo", "grpo", rows, 2) == [("grpo", [solver]), ("proposer-grpo", [new, replayed]),
-                                                    ("sft", [replayed])]
+    assert plan_passes("grpo", "grpo", rows, 2) == [("grpo", [solver]), ("proposer-grpo", [new, replayed])]
+    assert plan_passes("dpo", "grpo", rows, 2) == [("proposer-grpo", [new, replayed]), ("sft", [solver])]
 
 
 def test_proposer_grpo_settings_enter_the_fingerprint_only_when_the_proposer_uses_grpo():
