@@ -53,6 +53,7 @@ VERSION = 1
 # Train settings that change how training runs, not what it computes; left out of the
 # fingerprint so that changing them (say, after an out-of-memory crash) keeps finished work.
 OPERATIONAL_KEYS = ("save_steps", "oom_retry_batch_size")
+PLAN_FILE = "plan.json"
 # Settings of the proposer's GRPO pass: they change nothing in the warm-up or while the proposer
 # is trained by SFT, so then they stay out of the fingerprint too (runs made before they existed
 # keep theirs, and arms that differ only in them share one warm-up).
@@ -63,7 +64,6 @@ def fingerprinted_settings(train: dict[str, Any], *, warmup: bool = False) -> di
     """The `[train]` settings that decide what the train stage computes (its fingerprint's)."""
     unused = PROPOSER_GRPO_KEYS if warmup or train.get("proposer_algorithm", "sft") == "sft" else ()
     return {key: value for key, value in train.items() if key not in OPERATIONAL_KEYS + unused}
-PLAN_FILE = "plan.json"
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
@@ -166,14 +166,14 @@ def train_proposer_grpo(ctx: RunContext, *, base: Path, rows: list[dict[str, Any
 
     reward = online_proposer_reward(
         ctx.domain, solve, reward=band.proposer_reward, samples=cfg.proposer_samples,
-        seed=common["seed"], labels=ctx.config.verify.labels, band_low=band.proposer_band_low, band_high=band.proposer_band_high,
-        diversity_penalty=band.diversity_penalty, diversity_threshold=band.diversity_threshold,
+        seed=common["seed"], labels=ctx.config.verify.labels, band_low=band.proposer_band_low,
+        band_high=band.proposer_band_high, diversity_penalty=band.diversity_penalty, diversity_threshold=band.diversity_threshold,
         diversity_ngram=band.diversity_ngram)
     try:
         return train_grpo(base=base, rows=rows, reward=reward, learning_rate=cfg.grpo_learning_rate,
                           batch_size=cfg.batch_size, num_generations=cfg.num_generations,
-                          temperature=cfg.grpo_temperature, max_completion_length=ctx.config.synthesize.max_new_tokens,
-                          beta=cfg.grpo_beta, **{**common, "max_steps": cfg.proposer_max_steps})
+                          temperature=cfg.grpo_temperature,
+                          max_completion_length=ctx.config.synthesize.max_new_tokens, beta=cfg.grpo_beta, **{**common, "max_steps": cfg.proposer_max_steps})
     finally:
         solver.close()
 
