@@ -18,22 +18,24 @@ fixed during the pass), tests bind it to a fake.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flywheel.curriculum.dedup import clusters
-from flywheel.curriculum.rewards import diversity_penalties, penalized, proposer_reward
+from flywheel.curriculum.rewards import diversity_penalties, proposer_weight
 from flywheel.curriculum.votes import majority_vote
 from flywheel.domains.base import Domain, Problem
+
+if TYPE_CHECKING:
+    from flywheel.config import CurateConfig
 
 Solve = Callable[[list[str], int, int], list[list[str]]]
 REWARD_NAME = "solver_pass_rate"
 
 
-def online_proposer_reward(domain: Domain, solve: Solve, *, reward: str, samples: int, seed: int,
-                           labels: str = "reference", band_low: float = 0.3, band_high: float = 0.8, diversity_penalty: float = 0.0,
-                           diversity_threshold: float = 0.8, diversity_ngram: int = 3
-                           ) -> Callable[..., list[float]]:
-    """A TRL reward function over proposer completions (see the module docstring).
+def online_proposer_reward(domain: Domain, solve: Solve, band: CurateConfig, *, samples: int, seed: int,
+                           labels: str = "reference") -> Callable[..., list[float]]:
+    """A TRL reward function over proposer completions (see the module docstring); `band` gives
+    the reward and the diversity penalty, as it does for curate's proposer rows.
 
     Every call samples the solver with a new seed (`seed`, `seed + 1`, ...), so the same problem
     proposed in two steps is judged by fresh answers, and a rerun of the pass sees the same ones.
@@ -48,19 +50,16 @@ def online_proposer_reward(domain: Domain, solve: Solve, *, reward: str, samples
         rewards = [0.0] * len(completions)
         if valid:
             problems = [parsed[i] for i in valid]
-            answers = solve([domain.solver_prompt(p.text) for p in problems], samples, seed + calls)
-            for index, problem, answered in zip(valid, problems, answers, strict=True):
+            texts = [p.text for p in problems]
+            penalties = (diversity_penalties(clusters(texts, threshold=band.diversity_threshold,
+                                                      ngram=band.diversity_ngram))
+                         if band.diversity_penalty > 0 else [0.0] * len(problems))
+            answers = solve([domain.solver_prompt(text) for text in texts], samples, seed + calls)
+            for index, problem, answered, penalty in zip(valid, problems, answers, penalties, strict=True):
                 label = (majority_vote([domain.extract(a) for a in answered]).label if labels == "majority"
                          else problem.reference)
                 scores = [0.0 if s is None else s for s in domain.score(answered, [label] * len(answered))]
-                rewards[index] = proposer_reward(reward, sum(scores) / len(scores), scores,
-                                                 band_low=band_low, band_high=band_high)
-            if diversity_penalty > 0:
-                texts = [parsed[i].text for i in valid]
-                penalties = diversity_penalties(clusters(texts, threshold=diversity_threshold,
-                                                         ngram=diversity_ngram, seed=seed))
-                for index, penalty in zip(valid, penalties, strict=True):
-                    rewards[index] = penalized(rewards[index], penalty, diversity_penalty)
+                rewards[index] = proposer_weight(sum(scores) / len(scores), scores, band, penalty=penalty)
         calls += 1
         return rewards
 

@@ -21,7 +21,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from flywheel.config import CurateConfig
 
 ProposerReward = Literal["variance", "learnability", "uncertainty", "band", "regret"]
 PROPOSER_REWARDS: tuple[str, ...] = ("variance", "learnability", "uncertainty", "band", "regret")
@@ -102,3 +105,12 @@ def penalized(reward: float, penalty: float, strength: float) -> float:
     reward inside GRPO's advantage; flywheel's proposer rows are weighted SFT rows, so the result
     is clipped at 0 (a negative weight would mean unlearning the problem)."""
     return max(0.0, reward - strength * penalty)
+
+
+def proposer_weight(pass_rate: float, rewards: Sequence[float], band: CurateConfig, *,
+                    penalty: float = 0.0) -> float:
+    """`curate.proposer_reward` of one problem less `curate.diversity_penalty` x `penalty`: the
+    weight of its proposer row (curate) or its online GRPO reward (flywheel/curriculum/online.py)."""
+    value = proposer_reward(band.proposer_reward, pass_rate, rewards, band_low=band.proposer_band_low,
+                            band_high=band.proposer_band_high)
+    return penalized(value, penalty, band.diversity_penalty)

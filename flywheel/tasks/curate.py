@@ -48,7 +48,7 @@ from prefect.cache_policies import NONE
 
 from flywheel.config import CurateConfig
 from flywheel.curriculum.dedup import clusters
-from flywheel.curriculum.rewards import diversity_penalties, penalized, proposer_reward
+from flywheel.curriculum.rewards import diversity_penalties, proposer_weight
 from flywheel.domains.base import Domain
 from flywheel.storage.datasets import read_rows
 from flywheel.tasks.context import RunContext
@@ -146,15 +146,6 @@ def training_rows(domain: Domain, problems: list[dict[str, Any]], rollouts: list
                            max_pairs_per_problem=max_pairs_per_problem)
     proposer.sort(key=lambda r: -r["weight"])  # stable: ties keep problem order
     return rows + proposer[: band.max_proposer_rows]
-
-
-def proposer_weight(pass_rate: float, rewards: list[float], band: CurateConfig, *,
-                    penalty: float = 0.0) -> float:
-    """The weight of a kept problem's proposer row: `curate.proposer_reward` less the diversity
-    penalty (flywheel/curriculum/rewards.py)."""
-    value = proposer_reward(band.proposer_reward, pass_rate, rewards, band_low=band.proposer_band_low,
-                            band_high=band.proposer_band_high)
-    return penalized(value, penalty, band.diversity_penalty)
 
 
 def repetition_penalties(domain: Domain, proposals: list[dict[str, Any]], band: CurateConfig) -> dict[str, float]:

@@ -156,7 +156,7 @@ def train_proposer_grpo(ctx: RunContext, *, base: Path, rows: list[dict[str, Any
     from flywheel.models.backends import SamplingParams, backend_for
     from flywheel.models.grpo import train_grpo
 
-    cfg, band, rollout = ctx.config.train, ctx.config.curate, ctx.config.rollout
+    cfg, rollout = ctx.config.train, ctx.config.rollout
     solver = backend_for(rollout, incumbent)
 
     def solve(prompts: list[str], n: int, seed: int) -> list[list[str]]:
@@ -164,16 +164,14 @@ def train_proposer_grpo(ctx: RunContext, *, base: Path, rows: list[dict[str, Any
                                 seed=seed)
         return [[c.text for c in group] for group in solver.generate(prompts, params)]
 
-    reward = online_proposer_reward(
-        ctx.domain, solve, reward=band.proposer_reward, samples=cfg.proposer_samples,
-        seed=common["seed"], labels=ctx.config.verify.labels, band_low=band.proposer_band_low,
-        band_high=band.proposer_band_high, diversity_penalty=band.diversity_penalty, diversity_threshold=band.diversity_threshold,
-        diversity_ngram=band.diversity_ngram)
+    reward = online_proposer_reward(ctx.domain, solve, ctx.config.curate, samples=cfg.proposer_samples,
+                                    seed=common["seed"], labels=ctx.config.verify.labels)
     try:
         return train_grpo(base=base, rows=rows, reward=reward, learning_rate=cfg.grpo_learning_rate,
                           batch_size=cfg.batch_size, num_generations=cfg.num_generations,
                           temperature=cfg.grpo_temperature,
-                          max_completion_length=ctx.config.synthesize.max_new_tokens, beta=cfg.grpo_beta, **{**common, "max_steps": cfg.proposer_max_steps})
+                          max_completion_length=ctx.config.synthesize.max_new_tokens, beta=cfg.grpo_beta,
+                          **{**common, "max_steps": cfg.proposer_max_steps})
     finally:
         solver.close()
 

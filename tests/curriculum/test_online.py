@@ -2,10 +2,16 @@
 
 import pytest
 
+from flywheel.config import CurateConfig
 from flywheel.curriculum.online import REWARD_NAME, online_proposer_reward
 from flywheel.domains.arithmetic import ArithmeticDomain
 
 domain = ArithmeticDomain()
+
+
+def band(reward, **penalty):
+    """The curate settings the online reward reads: its reward and the diversity penalty."""
+    return CurateConfig(proposer_reward=reward, **penalty)
 
 
 class FakeSolver:
@@ -36,7 +42,7 @@ class FakeSolver:
 ])
 def test_reward_is_the_proposer_reward_of_the_solvers_pass_rate(name, right, expected):
     solver = FakeSolver({"37+5": right})
-    reward = online_proposer_reward(domain, solver, reward=name, samples=8, seed=3)
+    reward = online_proposer_reward(domain, solver, band(name), samples=8, seed=3)
     assert reward.__name__ == REWARD_NAME
     assert reward(completions=["37+5"], prompts=["<propose>L2:"]) == [pytest.approx(expected)]
     assert solver.calls == [(["<solve>37+5="], 8, 3)]
@@ -44,21 +50,21 @@ def test_reward_is_the_proposer_reward_of_the_solvers_pass_rate(name, right, exp
 
 def test_unparseable_samples_earn_zero_and_are_not_sent_to_the_solver():
     solver = FakeSolver({"12+34": 2})
-    reward = online_proposer_reward(domain, solver, reward="learnability", samples=4, seed=0)
+    reward = online_proposer_reward(domain, solver, band("learnability"), samples=4, seed=0)
     assert reward(completions=["12+", "12+34", "", "hello"]) == [0.0, 0.5, 0.0, 0.0]
     assert solver.calls[0][0] == ["<solve>12+34="]
 
 
 def test_nothing_valid_asks_the_solver_nothing():
     solver = FakeSolver({})
-    reward = online_proposer_reward(domain, solver, reward="variance", samples=4, seed=0)
+    reward = online_proposer_reward(domain, solver, band("variance"), samples=4, seed=0)
     assert reward(completions=["+", "x"]) == [0.0, 0.0]
     assert solver.calls == []
 
 
 def test_every_call_samples_the_solver_with_a_new_seed():
     solver = FakeSolver({"7*8": 1})
-    reward = online_proposer_reward(domain, solver, reward="variance", samples=2, seed=10)
+    reward = online_proposer_reward(domain, solver, band("variance"), samples=2, seed=10)
     for _ in range(3):
         reward(completions=["7*8"])
     assert [seed for _, _, seed in solver.calls] == [10, 11, 12]
@@ -66,9 +72,9 @@ def test_every_call_samples_the_solver_with_a_new_seed():
 
 def test_diversity_penalty_lowers_repeated_problems_within_the_batch():
     solver = FakeSolver({"12+34": 4, "7*8": 4})
-    plain = online_proposer_reward(domain, solver, reward="variance", samples=8, seed=0)
-    penalised = online_proposer_reward(domain, solver, reward="variance", samples=8, seed=0,
-                                       diversity_penalty=1.0, diversity_threshold=0.8)
+    plain = online_proposer_reward(domain, solver, band("variance"), samples=8, seed=0)
+    repetition = band("variance", diversity_penalty=1.0, diversity_threshold=0.8)
+    penalised = online_proposer_reward(domain, solver, repetition, samples=8, seed=0)
     batch = ["12+34", "12+34", "12+34", "7*8"]
     assert plain(completions=batch) == [1.0, 1.0, 1.0, 1.0]
     got = penalised(completions=batch)
@@ -80,7 +86,7 @@ def test_majority_labels_reward_agreement_with_the_vote_not_the_reference():
     def solve(prompts, n, seed):
         return [["5", "5", "5", "7"] for _ in prompts]  # 37+5 = 42: the vote is wrong
 
-    by_vote = online_proposer_reward(domain, solve, reward="uncertainty", samples=4, seed=0, labels="majority")
-    by_reference = online_proposer_reward(domain, solve, reward="uncertainty", samples=4, seed=0)
+    by_vote = online_proposer_reward(domain, solve, band("uncertainty"), samples=4, seed=0, labels="majority")
+    by_reference = online_proposer_reward(domain, solve, band("uncertainty"), samples=4, seed=0)
     assert by_vote(completions=["37+5"]) == [pytest.approx(0.5)]  # agreement 3/4
     assert by_reference(completions=["37+5"]) == [0.0]            # p = 0

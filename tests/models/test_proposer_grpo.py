@@ -14,6 +14,7 @@ import statistics
 
 import pytest
 
+from flywheel.config import CurateConfig
 from flywheel.curriculum.online import online_proposer_reward
 from flywheel.domains.arithmetic import ArithmeticDomain
 from flywheel.models.backends import SamplingParams, TransformersBackend
@@ -57,7 +58,7 @@ def _run(model, out, rewarded_online):
         params = SamplingParams(n=n, temperature=0.8, max_new_tokens=4, seed=seed)
         return [[c.text for c in group] for group in solver.generate(prompts, params)]
 
-    online = online_proposer_reward(domain, solve, reward="variance", samples=4, seed=0)
+    online = online_proposer_reward(domain, solve, CurateConfig(proposer_reward="variance"), samples=4, seed=0)
     coin = random.Random(1)
     per_step = []
 
