@@ -128,10 +128,12 @@ class CurateConfig(_Section):
                           "separate from proposer_rows so runs with and without a proposer can "
                           "share the same warm-up")
     max_proposer_rows: int = Field(256, ge=0, le=10_000_000, description="most learnable first")
-    solver_targets: Literal["verified", "reference"] = Field(
+    solver_targets: Literal["verified", "reference", "rationalize"] = Field(
         "verified",
         description="solver rows of rounds >= 1: verified = the model's own verified answers to "
-                    "kept problems (default); reference = every problem kept, trained on its "
+                    "kept problems (default); rationalize = the same, and too-hard problems (p <= "
+                    "min_pass_rate) are kept and trained on their reference (STaR's "
+                    "rationalization; SFT only); reference = every problem kept, trained on its "
                     "executed reference (SFT on generator data, the no-self-play baseline)",
     )
     proposer_reward: Literal["variance", "learnability", "uncertainty", "band", "regret"] = Field(
@@ -397,6 +399,10 @@ class RunConfig(_Section):
         if self.scale.rollout_shards > 1 and self.rollout.backend != "transformers":
             msg = (f"scale.rollout_shards = {self.scale.rollout_shards} needs rollout.backend = "
                    f"'transformers' (vLLM batches a whole stage itself); set rollout_shards = 1")
+            raise ValueError(msg)
+        if self.curate.solver_targets == "rationalize" and self.train.algorithm != "sft":
+            msg = (f"curate.solver_targets = 'rationalize' trains references by SFT; it needs "
+                   f"train.algorithm = 'sft' (it is {self.train.algorithm!r}): set one of them")
             raise ValueError(msg)
         return self
 

@@ -34,6 +34,8 @@ def test_every_default_is_spelled_out_in_tiny_cpu_toml():
         ("[rollout]\ndtype = 'int8'", "`rollout.dtype` = 'int8'"),
         ("[rollout]\ngpu_memory_utilization = 1.5", "`rollout.gpu_memory_utilization` = 1.5"),
         ("[curate]\nmin_pass_rate = 0.9\nmax_pass_rate = 0.1", "min_pass_rate = 0.9 must be < max_pass_rate"),
+        ("[curate]\nsolver_targets = 'rationalize'\n[train]\nalgorithm = 'grpo'",
+         "solver_targets = 'rationalize' trains references by SFT"),
         ("rounds = [", "not valid TOML"),
     ],
 )

@@ -22,6 +22,11 @@ With `train.algorithm = "grpo"` or `"dpo"` the solver rows of rounds >= 1 are GR
 (completion = the label the verifier rewards against) or DPO pairs (completion = a verified
 answer, `rejected` = a wrong one), built by flywheel/tasks/rows.py; proposer rows are unchanged.
 
+With `curate.solver_targets = "rationalize"` (STaR's rationalization: the answer is given for a
+problem the model could not solve) problems below the band (p <= min_pass_rate, "too_hard") are
+kept too, and their solver row is the executed reference (one per problem, no rollout id); the
+other problems are curated as above. SFT only.
+
 With `curate.solver_targets = "reference"` (the no-self-play baseline: SFT on generator data
 with references only, used with `synthesize.source = "generator"`) rounds >= 1 work like the
 warm-up: every problem is kept and its solver row is the executed reference (one per problem,
@@ -87,6 +92,8 @@ def curriculum_rows(problems: list[dict[str, Any]], verdicts: list[dict[str, Any
             reason = None  # no-self-play baseline: every problem is trained on its reference
         else:
             reason = drop_reason(pass_rate, std, band)
+            if reason == "too_hard" and band.solver_targets == "rationalize":
+                reason = None  # trained on its reference (training_rows)
         rows.append({
             "problem_id": p["problem_id"], "run_id": p["run_id"], "round": p["round"],
             "level": p["level"], "samples": len(got), "judged": len(judged),
@@ -133,6 +140,8 @@ def training_rows(domain: Domain, problems: list[dict[str, Any]], rollouts: list
         if stats is None:
             continue
         if band.solver_targets == "reference":
+            add("solver", domain.solver_prompt(problem["text"]), problem["reference"], 1.0, problem, None)
+        elif band.solver_targets == "rationalize" and stats["pass_rate"] <= band.min_pass_rate:
             add("solver", domain.solver_prompt(problem["text"]), problem["reference"], 1.0, problem, None)
         elif algorithm == "sft":
             for r in verified[problem["problem_id"]][: band.max_answers_per_problem]:

@@ -68,3 +68,17 @@ def test_warmup_trains_solver_on_references_up_to_its_level_and_proposer_on_all(
     proposer = {r["problem_id"]: r["prompt"] for r in rows if r["role"] == "proposer"}
     assert proposer == {"a": "<propose>L1:", "b": "<propose>L1:", "c": "<propose>L3:"}
     assert all(r["rollout_id"] is None for r in rows)
+
+
+def test_rationalize_trains_too_hard_problems_on_their_reference_and_the_rest_as_verified():
+    problems, rollouts, verdicts = _fixture()
+    band = CurateConfig(max_answers_per_problem=2, solver_targets="rationalize")
+    curriculum = {c["problem_id"]: c for c in curriculum_rows(problems, verdicts, band, warmup=False)}
+    assert curriculum["c"]["kept"] and curriculum["c"]["pass_rate"] == 0.0
+    assert curriculum["a"]["drop_reason"] == "too_easy"  # mastered: nothing to learn either way
+    rows = training_rows(domain, problems, rollouts, verdicts, list(curriculum.values()), band, warmup=False)
+    solver = [(r["problem_id"], r["completion"], r["rollout_id"]) for r in rows if r["role"] == "solver"]
+    assert solver == [("b", "4", "b0"), ("b", "4", "b2"), ("c", "9", None)]
+    assert domain.solver_prompt("3*3") in [r["prompt"] for r in rows]
+    proposer = {r["problem_id"]: r["weight"] for r in rows if r["role"] == "proposer"}
+    assert proposer == {"b": 1.0, "c": 0.0}  # variance reward: p = 0 teaches the proposer nothing
