@@ -136,6 +136,11 @@ class CurateConfig(_Section):
                     "rationalization; SFT only); reference = every problem kept, trained on its "
                     "executed reference (SFT on generator data, the no-self-play baseline)",
     )
+    rationalize_ratio: float = Field(
+        0.25, ge=0, le=1000,
+        description="rationalize: most reference rows per verified answer row of the round; the "
+                    "too-hard problems of the lowest levels (nearest the frontier) go first",
+    )
     proposer_reward: Literal["variance", "learnability", "uncertainty", "band", "regret"] = Field(
         "variance",
         description="weight of a kept problem's proposer row (flywheel/curriculum/rewards.py): "
@@ -403,6 +408,10 @@ class RunConfig(_Section):
         if self.curate.solver_targets == "rationalize" and self.train.algorithm != "sft":
             msg = (f"curate.solver_targets = 'rationalize' trains references by SFT; it needs "
                    f"train.algorithm = 'sft' (it is {self.train.algorithm!r}): set one of them")
+            raise ValueError(msg)
+        if self.curate.solver_targets == "rationalize" and self.verify.labels != "reference":
+            msg = (f"curate.solver_targets = 'rationalize' trains on executed references; with "
+                   f"verify.labels = {self.verify.labels!r} set solver_targets = 'verified'")
             raise ValueError(msg)
         return self
 

@@ -36,6 +36,8 @@ def test_every_default_is_spelled_out_in_tiny_cpu_toml():
         ("[curate]\nmin_pass_rate = 0.9\nmax_pass_rate = 0.1", "min_pass_rate = 0.9 must be < max_pass_rate"),
         ("[curate]\nsolver_targets = 'rationalize'\n[train]\nalgorithm = 'grpo'",
          "solver_targets = 'rationalize' trains references by SFT"),
+        ("[curate]\nsolver_targets = 'rationalize'\n[verify]\nlabels = 'majority'",
+         "with verify.labels = 'majority' set solver_targets = 'verified'"),
         ("rounds = [", "not valid TOML"),
     ],
 )

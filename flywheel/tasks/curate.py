@@ -75,6 +75,19 @@ def drop_reason(pass_rate: float | None, reward_std: float, band: CurateConfig) 
     return None
 
 
+def rationalized(rows: list[dict[str, Any]], verdicts: list[dict[str, Any]], band: CurateConfig) -> set[str]:
+    """The too-hard problems trained on their reference under solver_targets = rationalize: at
+    most rationalize_ratio x the round's verified answer rows, lowest level first (nearest the
+    frontier), then in problem order."""
+    correct: dict[str, int] = defaultdict(int)
+    for v in verdicts:
+        correct[v["problem_id"]] += v["reward"] == 1.0
+    verified = sum(min(correct[r["problem_id"]], band.max_answers_per_problem)
+                   for r in rows if r["drop_reason"] is None)
+    too_hard = sorted((r for r in rows if r["drop_reason"] == "too_hard"), key=lambda r: r["level"])
+    return {r["problem_id"] for r in too_hard[: int(band.rationalize_ratio * verified)]}
+
+
 def curriculum_rows(problems: list[dict[str, Any]], verdicts: list[dict[str, Any]],
                     band: CurateConfig, *, warmup: bool, warmup_max_level: int = 0) -> list[dict[str, Any]]:
     rewards: dict[str, list[float | None]] = defaultdict(list)
@@ -92,13 +105,16 @@ def curriculum_rows(problems: list[dict[str, Any]], verdicts: list[dict[str, Any
             reason = None  # no-self-play baseline: every problem is trained on its reference
         else:
             reason = drop_reason(pass_rate, std, band)
-            if reason == "too_hard" and band.solver_targets == "rationalize":
-                reason = None  # trained on its reference (training_rows)
         rows.append({
             "problem_id": p["problem_id"], "run_id": p["run_id"], "round": p["round"],
             "level": p["level"], "samples": len(got), "judged": len(judged),
             "pass_rate": pass_rate, "reward_std": std, "kept": reason is None, "drop_reason": reason,
         })
+    if band.solver_targets == "rationalize" and not warmup:
+        chosen = rationalized(rows, verdicts, band)
+        for row in rows:
+            if row["problem_id"] in chosen:
+                row.update(kept=True, drop_reason=None)  # trained on its reference (training_rows)
     return rows
 
 
@@ -166,6 +182,15 @@ def repetition_penalties(domain: Domain, proposals: list[dict[str, Any]], band: 
     return dict(zip([pid for pid, _ in valid], diversity_penalties(labels), strict=True))
 
 
+def curate_settings(band: CurateConfig) -> dict[str, Any]:
+    """The curate section as fingerprinted: rationalize_ratio only where it is used (runs
+    fingerprinted before it existed keep their fingerprints)."""
+    settings = band.model_dump(mode="json")
+    if band.solver_targets != "rationalize":
+        settings.pop("rationalize_ratio")
+    return {"curate": settings}
+
+
 @task(name="curate", cache_policy=NONE, persist_result=False)
 def curate(ctx: RunContext, round_index: int, problems: StageOutput, rollouts: StageOutput,
            verdicts: StageOutput) -> StageOutput:
@@ -194,7 +219,7 @@ def curate(ctx: RunContext, round_index: int, problems: StageOutput, rollouts: S
 
     return run_stage(
         ctx, stage="curate", version=VERSION, round_index=round_index,
-        config={**ctx.config.slice("curate"), "warmup": round_index == 0,
+        config={**curate_settings(band), "warmup": round_index == 0,
                 "warmup_max_level": ctx.config.domain.seed_max_level,
                 "algorithm": ctx.config.train.algorithm,
                 "max_pairs_per_problem": ctx.config.train.max_pairs_per_problem},

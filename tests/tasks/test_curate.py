@@ -72,7 +72,7 @@ def test_warmup_trains_solver_on_references_up_to_its_level_and_proposer_on_all(
 
 def test_rationalize_trains_too_hard_problems_on_their_reference_and_the_rest_as_verified():
     problems, rollouts, verdicts = _fixture()
-    band = CurateConfig(max_answers_per_problem=2, solver_targets="rationalize")
+    band = CurateConfig(max_answers_per_problem=2, solver_targets="rationalize", rationalize_ratio=0.5)
     curriculum = {c["problem_id"]: c for c in curriculum_rows(problems, verdicts, band, warmup=False)}
     assert curriculum["c"]["kept"] and curriculum["c"]["pass_rate"] == 0.0
     assert curriculum["a"]["drop_reason"] == "too_easy"  # mastered: nothing to learn either way
@@ -82,3 +82,20 @@ def test_rationalize_trains_too_hard_problems_on_their_reference_and_the_rest_as
     assert domain.solver_prompt("3*3") in [r["prompt"] for r in rows]
     proposer = {r["problem_id"]: r["weight"] for r in rows if r["role"] == "proposer"}
     assert proposer == {"b": 1.0, "c": 0.0}  # variance reward: p = 0 teaches the proposer nothing
+
+
+def test_rationalize_caps_references_per_verified_row_lowest_level_first():
+    problems, _rollouts, verdicts = _fixture()
+    for pid, level in [("d", 4), ("e", 3), ("f", 3)]:  # three more problems nobody solved
+        problems.append({**problems[2], "problem_id": pid, "level": level})
+        verdicts += [{"rollout_id": f"{pid}{i}", "problem_id": pid, "reward": 0.0} for i in range(4)]
+    problems[2]["level"] = 5
+
+    def kept(ratio):
+        band = CurateConfig(max_answers_per_problem=2, solver_targets="rationalize", rationalize_ratio=ratio)
+        rows = curriculum_rows(problems, verdicts, band, warmup=False)
+        return [r["problem_id"] for r in rows if r["kept"] and r["pass_rate"] == 0.0]
+
+    # 2 verified rows (problem b): ratio 1 -> 2 references, the level-3 ones
+    assert kept(0.0) == [] and kept(1.0) == ["e", "f"] and kept(1.5) == ["d", "e", "f"]
+    assert kept(10.0) == ["c", "d", "e", "f"]
