@@ -197,6 +197,11 @@ class TrainConfig(_Section):
         2.0, ge=0, le=100,
         description="replayed rows from earlier rounds per new row (0 = train on this round only)",
     )
+    replay_proposer_rows: bool = Field(
+        True,
+        description="replay earlier rounds' proposer rows too; false = solver rows only, so the "
+                    "warm-up's seed problems stop pulling the proposer back to the generator's mix",
+    )
     save_steps: int = Field(
         200, ge=0, le=10_000_000,
         description="save a resumable trainer checkpoint every N steps (0 = never); a killed "

@@ -63,6 +63,8 @@ PROPOSER_GRPO_KEYS = ("proposer_algorithm", "proposer_max_steps", "proposer_samp
 def fingerprinted_settings(train: dict[str, Any], *, warmup: bool = False) -> dict[str, Any]:
     """The `[train]` settings that decide what the train stage computes (its fingerprint's)."""
     unused = PROPOSER_GRPO_KEYS if warmup or train.get("proposer_algorithm", "sft") == "sft" else ()
+    if train.get("replay_proposer_rows", True):
+        unused += ("replay_proposer_rows",)  # the default: fingerprints made before the key stay valid
     return {key: value for key, value in train.items() if key not in OPERATIONAL_KEYS + unused}
 
 
@@ -115,9 +117,11 @@ def quarters(name: str, rewards: Sequence[float]) -> dict[str, float]:
 
 
 def with_replay(rows: list[dict[str, Any]], earlier: list[list[dict[str, Any]]], *, ratio: float,
-                seed: int) -> list[dict[str, Any]]:
-    """This round's rows plus `ratio * len(rows)` rows sampled evenly from earlier rounds."""
-    pool = [row for rows_of_round in earlier for row in rows_of_round]
+                seed: int, proposer_rows: bool = True) -> list[dict[str, Any]]:
+    """This round's rows plus `ratio * len(rows)` rows sampled evenly from earlier rounds (their
+    solver rows only when `proposer_rows` is false)."""
+    pool = [row for rows_of_round in earlier for row in rows_of_round
+            if proposer_rows or row["role"] != "proposer"]
     count = min(len(pool), round(ratio * len(rows)))
     return rows + random.Random(seed).sample(pool, count)
 
@@ -214,7 +218,7 @@ def train(ctx: RunContext, round_index: int, incumbent: Checkpoint, curated: Sta
         seed = ctx.stage_seed("train", round_index)
         rows = with_replay(read_rows(curated.path("train_rows")),
                            [read_rows(o.path("train_rows")) for o in earlier],
-                           ratio=cfg.replay_ratio, seed=seed)
+                           ratio=cfg.replay_ratio, seed=seed, proposer_rows=cfg.replay_proposer_rows)
         # The scratch folder belongs to this fingerprint and survives a crash: training resumes
         # from its last trainer checkpoint (see resumable_training).
         scratch = round_dir(ctx.data_root, ctx.run_id, round_index) / f".train-{fingerprint[:12]}"

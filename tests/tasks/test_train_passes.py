@@ -44,3 +44,16 @@ def test_proposer_grpo_settings_enter_the_fingerprint_only_when_the_proposer_use
     assert settings(proposer_algorithm="grpo", proposer_max_steps=7) != grpo
     warmup = load_config(None, {"train.proposer_algorithm": "grpo"}).slice("train")["train"]
     assert fingerprinted_settings(warmup, warmup=True) == sft  # the warm-up trains no proposer by GRPO
+
+
+def test_replay_can_leave_out_earlier_proposer_rows():
+    from flywheel.tasks.train import with_replay
+
+    earlier = [[{"id": f"s{i}", "role": "solver"} for i in range(50)]
+               + [{"id": f"p{i}", "role": "proposer"} for i in range(50)]]
+    own = [{"id": f"n{i}", "role": "solver"} for i in range(20)]
+    both = with_replay(own, earlier, ratio=2.0, seed=0)
+    solver_only = with_replay(own, earlier, ratio=2.0, seed=0, proposer_rows=False)
+    assert len(both) == len(solver_only) == 60
+    assert any(r["role"] == "proposer" for r in both[20:])
+    assert {r["role"] for r in solver_only[20:]} == {"solver"} and solver_only[:20] == own
