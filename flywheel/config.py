@@ -142,9 +142,9 @@ class CurateConfig(_Section):
                     "too-hard problems of the lowest levels (nearest the frontier) go first",
     )
     proposer_reward: Literal["variance", "learnability", "uncertainty", "band", "regret"] = Field(
-        "variance",
+        "learnability",
         description="weight of a kept problem's proposer row (flywheel/curriculum/rewards.py): "
-                    "variance = 4p(1-p) (default); learnability = 1-p if 0<p<1 (Absolute Zero); "
+                    "learnability = 1-p if 0<p<1 (Absolute Zero; default); variance = 4p(1-p); "
                     "uncertainty = 1-2|p-0.5| (R-Zero); band = 1 if proposer_band_low <= p <= "
                     "proposer_band_high; regret = max - min sample reward (eva)",
     )
@@ -198,7 +198,7 @@ class TrainConfig(_Section):
         description="replayed rows from earlier rounds per new row (0 = train on this round only)",
     )
     replay_proposer_rows: bool = Field(
-        True,
+        False,
         description="replay earlier rounds' proposer rows too; false = solver rows only, so the "
                     "warm-up's seed problems stop pulling the proposer back to the generator's mix",
     )

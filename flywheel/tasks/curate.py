@@ -13,8 +13,9 @@ Training rows (SFT, rejection sampling in the STaR / ReST-EM style):
     solver    the verified answers (reward 1) to kept problems, at most
               `max_answers_per_problem` per problem, in sample order
     proposer  "<propose>L{level}:" -> problem text for kept problems, weight =
-              `proposer_reward` (default variance 4 p (1 - p): 1 at p = 0.5, 0 at the ends;
-              learnability, uncertainty, band, regret: flywheel/curriculum/rewards.py) less
+              `proposer_reward` (default learnability 1 - p for 0 < p < 1, else 0: the
+              hardest problems the solver still solves weigh most; variance, uncertainty,
+              band, regret: flywheel/curriculum/rewards.py) less
               `diversity_penalty` x (near-duplicate cluster size / valid proposer samples);
               the `max_proposer_rows` heaviest are kept, so solver rows dominate the loss
 

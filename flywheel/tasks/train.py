@@ -64,7 +64,7 @@ def fingerprinted_settings(train: dict[str, Any], *, warmup: bool = False) -> di
     """The `[train]` settings that decide what the train stage computes (its fingerprint's)."""
     unused = PROPOSER_GRPO_KEYS if warmup or train.get("proposer_algorithm", "sft") == "sft" else ()
     if train.get("replay_proposer_rows", True):
-        unused += ("replay_proposer_rows",)  # the default: fingerprints made before the key stay valid
+        unused += ("replay_proposer_rows",)  # as before the key existed: same fingerprints
     return {key: value for key, value in train.items() if key not in OPERATIONAL_KEYS + unused}
 
 

@@ -107,7 +107,7 @@ def _round():
 
 @pytest.mark.parametrize(
     ("config", "weights"),
-    [(CurateConfig(), {"a": 0.75, "b": 0.75}),
+    [(CurateConfig(proposer_reward="variance"), {"a": 0.75, "b": 0.75}),
      (CurateConfig(proposer_reward="learnability"), {"b": 0.25, "a": 0.75}),
      (CurateConfig(proposer_reward="band", proposer_band_low=0.5, proposer_band_high=1.0), {"b": 1.0, "a": 0.0}),
      (CurateConfig(proposer_reward="regret"), {"a": 1.0, "b": 1.0})],

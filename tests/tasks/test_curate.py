@@ -53,7 +53,8 @@ def test_training_rows_are_verified_answers_of_kept_problems_with_lineage():
     proposer = [r for r in rows if r["role"] == "proposer"]
     assert [r["rollout_id"] for r in solver] == ["b0", "b2"]
     assert all(r["completion"] == "4" and r["problem_id"] == "b" and r["proposal_id"] == "qb" for r in solver)
-    assert len(proposer) == 1 and proposer[0]["completion"] == "2+2" and proposer[0]["weight"] == 1.0
+    assert len(proposer) == 1 and proposer[0]["completion"] == "2+2"
+    assert proposer[0]["weight"] == 0.5  # learnability 1 - p at p = 0.5
     assert len({r["train_row_id"] for r in rows}) == len(rows)
 
 
@@ -81,7 +82,7 @@ def test_rationalize_trains_too_hard_problems_on_their_reference_and_the_rest_as
     assert solver == [("b", "4", "b0"), ("b", "4", "b2"), ("c", "9", None)]
     assert domain.solver_prompt("3*3") in [r["prompt"] for r in rows]
     proposer = {r["problem_id"]: r["weight"] for r in rows if r["role"] == "proposer"}
-    assert proposer == {"b": 1.0, "c": 0.0}  # variance reward: p = 0 teaches the proposer nothing
+    assert proposer == {"b": 0.5, "c": 0.0}  # learnability: p = 0 teaches the proposer nothing
 
 
 def test_rationalize_caps_references_per_verified_row_lowest_level_first():
