@@ -11,7 +11,8 @@
 Ids may be given as a unique prefix. Which rows a checkpoint saw comes from its train stage's
 `inputs_json` (the fingerprints of this round's `train_rows` and of each earlier round's, keys
 `train_rows` and `replay_round_N`). All of this round's rows are trained; from earlier rounds
-the train stage replays a seeded sample (`flywheel.tasks.train.with_replay`), which
+the train stage replays a seeded sample (`flywheel.tasks.train.with_replay`) of a pool of
+their rows (solver rows only with `train.replay_proposer_rows = false`), which
 `replayed_sample` reproduces from the run's recorded config and checks against the stage's
 recorded `train_rows` / `replayed_rows` metrics; when they disagree the replayed rows are
 reported as unknown rather than guessed. Rows of weight 0 are selected but not trained on.
@@ -189,9 +190,11 @@ def _add_forward(con: duckdb.DuckDBPyConnection, out: list[dict[str, Any]], *, t
                     how = "in its replay pool; the sample could not be reproduced"
                     continue
                 if fingerprint not in ids:
-                    ids[fingerprint] = _read(con, fingerprint, ["train_row_id"])["train_row_id"].to_pylist()
-                index = plan.offsets[fingerprint] + ids[fingerprint].index(row["train_row_id"])
-                if index in plan.picked_set:
+                    table = _read(con, fingerprint, ["train_row_id", "role"]).to_pylist()
+                    ids[fingerprint] = {r["train_row_id"]: i for i, r in enumerate(
+                        r for r in table if plan.in_pool(r["role"]))}
+                position = ids[fingerprint].get(row["train_row_id"])  # None: never in the pool
+                if position is not None and plan.offsets[fingerprint] + position in plan.picked_set:
                     hits, how = hits + 1, "replayed"
         if how:
             out.append({"link": "trained into", "kind": "checkpoint", "id": checkpoint["fingerprint"],
@@ -246,6 +249,8 @@ class TrainingPlan:
     replay   (round, fingerprint) of earlier rounds' files, in the order they form the pool
     offsets  fingerprint -> index of the file's first row in the pool
     picked   pool indices replayed, in draw order; None when not reproducible
+    proposer_rows  whether proposer rows are in the pool (`train.replay_proposer_rows`; runs
+             recorded before the key existed replayed them)
     """
 
     own: str | None = None
@@ -254,6 +259,14 @@ class TrainingPlan:
     picked: list[int] | None = field(default_factory=list)
     picked_set: frozenset[int] = frozenset()
     metrics: dict[str, float] = field(default_factory=dict)
+    proposer_rows: bool = True
+
+    def in_pool(self, role: str) -> bool:
+        return self.proposer_rows or role != "proposer"
+
+    def pool_filter(self) -> str:
+        """SQL condition on `role` for the rows of a replayed file that form the pool."""
+        return "true" if self.proposer_rows else "role <> 'proposer'"
 
 
 def training_plan(con: duckdb.DuckDBPyConnection, checkpoint: dict[str, Any], *,
@@ -264,8 +277,10 @@ def training_plan(con: duckdb.DuckDBPyConnection, checkpoint: dict[str, Any], *,
         return TrainingPlan()
     inputs = json.loads(stage["inputs_json"] or "{}")
     sizes = dict(con.execute("SELECT fingerprint, rows FROM datasets WHERE kind = 'train_rows'").fetchall())
+    config = run_config(con)
     plan = TrainingPlan(own=inputs.get("train_rows"), replay=sorted(
-        (int(key.rsplit("_", 1)[1]), fp) for key, fp in inputs.items() if key.startswith("replay_round_")))
+        (int(key.rsplit("_", 1)[1]), fp) for key, fp in inputs.items() if key.startswith("replay_round_")),
+        proposer_rows=config.get("train", {}).get("replay_proposer_rows", True))
     for fingerprint in [plan.own] + [fp for _, fp in plan.replay]:
         if fingerprint is not None and fingerprint not in sizes:
             raise AuditError(f"train stage {checkpoint['fingerprint'][:12]} read train_rows {fingerprint[:12]},"
@@ -273,13 +288,14 @@ def training_plan(con: duckdb.DuckDBPyConnection, checkpoint: dict[str, Any], *,
     pool_size = 0
     for _, fingerprint in plan.replay:
         plan.offsets[fingerprint] = pool_size
-        pool_size += sizes[fingerprint]
+        pool_size += sizes[fingerprint] if plan.proposer_rows else con.execute(
+            f"SELECT count(*) FROM read_parquet(?) WHERE {plan.pool_filter()}",
+            [_path(con, fingerprint)]).fetchone()[0]
     own_size = sizes[plan.own] if plan.own else 0
     if not draw:
         return plan
     plan.metrics = {r["name"]: r["value"] for r in fetch(
         con, "SELECT name, value FROM metrics WHERE stage = 'train' AND round = ?", [stage["round"]])}
-    config = run_config(con)
     picked = replayed_sample(pool_size, own_size, ratio=config.get("train", {}).get("replay_ratio", 0.0),
                              config_seed=config.get("seed", 0), round_index=stage["round"])
     reproduced = not plan.metrics or (plan.metrics.get("replayed_rows") == len(picked)
@@ -315,10 +331,11 @@ def selected_rows_sql(con: duckdb.DuckDBPyConnection, plan: TrainingPlan) -> tup
     if plan.replay and plan.picked:
         parts.append(
             "SELECT p.train_row_id, p.round, p.role, p.weight, 'replayed', d.draw FROM"
-            " read_parquet(?, filename = true, file_row_number = true) p"
+            " (SELECT *, row_number() OVER (PARTITION BY filename ORDER BY file_row_number) - 1 AS pool_row"
+            f" FROM read_parquet(?, filename = true, file_row_number = true) WHERE {plan.pool_filter()}) p"
             " JOIN (SELECT unnest(?::VARCHAR[]) AS filename, unnest(?::BIGINT[]) AS first) f USING (filename)"
             " JOIN (SELECT unnest(?::BIGINT[]) AS pool_index, generate_subscripts(?::BIGINT[], 1) AS draw) d"
-            " ON d.pool_index = f.first + p.file_row_number")
+            " ON d.pool_index = f.first + p.pool_row")
         paths = [_path(con, fp) for _, fp in plan.replay]
         params += [paths, paths, [plan.offsets[fp] for _, fp in plan.replay], plan.picked, plan.picked]
     if not parts:

@@ -167,9 +167,12 @@ def test_lineage_of_a_checkpoint_lists_the_rows_it_saw(run):
     from flywheel.storage.fingerprint import stable_hash
 
     seed = int(stable_hash([config["seed"], "train", 1], length=8), 16)
-    trained = with_replay(own, [earlier], ratio=config["train"]["replay_ratio"], seed=seed)
+    trained = with_replay(own, [earlier], ratio=config["train"]["replay_ratio"], seed=seed,
+                          proposer_rows=config["train"]["replay_proposer_rows"])
     expected = Counter((r["round"], r["role"]) for r in trained)
-    assert {(r["round"], r["role"]): r["rows_selected"] for r in result.rows} == dict(expected)
+    selected = {(r["round"], r["role"]): r["rows_selected"] for r in result.rows}
+    assert {key: n for key, n in selected.items() if n} == dict(expected)
+    assert selected[0, "proposer"] == 0  # replay_proposer_rows = false: in the file, not in the pool
     in_file = Counter((r["round"], r["role"]) for r in own + earlier)
     assert {(r["round"], r["role"]): r["rows_in_file"] for r in result.rows} == dict(in_file)
     listed = lineage(con, fingerprint, rows=True)
