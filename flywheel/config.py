@@ -414,6 +414,12 @@ class RunConfig(_Section):
             msg = (f"curate.solver_targets = 'rationalize' trains references by SFT; it needs "
                    f"train.algorithm = 'sft' (it is {self.train.algorithm!r}): set one of them")
             raise ValueError(msg)
+        if (self.train.proposer_algorithm == "grpo" and self.train.algorithm == "sft"
+                and not self.train.replay_proposer_rows):
+            msg = ("train.proposer_algorithm = 'grpo' with an SFT solver needs train.replay_proposer_rows "
+                   "= true: the replayed proposer rows keep the problem format in the solver's SFT pass "
+                   "(without them the model forgets how to write a problem)")
+            raise ValueError(msg)
         if self.curate.solver_targets == "rationalize" and self.verify.labels != "reference":
             msg = (f"curate.solver_targets = 'rationalize' trains on executed references; with "
                    f"verify.labels = {self.verify.labels!r} set solver_targets = 'verified'")

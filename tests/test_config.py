@@ -38,6 +38,7 @@ def test_every_default_is_spelled_out_in_tiny_cpu_toml():
          "solver_targets = 'rationalize' trains references by SFT"),
         ("[curate]\nsolver_targets = 'rationalize'\n[verify]\nlabels = 'majority'",
          "with verify.labels = 'majority' set solver_targets = 'verified'"),
+        ("[train]\nproposer_algorithm = 'grpo'", "needs train.replay_proposer_rows = true"),
         ("rounds = [", "not valid TOML"),
     ],
 )

@@ -39,11 +39,13 @@ def test_proposer_grpo_settings_enter_the_fingerprint_only_when_the_proposer_use
     assert not any(key.startswith("proposer_") for key in sft)  # runs made before the keys existed
     assert "save_steps" not in sft and "learning_rate" in sft
     assert settings(proposer_max_steps=7) == sft
-    grpo = settings(proposer_algorithm="grpo")
+    assert "replay_proposer_rows" in sft and "replay_proposer_rows" not in settings(replay_proposer_rows=True)
+    grpo = settings(proposer_algorithm="grpo", replay_proposer_rows=True)
     assert grpo["proposer_algorithm"] == "grpo" and grpo["proposer_samples"] == 8
-    assert settings(proposer_algorithm="grpo", proposer_max_steps=7) != grpo
-    warmup = load_config(None, {"train.proposer_algorithm": "grpo"}).slice("train")["train"]
-    assert fingerprinted_settings(warmup, warmup=True) == sft  # the warm-up trains no proposer by GRPO
+    assert settings(proposer_algorithm="grpo", replay_proposer_rows=True, proposer_max_steps=7) != grpo
+    warmup = load_config(None, {"train.proposer_algorithm": "grpo", "train.replay_proposer_rows": True})
+    # the warm-up trains no proposer by GRPO
+    assert fingerprinted_settings(warmup.slice("train")["train"], warmup=True) == settings(replay_proposer_rows=True)
 
 
 def test_replay_can_leave_out_earlier_proposer_rows():
