@@ -13,6 +13,11 @@ different problems).
 levels (flywheel.curriculum.bandit), its state recomputed from the earlier rounds' curriculum
 files, which then join this stage's fingerprint; "cycle" (default) asks for each level in turn.
 
+A proposer trained on its kept problems learns to write them again, and repeats are dropped as
+`duplicate`. `synthesize.min_novel` > 0 keeps the offer up: while fewer novel problems than that
+were admitted, another batch of `proposals` samples is drawn (new seed), at most
+`max_batches` in all; every sample of every batch is in `proposals`.
+
 `synthesize.source` replaces the proposer in rounds >= 1 for the baselines: `generator` draws
 `proposals` fresh generator problems per round, levels min_level..max_level in equal shares
 (the uniform curriculum; deduplicated like proposer samples); `pool` draws the same problems
@@ -24,12 +29,14 @@ measure label precision. Their rows have `source` = "generator" or "pool".
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from prefect import task
 from prefect.cache_policies import NONE
 
+from flywheel.config import RunConfig
 from flywheel.curriculum.bandit import level_probabilities, q_values, sample_levels
 from flywheel.curriculum.dedup import near_duplicates
 from flywheel.domains.base import Domain, Problem
@@ -163,6 +170,34 @@ def bandit_levels(ctx: RunContext, curricula: list[StageOutput], levels: list[in
     return drawn, metrics
 
 
+def top_up(draw: Callable[[int], list[tuple[str, str]]], count_novel: Callable[[list[tuple[str, str]]], int],
+           *, min_novel: int, max_batches: int) -> list[tuple[str, str]]:
+    """Batches `draw(0)`, `draw(1)`, ... until `count_novel` of them reaches `min_novel` or
+    `max_batches` were drawn; one batch when min_novel is 0."""
+    pairs: list[tuple[str, str]] = []
+    for batch in range(max_batches if min_novel > 0 else 1):
+        if batch and count_novel(pairs) >= min_novel:
+            break
+        pairs += draw(batch)
+    return pairs
+
+
+def novel_count(domain: Domain, pairs: list[tuple[str, str]], seen: set[str], heldout: set[str]) -> int:
+    """Distinct problems among `pairs` that `admit` would keep (exact checks only)."""
+    texts = {parsed.text for parsed in (domain.parse(text) for _, text in pairs) if isinstance(parsed, Problem)}
+    return len(texts - seen - heldout)
+
+
+def synthesize_settings(cfg: RunConfig, *, warmup: bool = False) -> dict[str, Any]:
+    """The domain and synthesize sections as fingerprinted: the top-up keys only where a proposer
+    may sample more than one batch (runs fingerprinted before they existed keep their fingerprints)."""
+    settings = cfg.slice("domain", "synthesize")
+    if warmup or cfg.synthesize.source != "proposer" or cfg.synthesize.min_novel == 0:
+        for key in ("min_novel", "max_batches"):
+            settings["synthesize"].pop(key)
+    return settings
+
+
 @task(name="synthesize", cache_policy=NONE, persist_result=False, **TRANSIENT)
 def synthesize(ctx: RunContext, round_index: int, incumbent: Checkpoint,
                earlier_problems: list[StageOutput],
@@ -175,6 +210,8 @@ def synthesize(ctx: RunContext, round_index: int, incumbent: Checkpoint,
     def compute(fingerprint: str) -> StageResult:
         seed = ctx.stage_seed("synthesize", round_index)
         level_metrics: dict[str, float] = {}
+        seen = {text for out in earlier_problems for text in read_table(out.path("problems"))["text"].to_pylist()}
+        heldout = {p.text for p in ctx.domain.heldout(cfg.domain.heldout_per_level)}
         if round_index == 0:
             pairs = seed_proposals(ctx.domain, count=cfg.domain.seed_problems,
                                    levels=seed_levels(ctx.domain, cfg.domain.seed_max_level), seed=seed)
@@ -184,20 +221,21 @@ def synthesize(ctx: RunContext, round_index: int, incumbent: Checkpoint,
             if bandit:
                 levels, level_metrics = bandit_levels(ctx, curricula, levels,
                                                       seed=ctx.stage_seed("synthesize-bandit", round_index))
-            pairs = propose(ctx.domain, incumbent.path, count=cfg.synthesize.proposals, levels=levels,
-                            temperature=cfg.synthesize.temperature,
-                            max_new_tokens=cfg.synthesize.max_new_tokens, seed=seed,
-                            batch_size=cfg.rollout.batch_size)
+            pairs = top_up(
+                lambda batch: propose(ctx.domain, incumbent.path, count=cfg.synthesize.proposals,
+                                      levels=levels, temperature=cfg.synthesize.temperature,
+                                      max_new_tokens=cfg.synthesize.max_new_tokens, seed=seed + batch,
+                                      batch_size=cfg.rollout.batch_size),
+                lambda pairs: novel_count(ctx.domain, pairs, seen, heldout),
+                min_novel=cfg.synthesize.min_novel, max_batches=cfg.synthesize.max_batches)
             source = "proposer"
         else:  # baselines without a proposer: see baseline_proposals
             pairs = baseline_proposals(ctx.domain, cfg.synthesize.source, count=cfg.synthesize.proposals,
                                        min_level=cfg.domain.min_level, max_level=cfg.domain.max_level,
                                        round_seed=seed, pool_seed=ctx.stage_seed("synthesize-pool", 0))
             source = cfg.synthesize.source
-        seen = {text for out in earlier_problems for text in read_table(out.path("problems"))["text"].to_pylist()}
         if source == "pool":  # a fixed prompt set: the same problems again every round
             seen = set()
-        heldout = {p.text for p in ctx.domain.heldout(cfg.domain.heldout_per_level)}
         proposals, problems = admit(ctx.domain, pairs, source=source, seen=seen, heldout=heldout,
                                     run_id=ctx.run_id, round_index=round_index,
                                     near_duplicate_threshold=cfg.synthesize.near_duplicate_threshold,
@@ -212,7 +250,7 @@ def synthesize(ctx: RunContext, round_index: int, incumbent: Checkpoint,
 
     return run_stage(
         ctx, stage="synthesize", version=VERSION, round_index=round_index,
-        config={**ctx.config.slice("domain", "synthesize"), "batch_size": cfg.rollout.batch_size},
+        config={**synthesize_settings(cfg, warmup=round_index == 0), "batch_size": cfg.rollout.batch_size},
         inputs={"checkpoint": incumbent.fingerprint,
                 **{f"problems_round_{o.round}": o.fingerprint for o in earlier_problems},
                 **{f"curriculum_round_{o.round}": o.fingerprint for o in curricula}},
