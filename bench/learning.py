@@ -22,7 +22,7 @@ accuracies match). Equal compute:
   config's epochs); the trainer's `trained_tokens` are printed per arm.
 - generated tokens: the same `synthesize.proposals` problems requested and the same k samples
   per problem in every arm; the default arm also spends proposer tokens, and its proposer draws
-  more batches while fewer than `synthesize.min_novel` of its problems are novel (a proposer
+  more batches while fewer than `synthesize.min_novel_share` of its problems are novel (a proposer
   repeats the problems it was trained on), so that it rolls out about as many problems as a
   baseline does (the generator's draws are mostly novel). Printed per arm:
   rollout tokens (the rollout stage's `generated_tokens`) and proposer tokens (tokens of the

@@ -66,11 +66,12 @@ class SynthesizeConfig(_Section):
                     "generator problems every round, not deduplicated against earlier rounds (a "
                     "fixed prompt set, TTRL style)",
     )
-    min_novel: int = Field(
-        2048, ge=0, le=10_000_000,
-        description="proposer: while fewer novel problems than this were admitted, sample another "
-                    "batch of `proposals` (at most max_batches in all); 0 = one batch. A proposer "
-                    "that learned its kept problems repeats them: this keeps the offer up",
+    min_novel_share: float = Field(
+        0.5, ge=0, le=1,
+        description="proposer: while fewer novel problems than this share of `proposals` were "
+                    "admitted, sample another batch of `proposals` (at most max_batches in all); "
+                    "0 = one batch. A proposer trained on its kept problems repeats them: this "
+                    "keeps the offer up",
     )
     max_batches: int = Field(4, ge=1, le=1000, description="proposer: most batches of `proposals` per round")
     near_duplicate_threshold: float = Field(

@@ -14,8 +14,8 @@ levels (flywheel.curriculum.bandit), its state recomputed from the earlier round
 files, which then join this stage's fingerprint; "cycle" (default) asks for each level in turn.
 
 A proposer trained on its kept problems learns to write them again, and repeats are dropped as
-`duplicate`. `synthesize.min_novel` > 0 keeps the offer up: while fewer novel problems than that
-were admitted, another batch of `proposals` samples is drawn (new seed), at most
+`duplicate`. `synthesize.min_novel_share` > 0 keeps the offer up: while fewer novel problems than
+that share of `proposals` were admitted, another batch of `proposals` samples is drawn (new seed), at most
 `max_batches` in all; every sample of every batch is in `proposals`.
 
 `synthesize.source` replaces the proposer in rounds >= 1 for the baselines: `generator` draws
@@ -28,6 +28,7 @@ measure label precision. Their rows have `source` = "generator" or "pool".
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -192,8 +193,8 @@ def synthesize_settings(cfg: RunConfig, *, warmup: bool = False) -> dict[str, An
     """The domain and synthesize sections as fingerprinted: the top-up keys only where a proposer
     may sample more than one batch (runs fingerprinted before they existed keep their fingerprints)."""
     settings = cfg.slice("domain", "synthesize")
-    if warmup or cfg.synthesize.source != "proposer" or cfg.synthesize.min_novel == 0:
-        for key in ("min_novel", "max_batches"):
+    if warmup or cfg.synthesize.source != "proposer" or cfg.synthesize.min_novel_share == 0:
+        for key in ("min_novel_share", "max_batches"):
             settings["synthesize"].pop(key)
     return settings
 
@@ -227,7 +228,8 @@ def synthesize(ctx: RunContext, round_index: int, incumbent: Checkpoint,
                                       max_new_tokens=cfg.synthesize.max_new_tokens, seed=seed + batch,
                                       batch_size=cfg.rollout.batch_size),
                 lambda pairs: novel_count(ctx.domain, pairs, seen, heldout),
-                min_novel=cfg.synthesize.min_novel, max_batches=cfg.synthesize.max_batches)
+                min_novel=math.ceil(cfg.synthesize.min_novel_share * cfg.synthesize.proposals),
+                max_batches=cfg.synthesize.max_batches)
             source = "proposer"
         else:  # baselines without a proposer: see baseline_proposals
             pairs = baseline_proposals(ctx.domain, cfg.synthesize.source, count=cfg.synthesize.proposals,

@@ -28,10 +28,10 @@ def test_top_up_settings_enter_the_fingerprint_only_when_they_act():
     def settings(**synthesize):
         return synthesize_settings(load_config(None, {f"synthesize.{k}": v for k, v in synthesize.items()}))
 
-    off = settings(min_novel=0)
-    assert "min_novel" not in off["synthesize"] and "domain" in off  # runs made before the keys existed
-    assert settings(min_novel=0, max_batches=9) == off
-    on = settings(min_novel=100)
-    assert on["synthesize"]["min_novel"] == 100 and on["synthesize"]["max_batches"] == 4
-    assert settings(min_novel=100, source="generator") == settings(source="generator")
+    off = settings(min_novel_share=0.0)
+    assert "min_novel_share" not in off["synthesize"] and "domain" in off  # runs made before the keys existed
+    assert settings(min_novel_share=0.0, max_batches=9) == off
+    on = settings(min_novel_share=0.25)
+    assert on["synthesize"]["min_novel_share"] == 0.25 and on["synthesize"]["max_batches"] == 4
+    assert settings(min_novel_share=0.25, source="generator") == settings(source="generator")
     assert synthesize_settings(load_config(None), warmup=True) == off  # the seed round samples no proposer
