@@ -111,23 +111,32 @@ def proposer_tokens(config: Any, texts: list[str]) -> int:
 
 
 def measure(data_root: Path, run_id: str, config: Any) -> dict[str, Any]:
-    """Per round: held-out accuracy (incumbent after the gate, candidate), tokens, steps."""
-    from flywheel.storage.catalog import Catalog
+    """Per round: held-out accuracy (incumbent after the gate, candidate), tokens, steps. Files
+    are read through the audit's view of the run (flywheel.storage.audit.open_run): only each
+    stage's latest output counts, not those of a run earlier made with another config."""
+    from flywheel.storage.audit import open_run
 
-    catalog = Catalog(data_root)
-    decided = {r["round"]: r for r in catalog.query(
-        "SELECT * FROM rounds WHERE run_id = ? ORDER BY round", [run_id])}
-    metrics: dict[tuple[int, str, str], float] = {
-        (r["round"], r["stage"], r["name"]): r["value"] for r in catalog.query(
-            "SELECT round, stage, name, value FROM metrics WHERE run_id = ?", [run_id])}
-    texts: dict[int, list[str]] = {}
-    for r in catalog.query("SELECT round, text FROM proposals WHERE run_id = ? AND source = 'proposer'",
-                           [run_id]):
-        texts.setdefault(r["round"], []).append(r["text"])
-    offered: dict[tuple[int, int], tuple[int, int]] = {
-        (r["round"], r["level"]): (r["problems"], r["kept"]) for r in catalog.query(
-            "SELECT round, level, count(*) AS problems, count(*) FILTER (WHERE kept) AS kept "
-            "FROM curriculum WHERE run_id = ? GROUP BY round, level", [run_id])}
+    con = open_run(data_root, run_id)
+
+    def query(sql: str) -> list[dict[str, Any]]:
+        cur = con.execute(sql)
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+    try:
+        decided = {r["round"]: r for r in query("SELECT * FROM rounds ORDER BY round")}
+        metrics: dict[tuple[int, str, str], float] = {
+            (r["round"], r["stage"], r["name"]): r["value"]
+            for r in query("SELECT round, stage, name, value FROM metrics")}
+        texts: dict[int, list[str]] = {}
+        for r in query("SELECT round, text FROM proposals WHERE source = 'proposer'"):
+            texts.setdefault(r["round"], []).append(r["text"])
+        offered: dict[tuple[int, int], tuple[int, int]] = {
+            (r["round"], r["level"]): (r["problems"], r["kept"]) for r in query(
+                "SELECT round, level, count(*) AS problems, count(*) FILTER (WHERE kept) AS kept "
+                "FROM curriculum GROUP BY round, level")}
+    finally:
+        con.close()
     baseline = metrics.get((0, "baseline", "accuracy"))
     levels = sorted({int(name.rsplit("_", 1)[1]) for (_, stage, name) in metrics
                      if stage == "evaluate" and name.startswith("accuracy_level_")})
