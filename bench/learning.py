@@ -44,7 +44,11 @@ skips its finished stages (fingerprints), so an interrupted benchmark continues 
 
     python bench/learning.py [--seeds 0 1 2] [--rounds 3] [--arms default uniform no_self_play]
                              [--config configs/tiny-cpu.toml] [--overrides key=value ...]
-                             [--data-root DIR] [--no-equal-steps] [--out bench/results/learning.json]
+                             [--data-root DIR] [--no-equal-steps] [--report-only]
+                             [--out bench/results/learning.json]
+
+--report-only runs nothing and measures the runs already in --data-root (e.g. after changing
+what the report prints).
 """
 
 from __future__ import annotations
@@ -276,6 +280,8 @@ def main() -> None:
     parser.add_argument("--data-root", type=Path, default=None)
     parser.add_argument("--no-equal-steps", dest="equal_steps", action="store_false",
                         help="keep the config's train.epochs (steps may then differ between arms)")
+    parser.add_argument("--report-only", action="store_true",
+                        help="run nothing: measure and print the runs already in --data-root")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "learning.json")
     args = parser.parse_args()
     for key, value in {"HF_HUB_OFFLINE": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
@@ -299,6 +305,8 @@ def main() -> None:
 
     from flywheel.flows.flywheel import RunSpec, flywheel_flow
 
+    if args.report_only and args.data_root is None:
+        raise SystemExit("--report-only reads the runs of a --data-root: name it")
     data_root = args.data_root or Path(tempfile.mkdtemp(prefix="flywheel-learning-"))
     print(f"data root {data_root}; Prefect API {os.environ.get('PREFECT_API_URL') or 'temporary server'}")
     runs: dict[str, dict[int, dict[str, Any]]] = {arm: {} for arm in args.arms}
@@ -308,7 +316,8 @@ def main() -> None:
         for arm in args.arms:
             run_id = f"learning-{arm}-s{seed}"
             t0 = time.time()
-            flywheel_flow(RunSpec(data_root=str(data_root), run_id=run_id, config=configs[arm, seed]))
+            if not args.report_only:
+                flywheel_flow(RunSpec(data_root=str(data_root), run_id=run_id, config=configs[arm, seed]))
             seconds[run_id] = round(time.time() - t0, 1)
             runs[arm][seed] = measure(data_root, run_id, configs[arm, seed])
             acc = " ".join(f"{r['accuracy']:.3f}" for r in runs[arm][seed]["rounds"])
