@@ -57,6 +57,7 @@ import argparse
 import json
 import os
 import platform
+import random
 import statistics
 import sys
 import tempfile
@@ -174,6 +175,74 @@ def measure(data_root: Path, run_id: str, config: Any) -> dict[str, Any]:
             "train_steps": sum(r["train_steps"] for r in rounds[1:])}
 
 
+def final_checkpoint_and_problems(data_root: Path, run_id: str) -> tuple[Path, set[str]]:
+    """The run's incumbent after its last gate, and the text of every problem it trained on or
+    rolled out (all rounds, the warm-up's seed problems included)."""
+    from flywheel.storage.audit import open_run
+
+    con = open_run(data_root, run_id)
+    try:
+        last = con.execute("SELECT CASE WHEN promoted THEN candidate ELSE incumbent END FROM rounds"
+                           " ORDER BY round DESC LIMIT 1").fetchone()[0]
+        path = con.execute("SELECT path FROM datasets WHERE kind = 'checkpoint' AND fingerprint = ?",
+                           [last]).fetchone()[0]
+        texts = {row[0] for row in con.execute("SELECT text FROM problems").fetchall()}
+    finally:
+        con.close()
+    return Path(path), texts
+
+
+def wide_items(domain: Any, per_level: int, *, seen: set[str], gate: list[Any], attempts: int = 50) -> list[Any]:
+    """Up to `per_level` distinct problems per level that are not in `seen`: the gate's held-out
+    items first (no run trains on them), then fresh generator draws (seeded; `attempts` draws per
+    wanted item at most, since a small level such as one-digit sums runs out)."""
+    rng = random.Random("learning-bench-wide-eval")
+    items, taken = [], set(seen)
+    for level in domain.levels:
+        chosen: list[Any] = []
+        for p in (q for q in gate if q.level == level):
+            if p.text not in taken and len(chosen) < per_level:
+                chosen.append(p)
+                taken.add(p.text)
+        for _ in range(per_level * attempts):
+            if len(chosen) >= per_level:
+                break
+            p = domain.generate(rng, level)
+            if p.text not in taken:
+                chosen.append(p)
+                taken.add(p.text)
+        items += chosen
+    return items
+
+
+def wide_eval(data_root: Path, run_ids: list[str], config: Any, per_level: int) -> dict[str, Any]:
+    """Every run's final incumbent on a wider held-out set (wide_items: up to `per_level` items
+    per level that no run saw, so no arm was trained on an item). Greedy answers, as the evaluate stage gives. The set's size cuts the
+    evaluation noise of the 40-per-level set the gate uses."""
+    from flywheel.domains import get_domain
+    from flywheel.models.backends import SamplingParams, make_backend
+
+    domain = get_domain(config.domain.name)
+    finals, seen = {}, set()
+    for run_id in run_ids:
+        finals[run_id], texts = final_checkpoint_and_problems(data_root, run_id)
+        seen |= texts
+    items = wide_items(domain, per_level, seen=seen, gate=domain.heldout(config.domain.heldout_per_level))
+    prompts = [domain.solver_prompt(p.text) for p in items]
+    out: dict[str, Any] = {"items_per_level": {str(lv): sum(p.level == lv for p in items) for lv in domain.levels},
+                           "accuracy": {}}
+    for run_id, path in finals.items():
+        backend = make_backend("transformers", path)
+        try:
+            outputs = backend.generate(prompts, SamplingParams(n=1, temperature=1.0, seed=0, greedy=True,
+                                                               max_new_tokens=config.evaluate.max_new_tokens))
+        finally:
+            backend.close()
+        scores = domain.score([o[0].text for o in outputs], [p.reference for p in items])
+        out["accuracy"][run_id] = sum(s == 1.0 for s in scores) / len(items)
+    return out
+
+
 def spread(values: list[float]) -> dict[str, float | None]:
     values = [v for v in values if v is not None]
     if not values:
@@ -229,6 +298,30 @@ def summarize(runs: dict[str, dict[int, dict[str, Any]]], rounds: int) -> dict[s
     return out
 
 
+def wide_summary(accuracy: dict[str, float], arms: list[str], seeds: list[int]) -> dict[str, Any]:
+    """Final wide-set accuracy per arm over seeds, and default minus each baseline paired by seed
+    (the warm-up is the same for every arm of a seed, so these are differences of gains)."""
+    of = {arm: {s: accuracy[f"learning-{arm}-s{s}"] for s in seeds} for arm in arms}
+    out: dict[str, Any] = {"final_accuracy": {arm: spread(list(v.values())) for arm, v in of.items()},
+                           "paired_difference": {}}
+    for other in (a for a in arms if a != "default" and "default" in arms):
+        diffs = [of["default"][s] - of[other][s] for s in seeds]
+        out["paired_difference"][f"default-{other}"] = {
+            **spread(diffs), "default_wins": sum(d > 0 for d in diffs), "seeds": seeds}
+    return out
+
+
+def report_wide(wide: dict[str, Any]) -> None:
+    items = wide["items_per_level"]
+    print(f"\nwide held-out set ({sum(items.values())} items never seen by any run; per level "
+          + " ".join(f"L{lv} {n}" for lv, n in items.items()) + "): final accuracy (mean±sd over seeds)")
+    for arm, stat in wide["final_accuracy"].items():
+        print(f"  {arm:<14}{_fmt(stat)}")
+    for label, d in wide["paired_difference"].items():
+        print(f"  paired difference {label}: {_fmt(d)} (min {d['min']:.3f}, max {d['max']:.3f}); "
+              f"default higher in {d['default_wins']}/{len(d['seeds'])} seeds")
+
+
 def _fmt(stat: dict[str, float | None], digits: int = 3) -> str:
     if stat["mean"] is None:
         return "-"
@@ -280,6 +373,9 @@ def main() -> None:
     parser.add_argument("--data-root", type=Path, default=None)
     parser.add_argument("--no-equal-steps", dest="equal_steps", action="store_false",
                         help="keep the config's train.epochs (steps may then differ between arms)")
+    parser.add_argument("--wide-eval", type=int, default=400, metavar="N",
+                        help="also evaluate every run's final model on up to N held-out items per level "
+                             "that no run saw (0 = off)")
     parser.add_argument("--report-only", action="store_true",
                         help="run nothing: measure and print the runs already in --data-root")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "learning.json")
@@ -325,6 +421,11 @@ def main() -> None:
 
     summary = summarize(runs, args.rounds)
     report(summary, args.rounds)
+    if args.wide_eval:
+        wide = wide_eval(data_root, [f"learning-{arm}-s{seed}" for arm in args.arms for seed in args.seeds],
+                         configs[args.arms[0], args.seeds[0]], args.wide_eval)
+        summary["wide_eval"] = {**wide, **wide_summary(wide["accuracy"], args.arms, args.seeds)}
+        report_wide(summary["wide_eval"])
     result = {
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "config": str(args.config) if args.config else "<built-in tiny CPU run>",

@@ -54,3 +54,30 @@ def test_report_prints_every_arm_and_level(capsys):
     out = capsys.readouterr().out
     assert "L2 8->4" in out and "L2 8->2" in out
     assert "final-gain ratio default/uniform: 2.00" in out
+
+
+def test_wide_eval_items_are_unseen_distinct_and_start_with_the_gate_set():
+    from flywheel.domains.arithmetic import ArithmeticDomain
+
+    domain = ArithmeticDomain()
+    gate = domain.heldout(5)
+    seen = {p.text for p in domain.heldout(200) if p.level != 1} | {gate[0].text}
+    items = learning.wide_items(domain, 30, seen=seen, gate=gate)
+    texts = [p.text for p in items]
+    assert len(texts) == len(set(texts)) and not set(texts) & seen
+    per_level = {level: [p for p in items if p.level == level] for level in domain.levels}
+    assert all(len(v) == 30 for v in per_level.values())
+    assert [p.text for p in per_level[1][:4]] == [p.text for p in gate if p.level == 1][1:]
+    everything_seen = {f"{a}{op}{b}" for a in range(10) for b in range(10) for op in "+-"}
+    assert not [p for p in learning.wide_items(domain, 30, seen=everything_seen, gate=gate, attempts=3)
+                if p.level == 1]  # a level with nothing left ends, however many were asked for
+
+
+def test_wide_summary_pairs_final_accuracy_by_seed():
+    accuracy = {"learning-default-s0": 0.30, "learning-default-s1": 0.20,
+                "learning-uniform-s0": 0.25, "learning-uniform-s1": 0.22}
+    wide = learning.wide_summary(accuracy, ["default", "uniform"], [0, 1])
+    assert wide["final_accuracy"]["default"]["mean"] == pytest.approx(0.25)
+    paired = wide["paired_difference"]["default-uniform"]
+    assert paired["mean"] == pytest.approx(0.015) and paired["default_wins"] == 1
+    assert paired["min"] == pytest.approx(-0.02) and paired["max"] == pytest.approx(0.05)
