@@ -157,9 +157,8 @@ def training_rows(domain: Domain, problems: list[dict[str, Any]], rollouts: list
             continue
         if stats is None:
             continue
-        if band.solver_targets == "reference":
-            add("solver", domain.solver_prompt(problem["text"]), problem["reference"], 1.0, problem, None)
-        elif band.solver_targets == "rationalize" and stats["pass_rate"] <= band.min_pass_rate:
+        too_hard = band.solver_targets == "rationalize" and stats["pass_rate"] <= band.min_pass_rate
+        if band.solver_targets == "reference" or too_hard:
             add("solver", domain.solver_prompt(problem["text"]), problem["reference"], 1.0, problem, None)
         elif algorithm == "sft":
             for r in verified[problem["problem_id"]][: band.max_answers_per_problem]:
