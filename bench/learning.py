@@ -119,26 +119,20 @@ def measure(data_root: Path, run_id: str, config: Any) -> dict[str, Any]:
     """Per round: held-out accuracy (incumbent after the gate, candidate), tokens, steps. Files
     are read through the audit's view of the run (flywheel.storage.audit.open_run): only each
     stage's latest output counts, not those of a run earlier made with another config."""
-    from flywheel.storage.audit import open_run
+    from flywheel.storage.audit import fetch, open_run
 
     con = open_run(data_root, run_id)
-
-    def query(sql: str) -> list[dict[str, Any]]:
-        cur = con.execute(sql)
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
-
     try:
-        decided = {r["round"]: r for r in query("SELECT * FROM rounds ORDER BY round")}
+        decided = {r["round"]: r for r in fetch(con, "SELECT * FROM rounds ORDER BY round")}
         metrics: dict[tuple[int, str, str], float] = {
             (r["round"], r["stage"], r["name"]): r["value"]
-            for r in query("SELECT round, stage, name, value FROM metrics")}
+            for r in fetch(con, "SELECT round, stage, name, value FROM metrics")}
         texts: dict[int, list[str]] = {}
-        for r in query("SELECT round, text FROM proposals WHERE source = 'proposer'"):
+        for r in fetch(con, "SELECT round, text FROM proposals WHERE source = 'proposer'"):
             texts.setdefault(r["round"], []).append(r["text"])
         offered: dict[tuple[int, int], tuple[int, int]] = {
-            (r["round"], r["level"]): (r["problems"], r["kept"]) for r in query(
-                "SELECT round, level, count(*) AS problems, count(*) FILTER (WHERE kept) AS kept "
+            (r["round"], r["level"]): (r["problems"], r["kept"]) for r in fetch(
+                con, "SELECT round, level, count(*) AS problems, count(*) FILTER (WHERE kept) AS kept "
                 "FROM curriculum GROUP BY round, level")}
     finally:
         con.close()

@@ -77,14 +77,12 @@ def drop_reason(pass_rate: float | None, reward_std: float, band: CurateConfig) 
     return None
 
 
-def rationalized(rows: list[dict[str, Any]], verdicts: list[dict[str, Any]], band: CurateConfig) -> set[str]:
+def rationalized(rows: list[dict[str, Any]], band: CurateConfig) -> set[str]:
     """The too-hard problems trained on their reference under solver_targets = rationalize: at
     most rationalize_ratio x the round's verified answer rows, lowest level first (nearest the
-    frontier), then in problem order."""
-    correct: dict[str, int] = defaultdict(int)
-    for v in verdicts:
-        correct[v["problem_id"]] += v["reward"] == 1.0
-    verified = sum(min(correct[r["problem_id"]], band.max_answers_per_problem)
+    frontier), then in problem order. `rows`: curriculum rows (rewards are 0 or 1 against
+    references, so a kept problem has round(pass_rate x judged) verified answers)."""
+    verified = sum(min(round(r["pass_rate"] * r["judged"]), band.max_answers_per_problem)
                    for r in rows if r["drop_reason"] is None)
     too_hard = sorted((r for r in rows if r["drop_reason"] == "too_hard"), key=lambda r: r["level"])
     return {r["problem_id"] for r in too_hard[: int(band.rationalize_ratio * verified)]}
@@ -113,7 +111,7 @@ def curriculum_rows(problems: list[dict[str, Any]], verdicts: list[dict[str, Any
             "pass_rate": pass_rate, "reward_std": std, "kept": reason is None, "drop_reason": reason,
         })
     if band.solver_targets == "rationalize" and not warmup:
-        chosen = rationalized(rows, verdicts, band)
+        chosen = rationalized(rows, band)
         for row in rows:
             if row["problem_id"] in chosen:
                 row.update(kept=True, drop_reason=None)  # trained on its reference (training_rows)
