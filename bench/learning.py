@@ -35,7 +35,7 @@ last round's accuracy per difficulty level (where the gains come from), the prob
 out and kept per level (what each curriculum offered and what the band let through), each
 arm's final gain = accuracy after the last round - accuracy after the warm-up, the ratios of
 mean final gains default/uniform and default/no_self_play, and the paired differences of gains
-(same seed) with their spread. JSON: bench/results/learning.json (--out).
+(same seed) with their spread and the 95% t-interval of their mean. JSON: bench/results/learning.json (--out).
 
 Prefect: PREFECT_API_URL when set, else Prefect's temporary server, started once for the
 process and shared by every run. Runs are named `learning-<arm>-s<seed>` under --data-root
@@ -245,6 +245,20 @@ def spread(values: list[float]) -> dict[str, float | None]:
             "min": min(values), "max": max(values)}
 
 
+def paired(diffs: list[float], seeds: list[int]) -> dict[str, Any]:
+    """Spread of per-seed differences (default - baseline), how many favour default, and the 95%
+    Student-t confidence interval of their mean (None for fewer than 2 seeds). An interval that
+    contains 0 means the seeds do not tell the arms apart."""
+    out: dict[str, Any] = {**spread(diffs), "seeds": seeds, "default_wins": sum(d > 0 for d in diffs),
+                           "ci95": None}
+    if len(diffs) > 1:
+        from scipy.stats import t  # imported here: only the paired summaries need it
+
+        half = t.ppf(0.975, len(diffs) - 1) * statistics.stdev(diffs) / len(diffs) ** 0.5
+        out["ci95"] = [statistics.fmean(diffs) - half, statistics.fmean(diffs) + half]
+    return out
+
+
 def ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None or b <= 0 else a / b
 
@@ -285,10 +299,8 @@ def summarize(runs: dict[str, dict[int, dict[str, Any]]], rounds: int) -> dict[s
                 continue
             out["ratios"][label] = ratio(arms["default"]["gain"]["mean"], arms[other]["gain"]["mean"])
             common = sorted(set(runs["default"]) & set(runs[other]))
-            out["paired_gain_difference"][f"default-{other}"] = {
-                **spread([runs["default"][s]["gain"] - runs[other][s]["gain"] for s in common]),
-                "seeds": common,
-                "default_wins": sum(runs["default"][s]["gain"] > runs[other][s]["gain"] for s in common)}
+            out["paired_gain_difference"][f"default-{other}"] = paired(
+                [runs["default"][s]["gain"] - runs[other][s]["gain"] for s in common], common)
     return out
 
 
@@ -299,9 +311,8 @@ def wide_summary(accuracy: dict[str, float], arms: list[str], seeds: list[int]) 
     out: dict[str, Any] = {"final_accuracy": {arm: spread(list(v.values())) for arm, v in of.items()},
                            "paired_difference": {}}
     for other in (a for a in arms if a != "default" and "default" in arms):
-        diffs = [of["default"][s] - of[other][s] for s in seeds]
-        out["paired_difference"][f"default-{other}"] = {
-            **spread(diffs), "default_wins": sum(d > 0 for d in diffs), "seeds": seeds}
+        out["paired_difference"][f"default-{other}"] = paired(
+            [of["default"][s] - of[other][s] for s in seeds], seeds)
     return out
 
 
@@ -312,8 +323,13 @@ def report_wide(wide: dict[str, Any]) -> None:
     for arm, stat in wide["final_accuracy"].items():
         print(f"  {arm:<14}{_fmt(stat)}")
     for label, d in wide["paired_difference"].items():
-        print(f"  paired difference {label}: {_fmt(d)} (min {d['min']:.3f}, max {d['max']:.3f}); "
-              f"default higher in {d['default_wins']}/{len(d['seeds'])} seeds")
+        print(f"  paired difference {label}: {_fmt_paired(d)}")
+
+
+def _fmt_paired(d: dict[str, Any]) -> str:
+    interval = "" if d["ci95"] is None else f", 95% CI [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}]"
+    return (f"{_fmt(d)} (min {d['min']:.3f}, max {d['max']:.3f}{interval}); "
+            f"default higher in {d['default_wins']}/{len(d['seeds'])} seeds")
 
 
 def _fmt(stat: dict[str, float | None], digits: int = 3) -> str:
@@ -352,8 +368,7 @@ def report(summary: dict[str, Any], rounds: int) -> None:
     for label, value in summary["ratios"].items():
         print(f"final-gain ratio {label}: " + ("n/a (denominator gain <= 0)" if value is None else f"{value:.2f}"))
     for label, d in summary["paired_gain_difference"].items():
-        print(f"paired gain difference {label}: {_fmt(d)} (min {d['min']:.3f}, max {d['max']:.3f}); "
-              f"default higher in {d['default_wins']}/{len(d['seeds'])} seeds")
+        print(f"paired gain difference {label}: {_fmt_paired(d)}")
 
 
 def main() -> None:

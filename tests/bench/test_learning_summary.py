@@ -81,3 +81,21 @@ def test_wide_summary_pairs_final_accuracy_by_seed():
     paired = wide["paired_difference"]["default-uniform"]
     assert paired["mean"] == pytest.approx(0.015) and paired["default_wins"] == 1
     assert paired["min"] == pytest.approx(-0.02) and paired["max"] == pytest.approx(0.05)
+
+
+def test_paired_interval_is_the_student_t_interval_of_the_mean():
+    d = learning.paired([0.01, 0.02, 0.03], [0, 1, 2])
+    half = 4.302653 * 0.01 / 3**0.5  # t(0.975, df 2) * sd / sqrt(n)
+    assert d["ci95"] == pytest.approx([0.02 - half, 0.02 + half])
+    assert d["default_wins"] == 3 and d["seeds"] == [0, 1, 2]
+    assert learning.paired([0.05], [0])["ci95"] is None  # one seed: no interval
+    wins_and_losses = learning.paired([0.07, -0.01, -0.015], [0, 1, 2])
+    assert wins_and_losses["ci95"][0] < 0 < wins_and_losses["ci95"][1]  # cannot tell the arms apart
+
+
+def test_report_prints_the_interval_of_paired_differences(capsys):
+    runs = {"default": {s: run([0.1, 0.1 + g], [NONE, NONE], [NONE, NONE]) for s, g in ((0, 0.2), (1, 0.3))},
+            "uniform": {s: run([0.1, 0.2], [NONE, NONE], [NONE, NONE]) for s in (0, 1)}}
+    learning.report(learning.summarize(runs, 1), 1)
+    out = capsys.readouterr().out
+    assert "95% CI [" in out and "default higher in 2/2 seeds" in out
