@@ -35,7 +35,8 @@ last round's accuracy per difficulty level (where the gains come from), the prob
 out and kept per level (what each curriculum offered and what the band let through), each
 arm's final gain = accuracy after the last round - accuracy after the warm-up, the ratios of
 mean final gains default/uniform and default/no_self_play, and the paired differences of gains
-(same seed) with their spread and the 95% t-interval of their mean. JSON: bench/results/learning.json (--out).
+(same seed) with their spread and the 95% t-interval of their mean. JSON:
+bench/results/learning.json (--out).
 
 Prefect: PREFECT_API_URL when set, else Prefect's temporary server, started once for the
 process and shared by every run. Runs are named `learning-<arm>-s<seed>` under --data-root
@@ -254,8 +255,8 @@ def paired(diffs: list[float], seeds: list[int]) -> dict[str, Any]:
     if len(diffs) > 1:
         from scipy.stats import t  # imported here: only the paired summaries need it
 
-        half = t.ppf(0.975, len(diffs) - 1) * statistics.stdev(diffs) / len(diffs) ** 0.5
-        out["ci95"] = [statistics.fmean(diffs) - half, statistics.fmean(diffs) + half]
+        half = float(t.ppf(0.975, len(diffs) - 1)) * out["sd"] / len(diffs) ** 0.5
+        out["ci95"] = [out["mean"] - half, out["mean"] + half]
     return out
 
 
