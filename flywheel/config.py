@@ -137,15 +137,16 @@ class CurateConfig(_Section):
                           "share the same warm-up")
     max_proposer_rows: int = Field(256, ge=0, le=10_000_000, description="most learnable first")
     solver_targets: Literal["verified", "reference", "rationalize"] = Field(
-        "verified",
+        "rationalize",
         description="solver rows of rounds >= 1: verified = the model's own verified answers to "
-                    "kept problems (default); rationalize = the same, and too-hard problems (p <= "
+                    "kept problems; rationalize = the same, and too-hard problems (p <= "
                     "min_pass_rate) are kept and trained on their reference (STaR's "
-                    "rationalization; SFT only); reference = every problem kept, trained on its "
+                    "rationalization; default; SFT with reference labels only; GRPO, DPO and "
+                    "majority-vote runs set verified); reference = every problem kept, trained on its "
                     "executed reference (SFT on generator data, the no-self-play baseline)",
     )
     rationalize_ratio: float = Field(
-        0.25, ge=0, le=1000,
+        1.0, ge=0, le=1000,
         description="rationalize: most reference rows per verified answer row of the round; the "
                     "too-hard problems of the lowest levels (nearest the frontier) go first",
     )
@@ -419,8 +420,9 @@ class RunConfig(_Section):
                    f"'transformers' (vLLM batches a whole stage itself); set rollout_shards = 1")
             raise ValueError(msg)
         if self.curate.solver_targets == "rationalize" and self.train.algorithm != "sft":
-            msg = (f"curate.solver_targets = 'rationalize' trains references by SFT; it needs "
-                   f"train.algorithm = 'sft' (it is {self.train.algorithm!r}): set one of them")
+            msg = (f"curate.solver_targets = 'rationalize' (the default) trains references by SFT; "
+                   f"with train.algorithm = {self.train.algorithm!r} set curate.solver_targets = "
+                   f"'verified'")
             raise ValueError(msg)
         if (self.train.proposer_algorithm == "grpo" and self.train.algorithm == "sft"
                 and not self.train.replay_proposer_rows):
@@ -429,8 +431,9 @@ class RunConfig(_Section):
                    "(without them the model forgets how to write a problem)")
             raise ValueError(msg)
         if self.curate.solver_targets == "rationalize" and self.verify.labels != "reference":
-            msg = (f"curate.solver_targets = 'rationalize' trains on executed references; with "
-                   f"verify.labels = {self.verify.labels!r} set solver_targets = 'verified'")
+            msg = (f"curate.solver_targets = 'rationalize' (the default) trains on executed "
+                   f"references; with verify.labels = {self.verify.labels!r} set "
+                   f"curate.solver_targets = 'verified'")
             raise ValueError(msg)
         return self
 

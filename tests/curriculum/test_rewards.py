@@ -77,7 +77,7 @@ def test_penalized_is_clipped_at_zero(reward, penalty, strength, expected):
 
 
 def test_proposer_weight_follows_the_config():
-    assert proposer_weight(0.25, [1, 0, 0, 0], CurateConfig()) == pytest.approx(0.75)  # default variance
+    assert proposer_weight(0.25, [1, 0, 0, 0], CurateConfig()) == pytest.approx(0.75)  # default learnability
     assert proposer_weight(0.25, [1, 0, 0, 0], CurateConfig(proposer_reward="learnability")) == 0.75
     band = CurateConfig(proposer_reward="band", proposer_band_low=0.2, proposer_band_high=0.3)
     assert proposer_weight(0.25, [], band) == 1.0

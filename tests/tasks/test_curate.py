@@ -5,7 +5,7 @@ from flywheel.domains.arithmetic import ArithmeticDomain
 from flywheel.tasks.curate import curriculum_rows, drop_reason, training_rows
 
 domain = ArithmeticDomain()
-BAND = CurateConfig(min_pass_rate=0.0, max_pass_rate=1.0, max_answers_per_problem=2)
+BAND = CurateConfig(min_pass_rate=0.0, max_pass_rate=1.0, max_answers_per_problem=2, solver_targets="verified")
 
 
 @pytest.mark.parametrize(

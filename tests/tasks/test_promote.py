@@ -78,7 +78,8 @@ def test_margin_and_min_gain_together_is_a_config_error():
 # them by majority vote, so the run also checks the recorded label precision end to end.
 EMPTY_BAND = {"rounds": 2, "domain.seed_problems": 200, "domain.heldout_per_level": 2,
               "synthesize.proposals": 64, "synthesize.source": "generator",
-              "verify.labels": "majority", "rollout.samples_per_problem": 2,
+              "verify.labels": "majority", "curate.solver_targets": "verified",
+              "rollout.samples_per_problem": 2,
               "train.warmup_max_steps": 10, "train.max_steps": 5, "train.batch_size": 32,
               "curate.min_pass_rate": 0.99, "curate.max_pass_rate": 1.0, "gates.enabled": False}
 

@@ -17,7 +17,7 @@ from flywheel.tasks.stage import StageOutput
 from flywheel.tasks.train import train
 
 domain = ArithmeticDomain()
-BAND = CurateConfig(min_pass_rate=0.0, max_pass_rate=1.0)
+BAND = CurateConfig(min_pass_rate=0.0, max_pass_rate=1.0, solver_targets="verified")
 
 
 def _problem(pid, text, reference, level=1):
@@ -169,6 +169,7 @@ def stage_inputs(tmp_path):
     """A round-1 train stage over one GRPO prompt row, one DPO pair and one proposer row."""
     def make(algorithm, round_index=1, proposer_algorithm="sft"):
         config = load_config(None, {"rounds": 1, "train.algorithm": algorithm, "train.batch_size": 8,
+                                    "curate.solver_targets": "verified",
                                     "train.proposer_algorithm": proposer_algorithm,
                                     "train.replay_proposer_rows": True,
                                     "train.replay_ratio": 0.0, "gates.enabled": False})
