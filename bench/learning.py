@@ -4,10 +4,11 @@ Three arms, each run for every seed (`seed` config key) on one base config, warm
 --rounds self-improvement rounds, in-process one after another:
 
     default        the config as given: the proposer writes problems, the solver trains on its
-                   verified answers to the kept ones (the flywheel's own curriculum)
+                   verified answers to the kept ones and on the references of too-hard ones
+                   (curate.solver_targets; the flywheel's own curriculum)
     uniform        synthesize.source = "generator": every round `synthesize.proposals` fresh
                    domain-generator problems, levels min_level..max_level in equal shares,
-                   same stages otherwise (rollout, verify, band, verified answers)
+                   same stages otherwise (rollout, verify, band, verified answers, references)
     no_self_play   synthesize.source = "generator" and curate.solver_targets = "reference":
                    SFT on the same kind of generator problems with their executed references,
                    every problem kept (like the warm-up); rollouts still run (pass rates are

@@ -23,11 +23,13 @@ With `train.algorithm = "grpo"` or `"dpo"` the solver rows of rounds >= 1 are GR
 (completion = the label the verifier rewards against) or DPO pairs (completion = a verified
 answer, `rejected` = a wrong one), built by flywheel/tasks/rows.py; proposer rows are unchanged.
 
-With `curate.solver_targets = "rationalize"` (STaR's rationalization: the answer is given for a
-problem the model could not solve) problems below the band (p <= min_pass_rate, "too_hard") are
-kept too, and their solver row is the executed reference (one per problem, no rollout id): at
-most `rationalize_ratio` of them per verified answer row of the round, lowest levels first (the
-rest stay `too_hard`); the other problems are curated as above. SFT only.
+With `curate.solver_targets = "rationalize"` (the default; STaR's rationalization: the answer
+is given for a problem the model could not solve) problems below the band (p <= min_pass_rate,
+"too_hard") are kept too, and their solver row is the executed reference (one per problem, no
+rollout id): at most `rationalize_ratio` of them per verified answer row of the round, lowest
+levels first (the rest stay `too_hard`); the other problems are curated as above. SFT with
+reference labels only; `"verified"` trains the verified answers alone (GRPO, DPO, majority-vote
+labels).
 
 With `curate.solver_targets = "reference"` (the no-self-play baseline: SFT on generator data
 with references only, used with `synthesize.source = "generator"`) rounds >= 1 work like the
