@@ -84,9 +84,11 @@ def row_lineage(con: duckdb.DuckDBPyConnection, view: str, row_id: str) -> Resul
     train = rollout = problem = proposal = None
     if view == "train_rows":
         train = _one(con, "SELECT * FROM train_rows WHERE train_row_id = ?", [row_id])
+        reference = train["role"] == "solver" and train["rollout_id"] is None
         add("start", "train_row", train["train_row_id"], train["round"],
             f"role={train['role']} weight={train['weight']:.3f} "
-            f"{_clip(train['prompt'])} -> {_clip(train['completion'])}")
+            f"{_clip(train['prompt'])} -> {_clip(train['completion'])}"
+            + (" (completion = the executed reference, no rollout)" if reference else ""))
         if train["rollout_id"] is not None:
             rollout = _one(con, "SELECT * FROM rollouts WHERE rollout_id = ? AND round = ?",
                            [train["rollout_id"], train["round"]])

@@ -68,6 +68,20 @@ def test_training_rows_lead_back_to_rollouts_problems_and_proposer_samples(small
         WHERE t.role = 'solver' AND t.round >= 1
         """
     )
+    # rationalized rows (curate.solver_targets = "rationalize", the default) have no rollout:
+    # their completion is the executed reference of a problem the solver never solved
+    references = catalog.query(
+        """
+        SELECT t.train_row_id, q.source, c.pass_rate, t.completion = p.reference AS is_reference
+        FROM train_rows t
+        JOIN problems p ON p.problem_id = t.problem_id AND p.round = t.round
+        JOIN curriculum c ON c.problem_id = t.problem_id AND c.round = t.round
+        JOIN proposals q ON q.proposal_id = p.proposal_id
+        WHERE t.role = 'solver' AND t.round >= 1 AND t.rollout_id IS NULL
+        """
+    )
     solver_rows = catalog.query("SELECT count(*) AS n FROM train_rows WHERE role = 'solver' AND round >= 1")
-    assert chains and len(chains) == solver_rows[0]["n"]
+    assert chains and references and len(chains) + len(references) == solver_rows[0]["n"]
     assert all(c["source"] == "proposer" and c["reward"] == 1.0 for c in chains)
+    assert all(r["source"] == "proposer" and r["pass_rate"] == 0.0 and r["is_reference"] for r in references)
+    assert len(references) <= len(chains)  # rationalize_ratio = 1.0: at most one per verified answer

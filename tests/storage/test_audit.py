@@ -109,8 +109,9 @@ def test_funnel_counts_equal_the_row_counts_of_the_files(run):
         assert row["proposed"] >= row["valid"] >= row["novel"] >= row["kept"] >= row["trained"]
         assert row["state"] == "decided"
     assert result[1]["kept"] > 0, "round 1 kept nothing; the fixture's config is too small"
-    ratio = json.loads(run["catalog"].run_config_json(RUN))["train"]["replay_ratio"]
-    assert result[1]["replayed_rows"] == min(result[0]["train_rows"], round(ratio * result[1]["train_rows"]))
+    train = json.loads(run["catalog"].run_config_json(RUN))["train"]
+    pool = result[0]["train_rows"] if train["replay_proposer_rows"] else result[0]["solver_rows"]
+    assert result[1]["replayed_rows"] == min(pool, round(train["replay_ratio"] * result[1]["train_rows"]))
 
 
 def test_drops_counts_and_examples_match_the_files(run):
@@ -131,8 +132,8 @@ def test_drops_counts_and_examples_match_the_files(run):
 
 def test_lineage_of_a_training_row_reaches_the_proposer_sample_and_its_model(run):
     con = run["con"]
-    row = con.execute("SELECT train_row_id, rollout_id, problem_id, proposal_id FROM train_rows"
-                      " WHERE round = 1 AND role = 'solver' ORDER BY train_row_id LIMIT 1").fetchone()
+    row = con.execute("SELECT train_row_id, rollout_id, problem_id, proposal_id FROM train_rows WHERE round = 1"
+                      " AND role = 'solver' AND rollout_id IS NOT NULL ORDER BY train_row_id LIMIT 1").fetchone()
     result = lineage(con, row[0][:10])  # a unique prefix is enough
     chain = [(r["link"], r["kind"], r["id"]) for r in result.rows]
     assert [kind for _, kind, _ in chain[:7]] == ["train_row", "rollout", "verdict", "problem",
@@ -147,6 +148,18 @@ def test_lineage_of_a_training_row_reaches_the_proposer_sample_and_its_model(run
     assert chain[6][2] == decided[0]["incumbent"]  # the round-1 proposer is round 1's incumbent
     trained_into = [r for r in result.rows if r["link"] == "trained into"]
     assert [r["id"] for r in trained_into] == [decided[0]["candidate"]]
+
+
+def test_lineage_of_a_rationalized_row_shows_the_reference_and_the_unsolved_problem(run):
+    con = run["con"]
+    row = con.execute("SELECT train_row_id, problem_id, proposal_id FROM train_rows WHERE round = 1"
+                      " AND role = 'solver' AND rollout_id IS NULL ORDER BY train_row_id LIMIT 1").fetchone()
+    assert row is not None, "round 1 rationalized nothing; the fixture's config is too small"
+    result = lineage(con, row[0])
+    chain = [(r["kind"], r["id"]) for r in result.rows]
+    assert chain[:4] == [("train_row", row[0]), ("problem", row[1]), ("curriculum", row[1]), ("proposal", row[2])]
+    assert "completion = the executed reference" in result.rows[0]["detail"]
+    assert "pass_rate=0.0" in result.rows[2]["detail"] and "kept=True" in result.rows[2]["detail"]
 
 
 def _one_path(run, kind, round_index):
