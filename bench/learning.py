@@ -43,10 +43,14 @@ Prefect: PREFECT_API_URL when set, else Prefect's temporary server, started once
 process and shared by every run. Runs are named `learning-<arm>-s<seed>` under --data-root
 (default: a new temporary folder); a data root that already holds a run of the same config
 skips its finished stages (fingerprints), so an interrupted benchmark continues where it was.
+`--arm-root ARM=DIR` keeps one arm's runs in another data root: an arm whose stage configs did
+not change since an earlier benchmark then reuses its finished stages there (its runs print
+about 0 s) instead of training again.
 
     python bench/learning.py [--seeds 0 1 2] [--rounds 3] [--arms default uniform no_self_play]
                              [--config configs/tiny-cpu.toml] [--overrides key=value ...]
-                             [--data-root DIR] [--no-equal-steps] [--report-only]
+                             [--data-root DIR] [--arm-root ARM=DIR ...] [--no-equal-steps]
+                             [--report-only]
                              [--out bench/results/learning.json]
 
 --report-only runs nothing and measures the runs already in --data-root (e.g. after changing
@@ -92,6 +96,17 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
         except tomllib.TOMLDecodeError:
             value = raw.strip()
         out[key.strip()] = value
+    return out
+
+
+def parse_arm_roots(items: list[str], arms: list[str]) -> dict[str, Path]:
+    """`ARM=DIR` pairs -> {arm: data root} for arms kept outside --data-root."""
+    out: dict[str, Path] = {}
+    for item in items:
+        arm, sep, folder = item.partition("=")
+        if not sep or arm not in arms or not folder:
+            raise SystemExit(f"--arm-root {item!r}: expected ARM=DIR with ARM one of {', '.join(arms)}")
+        out[arm] = Path(folder)
     return out
 
 
@@ -211,16 +226,17 @@ def wide_items(domain: Any, per_level: int, *, seen: set[str], gate: list[Any], 
     return items
 
 
-def wide_eval(data_root: Path, run_ids: list[str], config: Any, per_level: int) -> dict[str, Any]:
+def wide_eval(runs: list[tuple[Path, str]], config: Any, per_level: int) -> dict[str, Any]:
     """Every run's final incumbent on a wider held-out set (wide_items: up to `per_level` items
-    per level that no run saw, so no arm was trained on an item). Greedy answers, as the evaluate stage gives. The set's size cuts the
-    evaluation noise of the 40-per-level set the gate uses."""
+    per level that no run saw, so no arm was trained on an item). `runs`: (data root, run id)
+    pairs. Greedy answers, as the evaluate stage gives. The set's size cuts the evaluation noise
+    of the 40-per-level set the gate uses."""
     from flywheel.domains import get_domain
     from flywheel.models.backends import SamplingParams, make_backend
 
     domain = get_domain(config.domain.name)
     finals, seen = {}, set()
-    for run_id in run_ids:
+    for data_root, run_id in runs:
         finals[run_id], texts = final_checkpoint_and_problems(data_root, run_id)
         seen |= texts
     items = wide_items(domain, per_level, seen=seen, gate=domain.heldout(config.domain.heldout_per_level))
@@ -382,6 +398,10 @@ def main() -> None:
     parser.add_argument("--overrides", nargs="*", default=[], metavar="KEY=VALUE",
                         help="dotted config keys applied to every arm, e.g. domain.seed_problems=500")
     parser.add_argument("--data-root", type=Path, default=None)
+    parser.add_argument("--arm-root", nargs="*", default=[], metavar="ARM=DIR",
+                        help="keep an arm's runs in another data root, e.g. no_self_play=/data/earlier: "
+                             "its runs there are continued (finished stages of the same config skipped), "
+                             "so arms whose config did not change need not run again")
     parser.add_argument("--no-equal-steps", dest="equal_steps", action="store_false",
                         help="keep the config's train.epochs (steps may then differ between arms)")
     parser.add_argument("--wide-eval", type=int, default=400, metavar="N",
@@ -415,6 +435,7 @@ def main() -> None:
     if args.report_only and args.data_root is None:
         raise SystemExit("--report-only reads the runs of a --data-root: name it")
     data_root = args.data_root or Path(tempfile.mkdtemp(prefix="flywheel-learning-"))
+    roots = {arm: data_root for arm in args.arms} | parse_arm_roots(args.arm_root, args.arms)
     print(f"data root {data_root}; Prefect API {os.environ.get('PREFECT_API_URL') or 'temporary server'}")
     runs: dict[str, dict[int, dict[str, Any]]] = {arm: {} for arm in args.arms}
     seconds: dict[str, float] = {}
@@ -424,16 +445,16 @@ def main() -> None:
             run_id = f"learning-{arm}-s{seed}"
             t0 = time.time()
             if not args.report_only:
-                flywheel_flow(RunSpec(data_root=str(data_root), run_id=run_id, config=configs[arm, seed]))
+                flywheel_flow(RunSpec(data_root=str(roots[arm]), run_id=run_id, config=configs[arm, seed]))
             seconds[run_id] = round(time.time() - t0, 1)
-            runs[arm][seed] = measure(data_root, run_id, configs[arm, seed])
+            runs[arm][seed] = measure(roots[arm], run_id, configs[arm, seed])
             acc = " ".join(f"{r['accuracy']:.3f}" for r in runs[arm][seed]["rounds"])
             print(f"{run_id}: {seconds[run_id]:.0f} s, accuracy per round {acc}", flush=True)
 
     summary = summarize(runs, args.rounds)
     report(summary, args.rounds)
     if args.wide_eval:
-        wide = wide_eval(data_root, [f"learning-{arm}-s{seed}" for arm in args.arms for seed in args.seeds],
+        wide = wide_eval([(roots[arm], f"learning-{arm}-s{seed}") for arm in args.arms for seed in args.seeds],
                          configs[args.arms[0], args.seeds[0]], args.wide_eval)
         summary["wide_eval"] = {**wide, **wide_summary(wide["accuracy"], args.arms, args.seeds)}
         report_wide(summary["wide_eval"])
@@ -442,6 +463,7 @@ def main() -> None:
         "config": str(args.config) if args.config else "<built-in tiny CPU run>",
         "overrides": base, "equal_steps": args.equal_steps, "seeds": args.seeds, "rounds": args.rounds,
         "arms": {arm: ARMS[arm] for arm in args.arms}, "data_root": str(data_root),
+        "arm_roots": {arm: str(root) for arm, root in roots.items() if root != data_root},
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
         "wall_s": round(time.time() - started, 1), "run_wall_s": seconds,
         "summary": summary,

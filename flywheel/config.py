@@ -170,6 +170,12 @@ class CurateConfig(_Section):
                     "proposals fall in one cluster, in (0, 1]",
     )
     diversity_ngram: int = Field(3, ge=1, le=64, description="diversity penalty: character n-gram size")
+    diversity_on: Literal["text", "shape"] = Field(
+        "text",
+        description="diversity penalty: compare the problems' texts, or their shapes (the "
+                    "domain's form with constants masked: for arithmetic every digit as 0, so "
+                    "many `000-00` problems are repeats of one form)",
+    )
 
     @model_validator(mode="after")
     def _band_ordered(self) -> CurateConfig:

@@ -5,14 +5,15 @@ Each is a pure function of the problem's pass rate p over the solver's k samples
 problem's proposer row (rows are ranked by it, `max_proposer_rows` kept, weight 0 not trained).
 
     p                0.0   0.25   0.5   0.75   1.0
-    variance         0     0.75   1     0.75   0      4 p (1 - p)            (default)
-    learnability     0     0.75   0.5   0.25   0      1 - p if 0 < p < 1     (Absolute Zero)
+    variance         0     0.75   1     0.75   0      4 p (1 - p)
+    learnability     0     0.75   0.5   0.25   0      1 - p if 0 < p < 1     (Absolute Zero; default)
     uncertainty      0     0.5    1     0.5    0      1 - 2 |p - 1/2|        (R-Zero)
     band 0.3..0.8    0     0      1     1      0      1 if lo <= p <= hi     (R-Zero's filter)
     regret           0     1      1     1      0      max r - min r          (eva; binary r)
 
 Diversity penalty (R-Zero's repetition penalty): within a round, the proposer's valid samples
-are clustered by near-duplicate similarity (flywheel.curriculum.dedup.clusters); a problem in a
+are clustered by near-duplicate similarity (flywheel.curriculum.dedup.clusters) of their texts
+or of their shapes (`curate.diversity_on`: Domain.shape masks constants); a problem in a
 cluster of size c out of a batch of B samples gets penalty c / B and weight
 max(0, reward - lambda c / B).
 """
@@ -33,7 +34,7 @@ PROPOSER_REWARDS: tuple[str, ...] = ("variance", "learnability", "uncertainty", 
 def variance_reward(pass_rate: float) -> float:
     """4 p (1 - p): the variance of a Bernoulli(p) reward, scaled to 1 at p = 1/2.
 
-    Flywheel's own default, not from one paper: it is the GRPO signal a problem carries (a group
+    Not from one paper: it is the GRPO signal a problem carries (a group
     whose rewards all agree has zero advantage), symmetric in easy and hard.
     """
     return 4.0 * pass_rate * (1.0 - pass_rate)

@@ -72,6 +72,10 @@ class ArithmeticDomain:
     def proposer_prompt(self, level: int) -> str:
         return f"{PROPOSE_TAG}L{level}:"
 
+    def shape(self, problem_text: str) -> str:
+        """Every digit as 0: `512-87` and `734-21` share the form `000-00`."""
+        return re.sub(r"\d", "0", problem_text)
+
     def parse(self, proposal: str) -> Problem | Rejected:
         text = proposal.strip()
         if not text:

@@ -46,5 +46,9 @@ class Domain(Protocol):
     def score(self, completions: list[str], references: list[str | None]) -> list[float | None]:
         """Reward per completion in [0, 1]; None means "cannot judge" (no reference)."""
 
+    def shape(self, problem_text: str) -> str:
+        """The problem's form with its constants masked (`curate.diversity_on = "shape"`: the
+        repetition penalty compares forms, so many problems of one form count as repeats)."""
+
     def heldout(self, per_level: int) -> list[Problem]:
         """A fixed held-out set spanning every level; identical on every call."""

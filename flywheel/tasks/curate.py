@@ -176,19 +176,22 @@ def training_rows(domain: Domain, problems: list[dict[str, Any]], rollouts: list
 
 def repetition_penalties(domain: Domain, proposals: list[dict[str, Any]], band: CurateConfig) -> dict[str, float]:
     """Diversity penalty per problem_id: the valid proposer samples of the round (exact and near
-    duplicates included) clustered by near-duplicate similarity; penalty = cluster size / samples."""
+    duplicates included) clustered by near-duplicate similarity of their texts or, with
+    `diversity_on = "shape"`, of their shapes (Domain.shape); penalty = cluster size / samples."""
     valid = [(p["problem_id"], domain.parse(p["text"])) for p in proposals if p["problem_id"] is not None]
-    labels = clusters([parsed.text for _, parsed in valid], threshold=band.diversity_threshold,
-                      ngram=band.diversity_ngram)
+    texts = [domain.shape(parsed.text) if band.diversity_on == "shape" else parsed.text for _, parsed in valid]
+    labels = clusters(texts, threshold=band.diversity_threshold, ngram=band.diversity_ngram)
     return dict(zip([pid for pid, _ in valid], diversity_penalties(labels), strict=True))
 
 
 def curate_settings(band: CurateConfig) -> dict[str, Any]:
-    """The curate section as fingerprinted: rationalize_ratio only where it is used (runs
-    fingerprinted before it existed keep their fingerprints)."""
+    """The curate section as fingerprinted: rationalize_ratio and diversity_on only where they
+    matter (runs fingerprinted before they existed keep their fingerprints)."""
     settings = band.model_dump(mode="json")
     if band.solver_targets != "rationalize":
         settings.pop("rationalize_ratio")
+    if band.diversity_on == "text":
+        settings.pop("diversity_on")
     return {"curate": settings}
 
 

@@ -99,3 +99,11 @@ def test_report_prints_the_interval_of_paired_differences(capsys):
     learning.report(learning.summarize(runs, 1), 1)
     out = capsys.readouterr().out
     assert "95% CI [" in out and "default higher in 2/2 seeds" in out
+
+
+def test_arm_roots_name_the_arm_and_the_folder(tmp_path):
+    assert learning.parse_arm_roots([f"no_self_play={tmp_path}"], ["default", "no_self_play"]) == {
+        "no_self_play": tmp_path}
+    for bad in ["no_self_play", f"nsp={tmp_path}", "no_self_play="]:
+        with pytest.raises(SystemExit, match="expected ARM=DIR with ARM one of default, no_self_play"):
+            learning.parse_arm_roots([bad], ["default", "no_self_play"])

@@ -137,3 +137,13 @@ def test_repeated_proposals_lower_the_proposer_weight():
                          penalties=penalties)
     proposer = {r["problem_id"]: r["weight"] for r in rows if r["role"] == "proposer"}
     assert proposer == pytest.approx({"a": 1 - 4 / 5, "b": 1 - 1 / 5})
+
+
+def test_shape_penalty_counts_problems_of_one_form_as_repeats():
+    domain = ArithmeticDomain()
+    assert domain.shape("512-87") == domain.shape("734-21") == "000-00" != domain.shape("12+34")
+    proposals = [{"text": t, "problem_id": pid} for t, pid in [("512-87", "a"), ("734-21", "b"), ("12+34", "c")]]
+    by_text = repetition_penalties(domain, proposals, CurateConfig(diversity_penalty=1.0))
+    by_shape = repetition_penalties(domain, proposals, CurateConfig(diversity_penalty=1.0, diversity_on="shape"))
+    assert by_text == pytest.approx({"a": 1 / 3, "b": 1 / 3, "c": 1 / 3})
+    assert by_shape == pytest.approx({"a": 2 / 3, "b": 2 / 3, "c": 1 / 3})

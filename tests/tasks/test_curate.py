@@ -100,3 +100,14 @@ def test_rationalize_caps_references_per_verified_row_lowest_level_first():
     # 2 verified rows (problem b): ratio 1 -> 2 references, the level-3 ones
     assert kept(0.0) == [] and kept(1.0) == ["e", "f"] and kept(1.5) == ["d", "e", "f"]
     assert kept(10.0) == ["c", "d", "e", "f"]
+
+
+def test_curate_settings_enter_the_fingerprint_only_when_they_act():
+    from flywheel.tasks.curate import curate_settings
+
+    verified = curate_settings(CurateConfig(solver_targets="verified"))["curate"]
+    assert "rationalize_ratio" not in verified and "diversity_on" not in verified
+    assert curate_settings(CurateConfig(solver_targets="verified", rationalize_ratio=0.5))["curate"] == verified
+    rationalizing = curate_settings(CurateConfig())["curate"]
+    assert rationalizing["rationalize_ratio"] == 1.0
+    assert curate_settings(CurateConfig(diversity_on="shape"))["curate"]["diversity_on"] == "shape"
