@@ -44,8 +44,8 @@ process and shared by every run. Runs are named `learning-<arm>-s<seed>` under -
 (default: a new temporary folder); a data root that already holds a run of the same config
 skips its finished stages (fingerprints), so an interrupted benchmark continues where it was.
 `--arm-root ARM=DIR` keeps one arm's runs in another data root: an arm whose stage configs did
-not change since an earlier benchmark then reuses its finished stages there (its runs print
-about 0 s) instead of training again.
+not change since an earlier benchmark then reuses its finished stages there (its runs take
+seconds) instead of training again.
 
     python bench/learning.py [--seeds 0 1 2] [--rounds 3] [--arms default uniform no_self_play]
                              [--config configs/tiny-cpu.toml] [--overrides key=value ...]
