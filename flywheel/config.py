@@ -425,21 +425,17 @@ class RunConfig(_Section):
             msg = (f"scale.rollout_shards = {self.scale.rollout_shards} needs rollout.backend = "
                    f"'transformers' (vLLM batches a whole stage itself); set rollout_shards = 1")
             raise ValueError(msg)
-        if self.curate.solver_targets == "rationalize" and self.train.algorithm != "sft":
+        clash = (f"train.algorithm = {self.train.algorithm!r}" if self.train.algorithm != "sft" else
+                 f"verify.labels = {self.verify.labels!r}" if self.verify.labels != "reference" else None)
+        if self.curate.solver_targets == "rationalize" and clash:
             msg = (f"curate.solver_targets = 'rationalize' (the default) trains references by SFT; "
-                   f"with train.algorithm = {self.train.algorithm!r} set curate.solver_targets = "
-                   f"'verified'")
+                   f"with {clash} set curate.solver_targets = 'verified'")
             raise ValueError(msg)
         if (self.train.proposer_algorithm == "grpo" and self.train.algorithm == "sft"
                 and not self.train.replay_proposer_rows):
             msg = ("train.proposer_algorithm = 'grpo' with an SFT solver needs train.replay_proposer_rows "
                    "= true: the replayed proposer rows keep the problem format in the solver's SFT pass "
                    "(without them the model forgets how to write a problem)")
-            raise ValueError(msg)
-        if self.curate.solver_targets == "rationalize" and self.verify.labels != "reference":
-            msg = (f"curate.solver_targets = 'rationalize' (the default) trains on executed "
-                   f"references; with verify.labels = {self.verify.labels!r} set "
-                   f"curate.solver_targets = 'verified'")
             raise ValueError(msg)
         return self
 
