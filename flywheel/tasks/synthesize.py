@@ -16,7 +16,10 @@ files, which then join this stage's fingerprint; "cycle" (default) asks for each
 A proposer trained on its kept problems learns to write them again, and repeats are dropped as
 `duplicate`. `synthesize.min_novel_share` > 0 keeps the offer up: while fewer novel problems than
 that share of `proposals` were admitted, another batch of `proposals` samples is drawn (new seed), at most
-`max_batches` in all; every sample of every batch is in `proposals`.
+`max_batches` in all; every sample of every batch is in `proposals`. With `synthesize.top_up =
+"generator"` the proposer samples one batch and the shortfall is filled with fresh generator
+problems instead (levels min_level..max_level in equal shares, `source` = "generator"): the
+rounds in which the proposer repeats itself get the uniform curriculum's coverage.
 
 `synthesize.source` replaces the proposer in rounds >= 1 for the baselines: `generator` draws
 `proposals` fresh generator problems per round, levels min_level..max_level in equal shares
@@ -94,8 +97,11 @@ def admit(
     round_index: int,
     near_duplicate_threshold: float = 1.0,
     ngram: int = 3,
+    first_index: int = 0,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Parse, execute and dedup proposer samples -> (proposal rows, problem rows).
+
+    `first_index`: the index of `pairs[0]` among the stage's samples (proposal ids hash it).
 
     With `near_duplicate_threshold` < 1, a sample that passed every other check but is a near
     duplicate (flywheel.curriculum.dedup: MinHash Jaccard of character `ngram`s) of an earlier
@@ -104,7 +110,7 @@ def admit(
     earlier = sorted(seen)  # sorted: the same answer in every process
     seen = set(seen)
     checked = []
-    for index, (prompt, text) in enumerate(pairs):
+    for index, (prompt, text) in enumerate(pairs, start=first_index):
         parsed = domain.parse(text)
         if not isinstance(parsed, Problem):
             reason = "invalid"
@@ -183,10 +189,34 @@ def top_up(draw: Callable[[int], list[tuple[str, str]]], count_novel: Callable[[
     return pairs
 
 
+def generator_fill(domain: Domain, *, missing: int, exclude: set[str], min_level: int, max_level: int,
+                   seed: int, batch: int, max_batches: int) -> list[tuple[str, str]]:
+    """Up to `missing` (prompt, text) generator problems whose texts are not in `exclude` and not
+    repeated, from at most `max_batches` draws of `batch` (levels in equal shares, seed + draw)."""
+    fill: list[tuple[str, str]] = []
+    taken = set(exclude)
+    for draw in range(max_batches):
+        if len(fill) >= missing:
+            break
+        for prompt, text in baseline_proposals(domain, "generator", count=batch, min_level=min_level,
+                                               max_level=max_level, round_seed=seed + draw, pool_seed=0):
+            if len(fill) == missing:
+                break
+            if text not in taken:
+                taken.add(text)
+                fill.append((prompt, text))
+    return fill
+
+
+def novel_texts(domain: Domain, pairs: list[tuple[str, str]], seen: set[str], heldout: set[str]) -> set[str]:
+    """Distinct problem texts among `pairs` that `admit` would keep (exact checks only)."""
+    texts = {parsed.text for parsed in (domain.parse(text) for _, text in pairs) if isinstance(parsed, Problem)}
+    return texts - seen - heldout
+
+
 def novel_count(domain: Domain, pairs: list[tuple[str, str]], seen: set[str], heldout: set[str]) -> int:
     """Distinct problems among `pairs` that `admit` would keep (exact checks only)."""
-    texts = {parsed.text for parsed in (domain.parse(text) for _, text in pairs) if isinstance(parsed, Problem)}
-    return len(texts - seen - heldout)
+    return len(novel_texts(domain, pairs, seen, heldout))
 
 
 def synthesize_settings(cfg: RunConfig, *, warmup: bool = False) -> dict[str, Any]:
@@ -194,8 +224,10 @@ def synthesize_settings(cfg: RunConfig, *, warmup: bool = False) -> dict[str, An
     may sample more than one batch (runs fingerprinted before they existed keep their fingerprints)."""
     settings = cfg.slice("domain", "synthesize")
     if warmup or cfg.synthesize.source != "proposer" or cfg.synthesize.min_novel_share == 0:
-        for key in ("min_novel_share", "max_batches"):
+        for key in ("min_novel_share", "max_batches", "top_up"):
             settings["synthesize"].pop(key)
+    elif cfg.synthesize.top_up == "proposer":
+        settings["synthesize"].pop("top_up")
     return settings
 
 
@@ -211,6 +243,7 @@ def synthesize(ctx: RunContext, round_index: int, incumbent: Checkpoint,
     def compute(fingerprint: str) -> StageResult:
         seed = ctx.stage_seed("synthesize", round_index)
         level_metrics: dict[str, float] = {}
+        fill: list[tuple[str, str]] = []
         seen = {text for out in earlier_problems for text in read_table(out.path("problems"))["text"].to_pylist()}
         heldout = {p.text for p in ctx.domain.heldout(cfg.domain.heldout_per_level)}
         if round_index == 0:
@@ -222,14 +255,22 @@ def synthesize(ctx: RunContext, round_index: int, incumbent: Checkpoint,
             if bandit:
                 levels, level_metrics = bandit_levels(ctx, curricula, levels,
                                                       seed=ctx.stage_seed("synthesize-bandit", round_index))
+            min_novel = math.ceil(cfg.synthesize.min_novel_share * cfg.synthesize.proposals)
+            by_generator = cfg.synthesize.top_up == "generator"
             pairs = top_up(
                 lambda batch: propose(ctx.domain, incumbent.path, count=cfg.synthesize.proposals,
                                       levels=levels, temperature=cfg.synthesize.temperature,
                                       max_new_tokens=cfg.synthesize.max_new_tokens, seed=seed + batch,
                                       batch_size=cfg.rollout.batch_size),
                 lambda pairs: novel_count(ctx.domain, pairs, seen, heldout),
-                min_novel=math.ceil(cfg.synthesize.min_novel_share * cfg.synthesize.proposals),
-                max_batches=cfg.synthesize.max_batches)
+                min_novel=0 if by_generator else min_novel, max_batches=cfg.synthesize.max_batches)
+            if by_generator:
+                novel = novel_texts(ctx.domain, pairs, seen, heldout)
+                fill = generator_fill(ctx.domain, missing=min_novel - len(novel), exclude=seen | heldout | novel,
+                                      min_level=cfg.domain.min_level, max_level=cfg.domain.max_level,
+                                      seed=ctx.stage_seed("synthesize-fill", round_index),
+                                      batch=cfg.synthesize.proposals, max_batches=cfg.synthesize.max_batches)
+                level_metrics["generator_fill"] = float(len(fill))
             source = "proposer"
         else:  # baselines without a proposer: see baseline_proposals
             pairs = baseline_proposals(ctx.domain, cfg.synthesize.source, count=cfg.synthesize.proposals,
@@ -242,6 +283,12 @@ def synthesize(ctx: RunContext, round_index: int, incumbent: Checkpoint,
                                     run_id=ctx.run_id, round_index=round_index,
                                     near_duplicate_threshold=cfg.synthesize.near_duplicate_threshold,
                                     ngram=cfg.synthesize.ngram)
+        if fill:  # novel by construction: admitted after the proposer's problems
+            more = admit(ctx.domain, fill, source="generator", seen=seen | {p["text"] for p in problems},
+                         heldout=heldout, run_id=ctx.run_id, round_index=round_index,
+                         near_duplicate_threshold=cfg.synthesize.near_duplicate_threshold,
+                         ngram=cfg.synthesize.ngram, first_index=len(pairs))
+            proposals, problems = proposals + more[0], problems + more[1]
         reasons = [p["drop_reason"] for p in proposals]
         return StageResult(
             datasets={"proposals": proposals, "problems": problems},

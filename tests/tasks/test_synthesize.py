@@ -1,6 +1,12 @@
 from flywheel.config import load_config
 from flywheel.domains.arithmetic import ArithmeticDomain
-from flywheel.tasks.synthesize import novel_count, synthesize_settings, top_up
+from flywheel.tasks.synthesize import (
+    generator_fill,
+    novel_count,
+    novel_texts,
+    synthesize_settings,
+    top_up,
+)
 
 domain = ArithmeticDomain()
 
@@ -35,3 +41,39 @@ def test_top_up_settings_enter_the_fingerprint_only_when_they_act():
     assert on["synthesize"]["min_novel_share"] == 0.25 and on["synthesize"]["max_batches"] == 4
     assert settings(min_novel_share=0.25, source="generator") == settings(source="generator")
     assert synthesize_settings(load_config(None), warmup=True) == off  # the seed round samples no proposer
+    assert "top_up" not in on["synthesize"]  # "proposer": runs made before the key existed
+    by_generator = settings(min_novel_share=0.25, top_up="generator")
+    assert by_generator["synthesize"]["top_up"] == "generator" and by_generator != on
+    assert settings(min_novel_share=0.0, top_up="generator") == off  # one proposer batch, nothing to fill
+    assert settings(source="generator", top_up="generator") == settings(source="generator")
+
+
+def test_novel_texts_are_the_problems_novel_count_counts():
+    pairs = [("p", "1+2"), ("p", " 7+8"), ("p", "3*4"), ("p", "1+")]
+    assert novel_texts(domain, pairs, seen={"3*4"}, heldout=set()) == {"1+2", "7+8"}
+
+
+def test_generator_fill_takes_fresh_problems_of_the_levels_up_to_the_shortfall():
+    exclude = {"1+2", "7+8"}
+    fill = generator_fill(domain, missing=50, exclude=exclude, min_level=2, max_level=4, seed=3,
+                          batch=64, max_batches=4)
+    texts = [text for _, text in fill]
+    assert len(texts) == 50 and len(set(texts)) == 50 and not exclude & set(texts)
+    levels = [domain.parse(text).level for text in texts]
+    assert set(levels) == {2, 3, 4}
+    assert all(prompt == domain.proposer_prompt(level) for (prompt, _), level in zip(fill, levels, strict=True))
+    assert generator_fill(domain, missing=50, exclude=exclude, min_level=2, max_level=4, seed=3,
+                          batch=64, max_batches=4) == fill  # seeded
+    assert generator_fill(domain, missing=0, exclude=set(), min_level=2, max_level=4, seed=3,
+                          batch=64, max_batches=4) == []
+
+
+def test_generator_fill_stops_after_max_batches_when_the_levels_run_dry():
+    # level 1 holds 200 problems (one-digit sums and differences); all but 2 already seen
+    every = {text for _, text in generator_fill(domain, missing=10_000, exclude=set(), min_level=1,
+                                                max_level=1, seed=0, batch=4000, max_batches=1)}
+    assert len(every) == 200
+    left = sorted(every)[:2]
+    fill = generator_fill(domain, missing=10, exclude=every - set(left), min_level=1, max_level=1,
+                          seed=1, batch=4000, max_batches=2)
+    assert sorted(text for _, text in fill) == left
