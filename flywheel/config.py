@@ -75,12 +75,12 @@ class SynthesizeConfig(_Section):
     )
     max_batches: int = Field(4, ge=1, le=1000, description="proposer: most batches of `proposals` per round")
     top_up: Literal["proposer", "generator"] = Field(
-        "proposer",
-        description="how the offer reaches min_novel_share: proposer = more proposer batches (at "
-                    "most max_batches); generator = one proposer batch, the shortfall filled with "
-                    "fresh domain-generator problems, levels min_level..max_level in equal shares "
-                    "(source 'generator'): a proposer that repeats itself hands the rest of the "
-                    "round to the uniform curriculum",
+        "generator",
+        description="how the offer reaches min_novel_share: generator (default) = one proposer "
+                    "batch, the shortfall filled with fresh domain-generator problems, levels "
+                    "min_level..max_level in equal shares (source 'generator'): a proposer that "
+                    "repeats itself hands the rest of the round to the uniform curriculum; "
+                    "proposer = more proposer batches (at most max_batches)",
     )
     near_duplicate_threshold: float = Field(
         1.0, gt=0, le=1,
