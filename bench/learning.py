@@ -22,10 +22,11 @@ accuracies match). Equal compute:
   train.max_steps steps of train.batch_size rows in every arm (--no-equal-steps keeps the
   config's epochs); the trainer's `trained_tokens` are printed per arm.
 - generated tokens: the same `synthesize.proposals` problems requested and the same k samples
-  per problem in every arm; the default arm also spends proposer tokens, and its proposer draws
-  more batches while fewer than `synthesize.min_novel_share` of its problems are novel (a proposer
-  repeats the problems it was trained on), so that it rolls out about as many problems as a
-  baseline does (the generator's draws are mostly novel). Printed per arm:
+  per problem in every arm; the default arm also spends proposer tokens (one batch a round), and
+  while fewer than `synthesize.min_novel_share` of its problems are novel (a proposer repeats the
+  problems it was trained on) the generator fills the shortfall (synthesize.top_up), so that it
+  rolls out about as many problems as a baseline does (the generator's draws are mostly novel).
+  Printed per arm:
   rollout tokens (the rollout stage's `generated_tokens`) and proposer tokens (tokens of the
   proposer samples, from the proposals files, + 1 for the end token when it fit).
 The warm-up (round 0) is the same in every arm for a given seed.

@@ -69,11 +69,13 @@ class SynthesizeConfig(_Section):
     min_novel_share: float = Field(
         0.5, ge=0, le=1,
         description="proposer: while fewer novel problems than this share of `proposals` were "
-                    "admitted, sample another batch of `proposals` (at most max_batches in all); "
-                    "0 = one batch. A proposer trained on its kept problems repeats them: this "
-                    "keeps the offer up",
+                    "admitted, top the round up (see top_up); 0 = one batch as it comes. A proposer "
+                    "trained on its kept problems repeats them: this keeps the offer up",
     )
-    max_batches: int = Field(4, ge=1, le=1000, description="proposer: most batches of `proposals` per round")
+    max_batches: int = Field(
+        4, ge=1, le=1000,
+        description="proposer: most batches of `proposals` per round (top_up = generator: most "
+                    "generator draws of `proposals` for the fill)")
     top_up: Literal["proposer", "generator"] = Field(
         "generator",
         description="how the offer reaches min_novel_share: generator (default) = one proposer "

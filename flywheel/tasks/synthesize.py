@@ -14,12 +14,13 @@ levels (flywheel.curriculum.bandit), its state recomputed from the earlier round
 files, which then join this stage's fingerprint; "cycle" (default) asks for each level in turn.
 
 A proposer trained on its kept problems learns to write them again, and repeats are dropped as
-`duplicate`. `synthesize.min_novel_share` > 0 keeps the offer up: while fewer novel problems than
-that share of `proposals` were admitted, another batch of `proposals` samples is drawn (new seed), at most
-`max_batches` in all; every sample of every batch is in `proposals`. With `synthesize.top_up =
-"generator"` the proposer samples one batch and the shortfall is filled with fresh generator
-problems instead (levels min_level..max_level in equal shares, `source` = "generator"): the
-rounds in which the proposer repeats itself get the uniform curriculum's coverage.
+`duplicate`. `synthesize.min_novel_share` > 0 keeps the offer up to that share of `proposals`
+novel problems. `synthesize.top_up = "generator"` (default): the proposer samples one batch and
+the shortfall is filled with fresh generator problems (levels min_level..max_level in equal
+shares, `source` = "generator"), so the rounds in which the proposer repeats itself get the
+uniform curriculum's coverage, at the compute of one batch. `top_up = "proposer"`: another batch
+of `proposals` samples is drawn (new seed) while too few were novel, at most `max_batches` in
+all. Every sample of every batch, and every fill problem, is in `proposals`.
 
 `synthesize.source` replaces the proposer in rounds >= 1 for the baselines: `generator` draws
 `proposals` fresh generator problems per round, levels min_level..max_level in equal shares

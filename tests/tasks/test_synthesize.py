@@ -41,9 +41,9 @@ def test_top_up_settings_enter_the_fingerprint_only_when_they_act():
     assert on["synthesize"]["min_novel_share"] == 0.25 and on["synthesize"]["max_batches"] == 4
     assert settings(min_novel_share=0.25, source="generator") == settings(source="generator")
     assert synthesize_settings(load_config(None), warmup=True) == off  # the seed round samples no proposer
-    assert "top_up" not in on["synthesize"]  # "proposer": runs made before the key existed
-    by_generator = settings(min_novel_share=0.25, top_up="generator")
-    assert by_generator["synthesize"]["top_up"] == "generator" and by_generator != on
+    assert on["synthesize"]["top_up"] == "generator"  # the default
+    by_proposer = settings(min_novel_share=0.25, top_up="proposer")
+    assert "top_up" not in by_proposer["synthesize"] and by_proposer != on  # runs made before the key existed
     assert settings(min_novel_share=0.0, top_up="generator") == off  # one proposer batch, nothing to fill
     assert settings(source="generator", top_up="generator") == settings(source="generator")
 
