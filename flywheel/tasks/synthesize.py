@@ -91,18 +91,17 @@ def admit(
     domain: Domain,
     pairs: list[tuple[str, str]],
     *,
-    source: str,
+    source: str | list[str],
     seen: set[str],
     heldout: set[str],
     run_id: str,
     round_index: int,
     near_duplicate_threshold: float = 1.0,
     ngram: int = 3,
-    first_index: int = 0,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Parse, execute and dedup proposer samples -> (proposal rows, problem rows).
 
-    `first_index`: the index of `pairs[0]` among the stage's samples (proposal ids hash it).
+    `source`: the rows' `source`, one for all pairs or one per pair.
 
     With `near_duplicate_threshold` < 1, a sample that passed every other check but is a near
     duplicate (flywheel.curriculum.dedup: MinHash Jaccard of character `ngram`s) of an earlier
@@ -111,7 +110,7 @@ def admit(
     earlier = sorted(seen)  # sorted: the same answer in every process
     seen = set(seen)
     checked = []
-    for index, (prompt, text) in enumerate(pairs, start=first_index):
+    for index, (prompt, text) in enumerate(pairs):
         parsed = domain.parse(text)
         if not isinstance(parsed, Problem):
             reason = "invalid"
@@ -129,19 +128,20 @@ def admit(
                                 threshold=near_duplicate_threshold, ngram=ngram)
         for k in (k for k, flag in zip(fresh, flags, strict=True) if flag):
             checked[k] = (*checked[k][:4], "near_duplicate")
+    sources = [source] * len(pairs) if isinstance(source, str) else source
     proposals, problems = [], []
-    for index, prompt, text, parsed, reason in checked:
+    for (index, prompt, text, parsed, reason), origin in zip(checked, sources, strict=True):
         pid = problem_id(domain, parsed.text) if isinstance(parsed, Problem) else None
         proposal_id = row_id("proposal", run_id, round_index, index, prompt, text)
         proposals.append({
             "proposal_id": proposal_id, "run_id": run_id, "round": round_index, "prompt": prompt,
             "text": text, "level": parsed.level if isinstance(parsed, Problem) else None,
-            "source": source, "problem_id": pid, "drop_reason": reason,
+            "source": origin, "problem_id": pid, "drop_reason": reason,
         })
         if reason is None:
             problems.append({
                 "problem_id": pid, "run_id": run_id, "round": round_index, "text": parsed.text,
-                "reference": parsed.reference, "level": parsed.level, "source": source,
+                "reference": parsed.reference, "level": parsed.level, "source": origin,
                 "proposal_id": proposal_id,
             })
     return proposals, problems
@@ -199,8 +199,8 @@ def generator_fill(domain: Domain, *, missing: int, exclude: set[str], min_level
     for draw in range(max_batches):
         if len(fill) >= missing:
             break
-        for prompt, text in baseline_proposals(domain, "generator", count=batch, min_level=min_level,
-                                               max_level=max_level, round_seed=seed + draw, pool_seed=0):
+        for prompt, text in seed_proposals(domain, count=batch, levels=list(range(min_level, max_level + 1)),
+                                           seed=seed + draw):
             if len(fill) == missing:
                 break
             if text not in taken:
@@ -243,8 +243,8 @@ def synthesize(ctx: RunContext, round_index: int, incumbent: Checkpoint,
 
     def compute(fingerprint: str) -> StageResult:
         seed = ctx.stage_seed("synthesize", round_index)
-        level_metrics: dict[str, float] = {}
-        fill: list[tuple[str, str]] = []
+        level_metrics: dict[str, float] = {}  # the bandit's levels, the generator's fill
+        fill: list[tuple[str, str]] = []  # top_up = generator: novel by construction, admitted last
         seen = {text for out in earlier_problems for text in read_table(out.path("problems"))["text"].to_pylist()}
         heldout = {p.text for p in ctx.domain.heldout(cfg.domain.heldout_per_level)}
         if round_index == 0:
@@ -280,16 +280,11 @@ def synthesize(ctx: RunContext, round_index: int, incumbent: Checkpoint,
             source = cfg.synthesize.source
         if source == "pool":  # a fixed prompt set: the same problems again every round
             seen = set()
-        proposals, problems = admit(ctx.domain, pairs, source=source, seen=seen, heldout=heldout,
-                                    run_id=ctx.run_id, round_index=round_index,
+        proposals, problems = admit(ctx.domain, pairs + fill,
+                                    source=[source] * len(pairs) + ["generator"] * len(fill),
+                                    seen=seen, heldout=heldout, run_id=ctx.run_id, round_index=round_index,
                                     near_duplicate_threshold=cfg.synthesize.near_duplicate_threshold,
                                     ngram=cfg.synthesize.ngram)
-        if fill:  # novel by construction: admitted after the proposer's problems
-            more = admit(ctx.domain, fill, source="generator", seen=seen | {p["text"] for p in problems},
-                         heldout=heldout, run_id=ctx.run_id, round_index=round_index,
-                         near_duplicate_threshold=cfg.synthesize.near_duplicate_threshold,
-                         ngram=cfg.synthesize.ngram, first_index=len(pairs))
-            proposals, problems = proposals + more[0], problems + more[1]
         reasons = [p["drop_reason"] for p in proposals]
         return StageResult(
             datasets={"proposals": proposals, "problems": problems},
