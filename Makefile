@@ -35,7 +35,7 @@ test-vllm: $(VLLM_VENV)/.installed  ## the tests marked `vllm`, on vLLM's CPU bu
 	VLLM_ENABLE_V1_MULTIPROCESSING=0 $(VLLM_VENV)/bin/python -m pytest -q -m vllm
 
 lint: $(VENV)/.installed
-	$(BIN)/ruff check flywheel tests bench
+	$(BIN)/ruff check .
 
 bench: $(VENV)/.installed
 	$(BIN)/python bench/round_overhead.py

@@ -41,8 +41,8 @@ def _id(*parts: object) -> str:
 
 def generate(data_root: Path, *, rounds: int, problems: int, samples: int) -> None:
     """A run of `rounds` rounds written through write_atomic + Catalog.record_completed."""
-    from flywheel.storage.catalog import Catalog
-    from flywheel.storage.datasets import dataset_path, write_atomic
+    from storage.catalog import Catalog
+    from storage.datasets import dataset_path, write_atomic
 
     catalog = Catalog(data_root)
     config = {"seed": 0, "rounds": rounds, "train": {"replay_ratio": 1.0}}
@@ -125,8 +125,8 @@ def _record(catalog, r, stage, fingerprint, inputs, outputs, started, metrics=No
 
 
 def _checkpoint(data_root: Path, r: int, stage: str, catalog, *, inputs=None, metrics=None) -> str:
-    from flywheel.storage.datasets import WrittenDataset, round_dir
-    from flywheel.storage.fingerprint import file_checksum, stage_fingerprint
+    from storage.datasets import WrittenDataset, round_dir
+    from storage.fingerprint import file_checksum, stage_fingerprint
 
     fingerprint = stage_fingerprint(stage, 1, {"synthetic": True}, r, inputs or {})
     folder = round_dir(data_root, RUN_ID, r) / f"checkpoint-{fingerprint[:12]}"
@@ -163,9 +163,9 @@ def cold_start(data_root: Path, repeats: int) -> dict[str, float]:
 
 
 def query_times(data_root: Path, repeats: int) -> dict[str, float]:
-    from flywheel.storage.audit import open_run
-    from flywheel.storage.lineage import lineage
-    from flywheel.storage.queries import drift, drops, funnel, labels
+    from storage.audit.snapshot import open_run
+    from storage.audit.lineage import lineage
+    from storage.audit.queries import drift, drops, funnel, labels
 
     con = open_run(data_root, RUN_ID)
     last = con.execute("SELECT max(round) FROM train_rows").fetchone()[0]
@@ -245,7 +245,7 @@ def main() -> None:
 
 def _rollouts(data_root: Path, rounds: int) -> int:
     """Rollouts of a complete synthetic run in `data_root`, or -1."""
-    from flywheel.storage.catalog import Catalog
+    from storage.catalog import Catalog
 
     catalog = Catalog(data_root)
     if not catalog.path.exists():

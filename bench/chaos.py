@@ -14,7 +14,7 @@ reference's file names (nothing half written, duplicated or stale is left).
 Prints `N/N resumed identical` and the mean resume cost: the wall time of `flywheel resume`
 (process start to exit) as a fraction of the reference run's wall time per round. The default
 config has one round (the warm-up, `rounds = 0`) so that the kills spread over every stage kind.
-The stage start is detected with the test hook of flywheel/storage/recovery.py
+The stage start is detected with the test hook of storage/recovery.py
 (FLYWHEEL_TEST_PAUSE_AT=<stage>:<round>:start with FLYWHEEL_TEST_PAUSE_SECONDS=0: announce, do
 not pause). Uses $PREFECT_API_URL if set, else one temporary Prefect server for the whole bench.
 """
@@ -64,12 +64,12 @@ def child_env(prefect_url: str, work: Path, **extra: str) -> dict[str, str]:
 
 def flywheel(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
     with open(log, "w") as out:
-        return subprocess.Popen([sys.executable, "-m", "flywheel.flows.cli", *args], env=env,
+        return subprocess.Popen([sys.executable, "-m", "flows.cli", *args], env=env,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def snapshot(data_root: Path) -> dict:
-    from flywheel.storage.catalog import Catalog
+    from storage.catalog import Catalog
 
     catalog = Catalog(data_root)
     stages = catalog.query(
@@ -89,7 +89,7 @@ def snapshot(data_root: Path) -> dict:
 
 
 def stage_seconds(data_root: Path) -> dict[tuple[int, str], float]:
-    from flywheel.storage.catalog import Catalog
+    from storage.catalog import Catalog
 
     rows = Catalog(data_root).query(
         "SELECT round, stage, seconds FROM stages WHERE run_id = ? AND status = 'completed'", [RUN_ID])
@@ -140,7 +140,7 @@ def main() -> None:
     config = args.config or work / "chaos.toml"
     if args.config is None:
         config.write_text(DEFAULT_CONFIG)
-    from flywheel.config import load_config
+    from configs import load_config
 
     rounds = load_config(config).rounds
 

@@ -39,7 +39,7 @@ TARGET_S_PER_100K = 0.5
 
 
 def _id(*parts: object) -> str:
-    from flywheel.storage.fingerprint import row_id
+    from storage.fingerprint import row_id
 
     return row_id(*[str(p) for p in parts])
 
@@ -109,9 +109,9 @@ def synthetic_rows(kind: str, n: int, round_index: int = 1, seed: int = 0) -> li
 
 
 def bench_sizes(kinds: list[str], sizes: list[int], repeats: int, folder: Path) -> dict:
-    from flywheel.config import GatesConfig
-    from flywheel.storage.datasets import write_atomic
-    from flywheel.validators.gate import run_gate
+    from configs import GatesConfig
+    from storage.datasets import write_atomic
+    from validators.gate import run_gate
 
     gates = GatesConfig()
     previous = write_atomic("problems", synthetic_rows("problems", 10_000, round_index=0, seed=1),
@@ -158,9 +158,9 @@ def share_from_catalog(data_root: Path, run_id: str, upto_round: int | None = No
     """Gate seconds (as recorded in the catalog's `gates` rows, and measured again now with the
     current code on the stored outputs) over the seconds of the run's stages (which include
     their gates), rounds <= upto_round."""
-    from flywheel.config import GatesConfig
-    from flywheel.storage.catalog import Catalog
-    from flywheel.validators.gate import validate_stored
+    from configs import GatesConfig
+    from storage.catalog import Catalog
+    from validators.gate import validate_stored
 
     catalog = Catalog(data_root)
     last = 10**9 if upto_round is None else upto_round
@@ -187,8 +187,8 @@ def share_from_catalog(data_root: Path, run_id: str, upto_round: int | None = No
 def bench_round(config_path: Path, rounds: int, folder: Path) -> dict:
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "300")
-    from flywheel.config import load_config
-    from flywheel.flows.flywheel import RunSpec, flywheel_flow
+    from configs import load_config
+    from flows.run import RunSpec, flywheel_flow
 
     config = load_config(config_path, {"rounds": rounds})
     started = time.perf_counter()
@@ -215,7 +215,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "gates.json")
     args = parser.parse_args()
 
-    from flywheel.storage.datasets import KINDS
+    from storage.datasets import KINDS
 
     kinds = args.kinds or list(KINDS)
     report: dict = {"machine": f"{platform.machine()}, {os.cpu_count()} cpus, {platform.python_version()}",

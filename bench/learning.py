@@ -121,7 +121,7 @@ def arm_overrides(arm: str, base: dict[str, Any], *, seed: int, rounds: int, equ
 def proposer_tokens(config: Any, texts: list[str]) -> int:
     """Tokens the proposer generated for `texts` (+1 end token where it stopped early)."""
     if config.model.path is None:
-        from flywheel.models.tiny import build_tokenizer
+        from models.tiny import build_tokenizer
 
         tokenizer = build_tokenizer()
     else:
@@ -135,9 +135,9 @@ def proposer_tokens(config: Any, texts: list[str]) -> int:
 
 def measure(data_root: Path, run_id: str, config: Any) -> dict[str, Any]:
     """Per round: held-out accuracy (incumbent after the gate, candidate), tokens, steps. Files
-    are read through the audit's view of the run (flywheel.storage.audit.open_run): only each
+    are read through the audit's view of the run (storage.audit.snapshot.open_run): only each
     stage's latest output counts, not those of a run earlier made with another config."""
-    from flywheel.storage.audit import fetch, open_run
+    from storage.audit.snapshot import fetch, open_run
 
     con = open_run(data_root, run_id)
     try:
@@ -190,7 +190,7 @@ def measure(data_root: Path, run_id: str, config: Any) -> dict[str, Any]:
 def final_checkpoint_and_problems(data_root: Path, run_id: str) -> tuple[Path, set[str]]:
     """The run's incumbent after its last gate, and the text of every problem it trained on or
     rolled out (all rounds, the warm-up's seed problems included)."""
-    from flywheel.storage.audit import open_run
+    from storage.audit.snapshot import open_run
 
     con = open_run(data_root, run_id)
     try:
@@ -232,8 +232,8 @@ def wide_eval(runs: list[tuple[Path, str]], config: Any, per_level: int) -> dict
     per level that no run saw, so no arm was trained on an item). `runs`: (data root, run id)
     pairs. Greedy answers, as the evaluate stage gives. The set's size cuts the evaluation noise
     of the 40-per-level set the gate uses."""
-    from flywheel.domains import get_domain
-    from flywheel.models.backends import SamplingParams, make_backend
+    from domains import get_domain
+    from models.backends import SamplingParams, make_backend
 
     domain = get_domain(config.domain.name)
     finals, seen = {}, set()
@@ -419,7 +419,7 @@ def main() -> None:
                        "TOKENIZERS_PARALLELISM": "false"}.items():
         os.environ.setdefault(key, value)
 
-    from flywheel.config import ConfigError, load_config
+    from configs import ConfigError, load_config
 
     base = parse_overrides(args.overrides)
     configs = {}
@@ -431,7 +431,7 @@ def main() -> None:
     except ConfigError as exc:
         raise SystemExit(str(exc)) from None
 
-    from flywheel.flows.flywheel import RunSpec, flywheel_flow
+    from flows.run import RunSpec, flywheel_flow
 
     if args.report_only and args.data_root is None:
         raise SystemExit("--report-only reads the runs of a --data-root: name it")

@@ -52,7 +52,7 @@ ENVIRONMENT = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error",
 
 def build_models(folder: Path, names: list[str]) -> dict[str, Path]:
     """Per model: `incumbent/` (the weights rolled out) and `previous/` (another init, same shape)."""
-    from flywheel.models.tiny import build_tiny_model
+    from models.tiny import build_tiny_model
 
     out = {}
     for name in names:
@@ -82,8 +82,8 @@ class Clock:
 
 
 def _problems(count: int) -> list[dict]:
-    from flywheel.domains import get_domain
-    from flywheel.storage.fingerprint import row_id
+    from domains import get_domain
+    from storage.fingerprint import row_id
 
     domain, rng = get_domain("arithmetic"), random.Random(0)
     rows = []
@@ -125,7 +125,7 @@ def _raw_transformers(checkpoint: Path, prompts: list[str], params, batch_size: 
 def _raw_vllm(checkpoint: Path, prompts: list[str], params, options):
     from vllm import SamplingParams as VLLMSamplingParams
 
-    from flywheel.models.vllm_backend import VLLMBackend
+    from models.vllm_backend import VLLMBackend
 
     def run() -> tuple[int, Clock]:
         backend = VLLMBackend(checkpoint, options=options)  # the warm engine, these weights
@@ -144,13 +144,13 @@ def _raw_vllm(checkpoint: Path, prompts: list[str], params, options):
 
 
 def child(args: argparse.Namespace) -> dict:
-    from flywheel.config import load_config
-    from flywheel.models import backends
-    from flywheel.models.backends import SamplingParams
-    from flywheel.storage.datasets import dataset_path, read_rows, write_atomic
-    from flywheel.tasks.context import Checkpoint, RunContext
-    from flywheel.tasks.rollout import rollout
-    from flywheel.tasks.stage import StageOutput
+    from configs import load_config
+    from models import backends
+    from models.backends import SamplingParams
+    from storage.datasets import dataset_path, read_rows, write_atomic
+    from tasks.context import Checkpoint, RunContext
+    from tasks.rollout import rollout
+    from tasks.stage import StageOutput
 
     model_dir = Path(args.model_dir)
     incumbent, previous = model_dir / "incumbent", model_dir / "previous"
@@ -167,7 +167,7 @@ def child(args: argparse.Namespace) -> dict:
 
     generate_clocks: list[Clock] = []
     if args.backend == "vllm":
-        from flywheel.models.vllm_backend import ENGINES, EngineOptions, VLLMBackend
+        from models.vllm_backend import ENGINES, EngineOptions, VLLMBackend
 
         options = EngineOptions.from_config(config.rollout)
         start = time.perf_counter()
@@ -253,7 +253,7 @@ def main() -> None:
     for key, value in ENVIRONMENT.items():
         os.environ.setdefault(key, value)
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
-    from flywheel.config import RolloutConfig
+    from configs import RolloutConfig
 
     args.samples = args.samples or RolloutConfig().samples_per_problem
     args.max_new_tokens = args.max_new_tokens or RolloutConfig().max_new_tokens

@@ -30,10 +30,10 @@ def main() -> None:
                        "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}.items():
         os.environ.setdefault(key, value)
 
-    from flywheel.config import load_config
-    from flywheel.flows.flywheel import RunSpec, flywheel_flow
-    from flywheel.models import backends, trainer
-    from flywheel.storage.catalog import Catalog
+    from configs import load_config
+    from flows.run import RunSpec, flywheel_flow
+    from models import backends, trainer
+    from storage.catalog import Catalog
 
     spans: list[tuple[str, float, float]] = []
 
@@ -48,7 +48,7 @@ def main() -> None:
 
     backends.TransformersBackend.generate = timed("sampling", backends.TransformersBackend.generate)
     trainer.train_sft = timed("training", trainer.train_sft)
-    import flywheel.tasks.train as train_task  # noqa: F401  (imports train_sft lazily, at call time)
+    import tasks.train as train_task  # noqa: F401  (imports train_sft lazily, at call time)
 
     config = load_config(args.config, {"rounds": 1})
     data_root = Path(tempfile.mkdtemp(prefix="flywheel-bench-"))

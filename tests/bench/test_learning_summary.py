@@ -57,7 +57,7 @@ def test_report_prints_every_arm_and_level(capsys):
 
 
 def test_wide_eval_items_are_unseen_distinct_and_start_with_the_gate_set():
-    from flywheel.domains.arithmetic import ArithmeticDomain
+    from domains.arithmetic import ArithmeticDomain
 
     domain = ArithmeticDomain()
     gate = domain.heldout(5)

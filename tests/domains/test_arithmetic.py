@@ -2,8 +2,8 @@ import random
 
 import pytest
 
-from flywheel.domains.arithmetic import ArithmeticDomain, UnsafeExpression, evaluate, level_of
-from flywheel.domains.base import Problem, Rejected
+from domains.arithmetic import ArithmeticDomain, UnsafeExpression, evaluate, level_of
+from domains.base import Problem, Rejected
 
 domain = ArithmeticDomain()
 

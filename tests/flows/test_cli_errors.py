@@ -7,7 +7,7 @@ import pytest
 
 
 def _flywheel(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "flywheel.flows.cli", *args], cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "flows.cli", *args], cwd=cwd,
                           capture_output=True, text=True, timeout=120, check=False)
 
 

@@ -5,9 +5,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from flywheel.config import load_config
-from flywheel.storage.catalog import Catalog
-from flywheel.storage.datasets import SCHEMAS
+from configs import load_config
+from storage.catalog import Catalog
+from storage.datasets import SCHEMAS
 
 ROOT = Path(__file__).resolve().parents[2]
 ROUND_STAGES = ["synthesize", "rollout", "verify", "curate", "train", "evaluate", "promote"]
@@ -15,7 +15,7 @@ ROUND_STAGES = ["synthesize", "rollout", "verify", "curate", "train", "evaluate"
 
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory, prefect_server):
-    from flywheel.flows.flywheel import RunSpec, flywheel_flow
+    from flows.run import RunSpec, flywheel_flow
 
     data_root = tmp_path_factory.mktemp("data")
     config = load_config(ROOT / "tests" / "flows" / "small.toml")

@@ -7,16 +7,16 @@ import math
 
 import pytest
 
-from flywheel.config import load_config
-from flywheel.storage.catalog import Catalog
+from configs import load_config
+from storage.catalog import Catalog
 from tests.flows.test_presets import OVERRIDES
 
 
 @pytest.mark.slow
 def test_generator_fills_the_proposers_shortfall(tmp_path, prefect_server):
-    from flywheel.flows.flywheel import RunSpec, flywheel_flow
-    from flywheel.storage.audit import open_run
-    from flywheel.storage.lineage import lineage
+    from flows.run import RunSpec, flywheel_flow
+    from storage.audit.snapshot import open_run
+    from storage.audit.lineage import lineage
 
     config = load_config(None, {**OVERRIDES, "synthesize.min_novel_share": 1.0,
                                 "synthesize.top_up": "generator"})

@@ -19,10 +19,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from flywheel.config import load_config
-from flywheel.domains import get_domain
-from flywheel.storage.catalog import Catalog
-from flywheel.storage.datasets import SCHEMAS
+from configs import load_config
+from domains import get_domain
+from storage.catalog import Catalog
+from storage.datasets import SCHEMAS
 
 ROOT = Path(__file__).resolve().parents[2]
 NOT_PRESETS = {"tiny-cpu.toml", "qwen-gpu.toml"}
@@ -52,9 +52,9 @@ def test_preset_loads_and_documents_its_sources(path):
 @pytest.mark.slow
 @pytest.mark.parametrize("path", PRESETS, ids=[p.stem for p in PRESETS])
 def test_preset_runs_end_to_end_with_catalog_and_lineage(path, tmp_path, prefect_server):
-    from flywheel.flows.flywheel import RunSpec, flywheel_flow
-    from flywheel.storage.audit import open_run
-    from flywheel.storage.lineage import lineage
+    from flows.run import RunSpec, flywheel_flow
+    from storage.audit.snapshot import open_run
+    from storage.audit.lineage import lineage
 
     config = load_config(path, OVERRIDES)
     run_id = path.stem
@@ -137,7 +137,7 @@ def test_preset_runs_end_to_end_with_catalog_and_lineage(path, tmp_path, prefect
 
 
 def test_generator_source_draws_fresh_uniform_levels_and_pool_repeats():
-    from flywheel.tasks.synthesize import baseline_proposals
+    from tasks.synthesize import baseline_proposals
 
     domain = get_domain("arithmetic")
     kwargs = {"count": 300, "min_level": 2, "max_level": 4, "pool_seed": 7}
@@ -152,7 +152,7 @@ def test_generator_source_draws_fresh_uniform_levels_and_pool_repeats():
 
 
 def _round(solver_targets: str):
-    from flywheel.tasks.curate import curriculum_rows, training_rows
+    from tasks.curate import curriculum_rows, training_rows
 
     domain = get_domain("arithmetic")
     band = load_config(None, {"curate.solver_targets": solver_targets}).curate

@@ -1,4 +1,4 @@
-"""Scale-out on Ray (config [scale], flywheel/flows/runners.py, flywheel/tasks/shards.py).
+"""Scale-out on Ray (config [scale], flows/runners.py, tasks/shards.py).
 
 1. One tiny run (warm-up + one round) on the default runner in one piece, and the same run with
    `task_runner = "ray"` and two shards per stage on a local 2-CPU Ray instance against the
@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from flywheel.config import load_config
-from flywheel.storage.catalog import Catalog
-from flywheel.tasks.shards import batch_aligned_ranges, grouped_ranges
+from configs import load_config
+from storage.catalog import Catalog
+from tasks.shards import batch_aligned_ranges, grouped_ranges
 
 TINY = """
 rounds = 1
@@ -81,7 +81,7 @@ def test_ray_run_has_the_default_runs_fingerprints_rows_and_checksums(tmp_path, 
     pytest.importorskip("prefect_ray", reason="the ray extra is not installed: pip install -e '.[ray]'")
     import ray
 
-    from flywheel.flows.flywheel import RunSpec, flywheel_flow
+    from flows.run import RunSpec, flywheel_flow
 
     monkeypatch.setenv("PREFECT_LOGGING_LEVEL", "WARNING")
     monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
@@ -146,11 +146,11 @@ def test_rollout_shards_sample_what_the_whole_stage_samples(tmp_path):
     batches are padded) give the unsharded rows, in order; a piece off a boundary does not."""
     import random
 
-    from flywheel.config import RolloutConfig
-    from flywheel.domains import get_domain
-    from flywheel.models.backends import SamplingParams
-    from flywheel.models.tiny import build_tiny_model
-    from flywheel.tasks.rollout import rollout_shard
+    from configs import RolloutConfig
+    from domains import get_domain
+    from models.backends import SamplingParams
+    from models.tiny import build_tiny_model
+    from tasks.rollout import rollout_shard
 
     build_tiny_model(tmp_path, hidden_size=32, num_layers=1, head_dim=8, intermediate_size=64,
                      init_seed=0)
@@ -189,7 +189,7 @@ def test_ray_without_a_prefect_server_is_one_line_naming_make_server(tmp_path, m
     from prefect.settings import PREFECT_API_URL, temporary_settings
     from typer.testing import CliRunner
 
-    from flywheel.flows.cli import app
+    from flows.cli import app
 
     (tmp_path / "ray.toml").write_text(TINY + RAY)
     with temporary_settings(restore_defaults={PREFECT_API_URL}):  # no server, whatever ran before

@@ -5,7 +5,7 @@ checkpoint's weights, since training resumes exactly from its last saved step). 
 folder without its catalog row and temporary files are covered in tests/storage/test_recovery.py
 and by bench/chaos.py's random kills; each extra kill here costs a process start (~5 s of CPU).
 
-The kill points come from the test hook `pause_point` (flywheel/storage/recovery.py): the child
+The kill points come from the test hook `pause_point` (storage/recovery.py): the child
 writes the point's name to a marker file and sleeps there until it is killed. The whole process
 group is killed (SIGKILL), as a dying machine would. The first process runs with Prefect's own
 temporary server whose database lives in its PREFECT_HOME; that folder is deleted after the kill
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from flywheel.storage.catalog import Catalog
+from storage.catalog import Catalog
 
 RUN_ID = "crashy"
 CONFIG = """
@@ -69,7 +69,7 @@ def _env(tmp: Path, prefect_url: str | None, **extra: str) -> dict[str, str]:
 
 def _start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
     with open(log, "w") as out:
-        return subprocess.Popen([sys.executable, "-m", "flywheel.flows.cli", *args], env=env,
+        return subprocess.Popen([sys.executable, "-m", "flows.cli", *args], env=env,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
@@ -133,7 +133,7 @@ def crashed_and_reference(tmp_path_factory, prefect_server):
         _wait_paused(proc, marker, point, log)
         if index == 0:  # while it runs, a second process on the same run id is refused
             refused = subprocess.run(
-                [sys.executable, "-m", "flywheel.flows.cli", "resume", RUN_ID, "--data-root",
+                [sys.executable, "-m", "flows.cli", "resume", RUN_ID, "--data-root",
                  str(crash_root)], env=_env(tmp, prefect_server), capture_output=True, text=True,
                 timeout=120, check=False)
             refused = (refused.returncode, refused.stderr, proc.pid)
@@ -142,7 +142,7 @@ def crashed_and_reference(tmp_path_factory, prefect_server):
         if index == 0:
             prefect_db_existed = any((tmp / "prefect-home-own").glob("*.db"))
             shutil.rmtree(tmp / "prefect-home-own")
-    status = subprocess.run([sys.executable, "-m", "flywheel.flows.cli", "status", RUN_ID,
+    status = subprocess.run([sys.executable, "-m", "flows.cli", "status", RUN_ID,
                              "--data-root", str(crash_root)], capture_output=True, text=True,
                             timeout=120, check=False).stdout
     final_log = tmp / "final.log"

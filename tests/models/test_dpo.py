@@ -3,9 +3,9 @@ margin grows, and the checkpoint loads like any other."""
 
 import pytest
 
-from flywheel.models.backends import SamplingParams, TransformersBackend
-from flywheel.models.dpo import train_dpo
-from flywheel.models.tiny import build_tiny_model
+from models.backends import SamplingParams, TransformersBackend
+from models.dpo import train_dpo
+from models.tiny import build_tiny_model
 
 PAIRS = [(f"<solve>{a}+{b}=", str(a + b), str(a + b + 1)) for a in range(4) for b in range(4)]
 

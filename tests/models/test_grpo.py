@@ -15,11 +15,11 @@ import statistics
 
 import pytest
 
-from flywheel.domains.arithmetic import ArithmeticDomain
-from flywheel.models.backends import SamplingParams, TransformersBackend
-from flywheel.models.grpo import REWARD_NAME, train_grpo, verifier_reward
-from flywheel.models.tiny import build_tiny_model
-from flywheel.models.trainer import train_sft
+from domains.arithmetic import ArithmeticDomain
+from models.backends import SamplingParams, TransformersBackend
+from models.grpo import REWARD_NAME, train_grpo, verifier_reward
+from models.tiny import build_tiny_model
+from models.trainer import train_sft
 
 domain = ArithmeticDomain()
 MIN_GAIN = 0.05
@@ -127,7 +127,7 @@ def test_grpo_raises_mean_reward_after_sft_warmup_only_when_rewarded_by_the_veri
 def test_grpo_killed_mid_training_resumes_to_the_same_weights(tmp_path):
     from safetensors.torch import load_file
 
-    from flywheel.models.trainer import last_checkpoint
+    from models.trainer import last_checkpoint
 
     class Killed(Exception):
         pass

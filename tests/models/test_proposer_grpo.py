@@ -14,13 +14,13 @@ import statistics
 
 import pytest
 
-from flywheel.config import CurateConfig
-from flywheel.curriculum.online import online_proposer_reward
-from flywheel.domains.arithmetic import ArithmeticDomain
-from flywheel.models.backends import SamplingParams, TransformersBackend
-from flywheel.models.grpo import train_grpo
-from flywheel.models.tiny import build_tiny_model
-from flywheel.models.trainer import train_sft
+from configs import CurateConfig
+from tasks.curriculum.online import online_proposer_reward
+from domains.arithmetic import ArithmeticDomain
+from models.backends import SamplingParams, TransformersBackend
+from models.grpo import train_grpo
+from models.tiny import build_tiny_model
+from models.trainer import train_sft
 
 domain = ArithmeticDomain()
 MIN_GAIN = 0.1

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from flywheel.models.backends import BackendUnavailable, SamplingParams, make_backend
+from models.backends import BackendUnavailable, SamplingParams, make_backend
 
 CONFIG = """
 rounds = 0
@@ -48,10 +48,10 @@ def _generate(name: str, checkpoint: Path, prompts: list[str], params: SamplingP
 @pytest.fixture(scope="module")
 def vllm_run(tmp_path_factory, prefect_server):
     """Warm-up round on vllm; yields (catalog, config, {"base": dir, "candidate": dir}, counts)."""
-    from flywheel.config import validate_config
-    from flywheel.flows.flywheel import RunSpec, flywheel_flow
-    from flywheel.models.vllm_backend import ENGINES
-    from flywheel.storage.catalog import Catalog
+    from configs import validate_config
+    from flows.run import RunSpec, flywheel_flow
+    from models.vllm_backend import ENGINES
+    from storage.catalog import Catalog
 
     ENGINES.shutdown()
     builds, swaps = ENGINES.builds, ENGINES.swaps
@@ -84,7 +84,7 @@ def long_prompts(vllm_run):
 @pytest.fixture(scope="module")
 def other_init(vllm_run, tmp_path_factory):
     """A second random initialisation of the base architecture (identical config files)."""
-    from flywheel.models.tiny import build_tiny_model
+    from models.tiny import build_tiny_model
 
     _, config, _, _ = vllm_run
     m = config.model
@@ -162,7 +162,7 @@ def test_flow_greedy_evals_equal_transformers_before_and_after_the_swap(vllm_run
 
 @pytest.mark.vllm
 def test_long_prompts_after_swaps_equal_transformers(vllm_run, long_prompts, other_init):
-    from flywheel.models.vllm_backend import ENGINES
+    from models.vllm_backend import ENGINES
 
     _, _, checkpoints, _ = vllm_run
     builds, swaps = ENGINES.builds, ENGINES.swaps
@@ -186,7 +186,7 @@ def test_long_prompts_after_swaps_equal_transformers(vllm_run, long_prompts, oth
 @pytest.mark.parametrize("skipped", ["reset_prefix_cache", "repack"])
 def test_a_sloppy_swap_would_be_caught(vllm_run, long_prompts, other_init, skipped):
     """The checks above are sharp: leave out either step of the swap and outputs go stale."""
-    from flywheel.models.vllm_backend import _swap_weights
+    from models.vllm_backend import _swap_weights
 
     _, _, checkpoints, _ = vllm_run
     backend = make_backend("vllm", checkpoints["base"])
@@ -232,7 +232,7 @@ def test_seeded_sampling_is_reproducible_with_n_samples_and_token_counts(vllm_ru
 def test_missing_vllm_names_the_extra_to_install(monkeypatch, tmp_path):
     from typer.testing import CliRunner
 
-    from flywheel.flows.cli import app
+    from flows.cli import app
 
     monkeypatch.setitem(sys.modules, "vllm", None)  # importlib finds no vLLM, installed or not
     with pytest.raises(BackendUnavailable) as info:
@@ -249,7 +249,7 @@ def test_missing_vllm_names_the_extra_to_install(monkeypatch, tmp_path):
 
 
 def test_gpu_config_is_valid_and_asks_for_vllm_in_bf16():
-    from flywheel.config import load_config
+    from configs import load_config
 
     config = load_config(Path(__file__).resolve().parents[2] / "configs" / "qwen-gpu.toml")
     assert config.rollout.backend == "vllm" and config.rollout.dtype == "bfloat16"

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from flywheel.config import load_config
-from flywheel.schedules.nightly import decided_rounds, deployment_parameters, nightly_round
-from flywheel.storage.catalog import Catalog
+from configs import load_config
+from schedules.nightly import decided_rounds, deployment_parameters, nightly_round
+from storage.catalog import Catalog
 
 CONFIG = Path(__file__).resolve().parent / "nightly.toml"
 FAULT = "injected fault: rollout backend lost"
@@ -53,7 +53,7 @@ def _stages(catalog: Catalog, run_id: str) -> list[tuple]:
 
 def test_failed_night_leaves_resume_hint_and_next_night_finishes_its_round(tmp_path, prefect_server,
                                                                           monkeypatch):
-    from flywheel.tasks import rollout as rollout_module
+    from tasks import rollout as rollout_module
 
     cfg = load_config(CONFIG, {"train.warmup_max_steps": 10, "train.max_steps": 5,
                                "domain.heldout_per_level": 2})  # a smaller night: seconds

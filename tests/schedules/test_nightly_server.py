@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from flywheel.config import load_config
-from flywheel.schedules.nightly import decided_rounds
-from flywheel.storage.catalog import Catalog
+from configs import load_config
+from schedules.nightly import decided_rounds
+from storage.catalog import Catalog
 
 HERE = Path(__file__).resolve().parent
 CONFIG = HERE / "nightly.toml"
@@ -140,8 +140,8 @@ def test_second_night_for_the_same_run_is_refused_while_one_runs(tmp_path, prefe
     marker = tmp_path / "paused"
     cfg = load_config(CONFIG)
     script = (
-        "import sys; from flywheel.config import load_config; "
-        "from flywheel.schedules.nightly import deployment_parameters, nightly_round; "
+        "import sys; from configs import load_config; "
+        "from schedules.nightly import deployment_parameters, nightly_round; "
         f"nightly_round(**deployment_parameters({str(data_root)!r}, load_config({str(CONFIG)!r})))"
     )
     first = subprocess.Popen(
@@ -153,7 +153,7 @@ def test_second_night_for_the_same_run_is_refused_while_one_runs(tmp_path, prefe
         catalog = Catalog(data_root)
         before = catalog.query("SELECT * FROM stages ORDER BY started_at")
 
-        from flywheel.schedules.nightly import deployment_parameters, nightly_round
+        from schedules.nightly import deployment_parameters, nightly_round
 
         started = time.monotonic()
         state = nightly_round(**deployment_parameters(data_root, cfg), return_state=True)

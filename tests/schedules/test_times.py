@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from typer.testing import CliRunner
 
-from flywheel.flows.cli import app
-from flywheel.schedules.times import next_runs, superseded_by
+from flows.cli import app
+from schedules.times import next_runs, superseded_by
 
 NOW = datetime(2025, 3, 29, 12, 0, tzinfo=UTC)
 

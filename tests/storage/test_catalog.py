@@ -2,8 +2,8 @@ import time
 
 import duckdb
 
-from flywheel.storage.catalog import Catalog, verify_outputs
-from flywheel.storage.datasets import dataset_path, write_atomic
+from storage.catalog import Catalog, verify_outputs
+from storage.datasets import dataset_path, write_atomic
 
 
 def _write(tmp_path, fingerprint="f" * 32):

@@ -5,8 +5,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from flywheel.storage.datasets import SCHEMAS, DatasetError, dataset_path, write_atomic
-from flywheel.storage.fingerprint import file_checksum, row_id, stable_hash, stage_fingerprint
+from storage.datasets import SCHEMAS, DatasetError, dataset_path, write_atomic
+from storage.fingerprint import file_checksum, row_id, stable_hash, stage_fingerprint
 
 
 def _problem(i):

@@ -8,14 +8,14 @@ import textwrap
 
 import pytest
 
-from flywheel.storage.lock import Holder, RunLock, RunLocked, live_holder, lock_path
+from storage.lock import Holder, RunLock, RunLocked, live_holder, lock_path
 
 
 def _hold_lock_in_child(data_root, run_id):
     """A separate process that takes the lock, says so, and waits for stdin to close."""
     code = textwrap.dedent(f"""
         import sys
-        from flywheel.storage.lock import RunLock
+        from storage.lock import RunLock
         with RunLock({str(data_root)!r}, {run_id!r}, command="flywheel run"):
             print("held", flush=True)
             sys.stdin.read()
@@ -63,7 +63,7 @@ def test_cli_refuses_a_running_run_in_one_line(tmp_path):
     child = _hold_lock_in_child(tmp_path, "busy")
     try:
         result = subprocess.run(
-            [sys.executable, "-m", "flywheel.flows.cli", "run", "--run-id", "busy",
+            [sys.executable, "-m", "flows.cli", "run", "--run-id", "busy",
              "--data-root", str(tmp_path)], capture_output=True, text=True, timeout=120, check=False)
     finally:
         child.stdin.close()

@@ -7,11 +7,11 @@ import logging
 import pyarrow.parquet as pq
 import pytest
 
-from flywheel.config import RunConfig
-from flywheel.storage.datasets import dataset_path, round_dir, write_atomic
-from flywheel.storage.recovery import check_recorded, guarded_run, recover_run
-from flywheel.tasks.context import RunContext
-from flywheel.tasks.stage import StageResult, run_stage
+from configs import RunConfig
+from storage.datasets import dataset_path, round_dir, write_atomic
+from storage.recovery import check_recorded, guarded_run, recover_run
+from tasks.context import RunContext
+from tasks.stage import StageResult, run_stage
 
 
 def _problem(i: int) -> dict:

@@ -1,8 +1,8 @@
 import pytest
 
-from flywheel.config import CurateConfig
-from flywheel.domains.arithmetic import ArithmeticDomain
-from flywheel.tasks.curate import curriculum_rows, drop_reason, training_rows
+from configs import CurateConfig
+from domains.arithmetic import ArithmeticDomain
+from tasks.curate import curriculum_rows, drop_reason, training_rows
 
 domain = ArithmeticDomain()
 BAND = CurateConfig(min_pass_rate=0.0, max_pass_rate=1.0, max_answers_per_problem=2, solver_targets="verified")
@@ -103,7 +103,7 @@ def test_rationalize_caps_references_per_verified_row_lowest_level_first():
 
 
 def test_curate_settings_enter_the_fingerprint_only_when_they_act():
-    from flywheel.tasks.curate import curate_settings
+    from tasks.curate import curate_settings
 
     verified = curate_settings(CurateConfig(solver_targets="verified"))["curate"]
     assert "rationalize_ratio" not in verified and "diversity_on" not in verified

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from flywheel.config import ConfigError, PromoteConfig, load_config
-from flywheel.storage.audit import open_run
-from flywheel.storage.catalog import Catalog
-from flywheel.storage.queries import labels
-from flywheel.tasks.promote import level_flips, promotion_decision
+from configs import ConfigError, PromoteConfig, load_config
+from storage.audit.snapshot import open_run
+from storage.catalog import Catalog
+from storage.audit.queries import labels
+from tasks.promote import level_flips, promotion_decision
 
 T, F = True, False
 
@@ -85,8 +85,8 @@ EMPTY_BAND = {"rounds": 2, "domain.seed_problems": 200, "domain.heldout_per_leve
 
 
 def test_round_without_training_rows_is_rejected_and_the_run_goes_on(tmp_path, prefect_server, monkeypatch):
-    from flywheel.flows.cli import app
-    from flywheel.flows.flywheel import RunSpec, flywheel_flow
+    from flows.cli import app
+    from flows.run import RunSpec, flywheel_flow
 
     monkeypatch.setenv("PREFECT_LOGGING_LEVEL", "WARNING")
     config = load_config(None, EMPTY_BAND)

@@ -5,12 +5,12 @@ import itertools
 import pytest
 from prefect import flow, task
 
-from flywheel.storage.datasets import DatasetError
-from flywheel.tasks.retry import TRANSIENT, is_transient, retry_transient
-from flywheel.tasks.train import is_out_of_memory
+from storage.datasets import DatasetError
+from tasks.retry import TRANSIENT, is_transient, retry_transient
+from tasks.train import is_out_of_memory
 
 
-class GateFailed(Exception):  # stands in for flywheel.validators' class: matched by name
+class GateFailed(Exception):  # stands in for validators' class: matched by name
     pass
 
 
@@ -75,6 +75,6 @@ def test_prefect_retries_transient_errors_but_not_gate_failures(prefect_server):
 
 
 def test_the_real_gate_failure_is_never_retried():
-    from flywheel.validators.gate import GateFailed as RealGateFailed
+    from validators.gate import GateFailed as RealGateFailed
 
     assert not is_transient(RealGateFailed("rollouts", 1, []))

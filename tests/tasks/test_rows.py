@@ -5,16 +5,16 @@ import json
 
 import pytest
 
-from flywheel.config import CurateConfig, load_config
-from flywheel.domains.arithmetic import ArithmeticDomain
-from flywheel.models import dpo, grpo, trainer
-from flywheel.models.trainer import TrainResult
-from flywheel.storage.datasets import dataset_path, to_table, write_atomic
-from flywheel.tasks.context import Checkpoint, RunContext
-from flywheel.tasks.curate import curriculum_rows, training_rows
-from flywheel.tasks.rows import dpo_rows, grpo_rows, labels_for, solver_rows, split_for
-from flywheel.tasks.stage import StageOutput
-from flywheel.tasks.train import train
+from configs import CurateConfig, load_config
+from domains.arithmetic import ArithmeticDomain
+from models import dpo, grpo, trainer
+from models.trainer import TrainResult
+from storage.datasets import dataset_path, to_table, write_atomic
+from tasks.context import Checkpoint, RunContext
+from tasks.curate import curriculum_rows, training_rows
+from tasks.rows import dpo_rows, grpo_rows, labels_for, solver_rows, split_for
+from tasks.stage import StageOutput
+from tasks.train import train
 
 domain = ArithmeticDomain()
 BAND = CurateConfig(min_pass_rate=0.0, max_pass_rate=1.0, solver_targets="verified")
@@ -229,7 +229,7 @@ def test_train_stage_dispatches_on_the_algorithm(stage_inputs, monkeypatch, algo
 )
 def test_proposer_grpo_pass_trains_the_proposer_rows_against_the_incumbent_solver(
         stage_inputs, monkeypatch, algorithm, expected):
-    from flywheel.models import backends
+    from models import backends
 
     calls, solvers = [], []
 

@@ -1,6 +1,6 @@
-from flywheel.config import load_config
-from flywheel.domains.arithmetic import ArithmeticDomain
-from flywheel.tasks.synthesize import (
+from configs import load_config
+from domains.arithmetic import ArithmeticDomain
+from tasks.synthesize import (
     generator_fill,
     novel_count,
     novel_texts,

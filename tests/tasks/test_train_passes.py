@@ -1,6 +1,6 @@
 """The train stage's passes: which trainer gets which rows."""
 
-from flywheel.tasks.train import plan_passes
+from tasks.train import plan_passes
 
 
 def test_proposer_grpo_takes_this_rounds_proposer_rows_out_of_the_other_passes():
@@ -28,8 +28,8 @@ def test_replayed_proposer_rows_stay_in_the_solvers_sft_pass_only_under_sft():
 
 
 def test_proposer_grpo_settings_enter_the_fingerprint_only_when_the_proposer_uses_grpo():
-    from flywheel.config import load_config
-    from flywheel.tasks.train import fingerprinted_settings
+    from configs import load_config
+    from tasks.train import fingerprinted_settings
 
     def settings(**train):
         return fingerprinted_settings(load_config(None, {f"train.{k}": v for k, v in train.items()})
@@ -49,7 +49,7 @@ def test_proposer_grpo_settings_enter_the_fingerprint_only_when_the_proposer_use
 
 
 def test_replay_can_leave_out_earlier_proposer_rows():
-    from flywheel.tasks.train import with_replay
+    from tasks.train import with_replay
 
     earlier = [[{"id": f"s{i}", "role": "solver"} for i in range(50)]
                + [{"id": f"p{i}", "role": "proposer"} for i in range(50)]]

@@ -7,13 +7,13 @@ import logging
 
 import pytest
 
-from flywheel.config import load_config
-from flywheel.models import trainer
-from flywheel.models.trainer import TrainResult, last_checkpoint
-from flywheel.storage.datasets import dataset_path, write_atomic
-from flywheel.tasks.context import Checkpoint, RunContext
-from flywheel.tasks.stage import StageOutput
-from flywheel.tasks.train import PLAN_FILE, resumable_training, train
+from configs import load_config
+from models import trainer
+from models.trainer import TrainResult, last_checkpoint
+from storage.datasets import dataset_path, write_atomic
+from tasks.context import Checkpoint, RunContext
+from tasks.stage import StageOutput
+from tasks.train import PLAN_FILE, resumable_training, train
 
 
 def _checkpoint(folder, step, complete=True):

@@ -2,9 +2,9 @@
 
 import pytest
 
-from flywheel.domains.arithmetic import ArithmeticDomain
-from flywheel.storage.datasets import to_table
-from flywheel.tasks.verify import verdict_metrics, verdict_rows
+from domains.arithmetic import ArithmeticDomain
+from storage.datasets import to_table
+from tasks.verify import verdict_metrics, verdict_rows
 
 domain = ArithmeticDomain()
 # problem -> (reference, completions of its k = 4 samples)
@@ -90,7 +90,7 @@ def test_older_verdict_files_without_label_read_as_null_next_to_new_ones(tmp_pat
     import duckdb
     import pyarrow.parquet as pq
 
-    from flywheel.storage.catalog import create_parquet_view
+    from storage.catalog import create_parquet_view
 
     problems, rollouts = _inputs()
     new = to_table("verdicts", verdict_rows(domain, rollouts, problems, "majority"))

@@ -16,18 +16,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from flywheel.config import CurateConfig, GatesConfig, RunConfig
-from flywheel.domains.arithmetic import ArithmeticDomain, evaluate
-from flywheel.models.backends import Completion, SamplingParams
-from flywheel.storage.datasets import SCHEMAS, write_atomic
-from flywheel.tasks.context import RunContext
-from flywheel.tasks.curate import curriculum_rows, training_rows
-from flywheel.tasks.evaluate import eval_rows
-from flywheel.tasks.rollout import rollout_rows
-from flywheel.tasks.stage import StageResult, run_stage
-from flywheel.tasks.synthesize import admit, seed_proposals
-from flywheel.tasks.verify import verdict_rows
-from flywheel.validators.gate import GateFailed, run_gate
+from configs import CurateConfig, GatesConfig, RunConfig
+from domains.arithmetic import ArithmeticDomain, evaluate
+from models.backends import Completion, SamplingParams
+from storage.datasets import SCHEMAS, write_atomic
+from tasks.context import RunContext
+from tasks.curate import curriculum_rows, training_rows
+from tasks.evaluate import eval_rows
+from tasks.rollout import rollout_rows
+from tasks.stage import StageResult, run_stage
+from tasks.synthesize import admit, seed_proposals
+from tasks.verify import verdict_rows
+from validators.gate import GateFailed, run_gate
 
 DOMAIN = ArithmeticDomain()
 RUN = "gates"
@@ -218,7 +218,7 @@ def test_gx_crash_and_unreadable_file_are_failures_not_passes(tmp_path, clean, m
     result = run_gate(path, "verdicts", GatesConfig())
     assert not result.success and result.failures[0].expectation == "gate_error"
 
-    from flywheel.validators import gate
+    from validators import gate
 
     def boom(*args, **kwargs):
         raise RuntimeError("GX fell over")

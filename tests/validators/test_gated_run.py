@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from flywheel.config import load_config
-from flywheel.storage.catalog import Catalog
-from flywheel.validators.gate import GateFailed
+from configs import load_config
+from storage.catalog import Catalog
+from validators.gate import GateFailed
 
 TINY = """
 rounds = 0
@@ -49,8 +49,8 @@ def _checkpoints(data_root: Path, run_id: str) -> list[Path]:
 
 
 def test_reward_fault_in_real_verify_output_stops_the_round(tmp_path, prefect_server, monkeypatch):
-    from flywheel.flows.flywheel import RunSpec, flywheel_flow
-    from flywheel.tasks import verify
+    from flows.run import RunSpec, flywheel_flow
+    from tasks import verify
 
     real = verify.verdict_rows
 
@@ -80,7 +80,7 @@ def test_reward_fault_in_real_verify_output_stops_the_round(tmp_path, prefect_se
 
 
 def test_cli_gate_failure_report_resume_with_fixed_config_and_validate(tmp_path, prefect_server, quiet_env):
-    from flywheel.flows.cli import app
+    from flows.cli import app
 
     strict, fixed = tmp_path / "strict.toml", tmp_path / "fixed.toml"
     strict.write_text(STRICT)

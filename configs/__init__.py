@@ -1,0 +1,497 @@
+"""Run configuration: one pydantic model per concern, composed into `RunConfig`.
+
+The defaults of every model *are* the built-in tiny CPU run; `configs/tiny-cpu.toml` spells
+them out (a test keeps the two equal). Unknown keys and out-of-range values are errors that
+name the key, the bad value and the allowed range:
+
+    config error in configs/x.toml: train.learning_rate = -0.1: Input should be greater than 0
+
+Every stage reads only its own slice (`config.rollout`, `config.curate`, ...); that slice is
+what goes into the stage's fingerprint, so changing it reruns that stage and everything after.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+
+class ConfigError(ValueError):
+    """A config file or override is unusable; the message is one line meant for the user."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelConfig(_Section):
+    """The model that plays both roles. `path` = None builds the tiny character-level model."""
+
+    path: str | None = Field(None, description="local Hugging Face checkpoint folder; None = tiny")
+    hidden_size: int = Field(128, ge=32, le=4096)
+    num_layers: int = Field(4, ge=1, le=64)
+    head_dim: int = Field(32, ge=8, le=256)
+    intermediate_size: int = Field(512, ge=32, le=16384)
+    init_seed: int = Field(0, ge=0)
+
+
+class DomainConfig(_Section):
+    name: Literal["arithmetic"] = "arithmetic"
+    min_level: int = Field(2, ge=1, le=5, description="easiest difficulty level proposed")
+    max_level: int = Field(4, ge=1, le=5, description="hardest difficulty level proposed")
+    seed_problems: int = Field(8000, ge=1, le=1_000_000, description="round-0 generator problems")
+    seed_max_level: int = Field(2, ge=1, le=5, description="hardest level the warm-up trains the solver on")
+    heldout_per_level: int = Field(40, ge=1, le=10_000)
+
+    @model_validator(mode="after")
+    def _levels_ordered(self) -> DomainConfig:
+        if self.min_level > self.max_level:
+            msg = f"min_level = {self.min_level} must be <= max_level = {self.max_level}"
+            raise ValueError(msg)
+        return self
+
+
+class SynthesizeConfig(_Section):
+    proposals: int = Field(4096, ge=1, le=10_000_000, description="proposer samples per round")
+    temperature: float = Field(1.2, gt=0, le=5)
+    max_new_tokens: int = Field(16, ge=1, le=4096)
+    source: Literal["proposer", "generator", "pool"] = Field(
+        "proposer",
+        description="where rounds >= 1 get problems: proposer = the model writes them (default); "
+                    "generator = `proposals` fresh domain-generator problems per round, levels "
+                    "min_level..max_level in equal shares (the uniform curriculum); pool = the same "
+                    "generator problems every round, not deduplicated against earlier rounds (a "
+                    "fixed prompt set, TTRL style)",
+    )
+    min_novel_share: float = Field(
+        0.5, ge=0, le=1,
+        description="proposer: while fewer novel problems than this share of `proposals` were "
+                    "admitted, top the round up (see top_up); 0 = one batch as it comes. A proposer "
+                    "trained on its kept problems repeats them: this keeps the offer up",
+    )
+    max_batches: int = Field(
+        4, ge=1, le=1000,
+        description="proposer: most batches of `proposals` per round (top_up = generator: most "
+                    "generator draws of `proposals` for the fill)")
+    top_up: Literal["proposer", "generator"] = Field(
+        "generator",
+        description="how the offer reaches min_novel_share: generator (default) = one proposer "
+                    "batch, the shortfall filled with fresh domain-generator problems, levels "
+                    "min_level..max_level in equal shares (source 'generator'): a proposer that "
+                    "repeats itself hands the rest of the round to the uniform curriculum; "
+                    "proposer = more proposer batches (at most max_batches)",
+    )
+    near_duplicate_threshold: float = Field(
+        1.0, gt=0, le=1,
+        description="drop a proposal as `near_duplicate` when the MinHash-estimated Jaccard "
+                    "similarity of its character n-grams to an earlier problem (this run) is >= "
+                    "this, in (0, 1]; 1.0 = off (exact duplicates only). Arithmetic texts are "
+                    "short: 37+5 vs 37+6 is 0.33 at ngram 3, so keep it high there",
+    )
+    ngram: int = Field(3, ge=1, le=64, description="character n-gram size of the near-duplicate check")
+    level_scheduler: Literal["cycle", "bandit"] = Field(
+        "cycle",
+        description="levels the proposer is asked for in rounds >= 1: cycle = min_level..max_level "
+                    "in turn (default); bandit = drawn from softmax(Q / bandit_temperature), Q per "
+                    "level learned from earlier rounds' mean |advantage| (SEC style)",
+    )
+    bandit_alpha: float = Field(0.5, gt=0, le=1, description="bandit: TD(0) step size, in (0, 1]")
+    bandit_temperature: float = Field(
+        0.1, gt=0, le=100, description="bandit: softmax temperature over Q (Q is in [0, 0.5])")
+    bandit_initial_q: float = Field(
+        0.25, ge=0, le=1, description="bandit: Q of a level before any round measured it")
+
+
+class RolloutConfig(_Section):
+    backend: Literal["transformers", "vllm"] = "transformers"
+    samples_per_problem: int = Field(16, ge=1, le=1024)
+    temperature: float = Field(0.8, gt=0, le=5)
+    max_new_tokens: int = Field(8, ge=1, le=32_768)
+    batch_size: int = Field(
+        512, ge=1, le=100_000,
+        description="sequences per generate call (transformers) or per engine step (vllm max_num_seqs)",
+    )
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        "float32", description="rollout and evaluation weights; bfloat16 on GPUs"
+    )
+    tensor_parallel_size: int = Field(1, ge=1, le=64, description="vllm: GPUs one engine shards over")
+    gpu_memory_utilization: float = Field(
+        0.5, gt=0, le=0.95,
+        description="vllm on GPU: share of each GPU the engine keeps (the rest is for training)",
+    )
+    cpu_kv_cache_gib: float = Field(1.0, gt=0, le=1024, description="vllm on CPU: KV cache size")
+    enforce_eager: bool = Field(
+        True, description="vllm: no torch.compile / CUDA graphs (fast start; false for GPU speed)"
+    )
+
+    @model_validator(mode="after")
+    def _vllm_only_settings(self) -> RolloutConfig:
+        if self.backend != "vllm" and self.tensor_parallel_size != 1:
+            msg = (f"tensor_parallel_size = {self.tensor_parallel_size} needs backend = 'vllm' "
+                   f"(backend is {self.backend!r}); set it to 1 or switch the backend")
+            raise ValueError(msg)
+        return self
+
+
+class CurateConfig(_Section):
+    min_pass_rate: float = Field(0.0, ge=0, le=1, description="keep problems with p > this")
+    max_pass_rate: float = Field(1.0, ge=0, le=1, description="keep problems with p < this")
+    max_answers_per_problem: int = Field(4, ge=1, le=1024, description="verified answers trained per problem")
+    proposer_rows: bool = Field(True, description="proposer rows in rounds >= 1 (weighted by proposer_reward)")
+    warmup_proposer_rows: bool = Field(
+        True, description="proposer rows of the warm-up (round 0: the format of every level); "
+                          "separate from proposer_rows so runs with and without a proposer can "
+                          "share the same warm-up")
+    max_proposer_rows: int = Field(256, ge=0, le=10_000_000, description="most learnable first")
+    solver_targets: Literal["verified", "reference", "rationalize"] = Field(
+        "rationalize",
+        description="solver rows of rounds >= 1: verified = the model's own verified answers to "
+                    "kept problems; rationalize = the same, and too-hard problems (p <= "
+                    "min_pass_rate) are kept and trained on their reference (STaR's "
+                    "rationalization; default; SFT with reference labels only; GRPO, DPO and "
+                    "majority-vote runs set verified); reference = every problem kept, trained on its "
+                    "executed reference (SFT on generator data, the no-self-play baseline)",
+    )
+    rationalize_ratio: float = Field(
+        1.0, ge=0, le=1000,
+        description="rationalize: most reference rows per verified answer row of the round; the "
+                    "too-hard problems of the lowest levels (nearest the frontier) go first",
+    )
+    proposer_reward: Literal["variance", "learnability", "uncertainty", "band", "regret"] = Field(
+        "learnability",
+        description="weight of a kept problem's proposer row (tasks/curriculum/rewards.py): "
+                    "learnability = 1-p if 0<p<1 (Absolute Zero; default); variance = 4p(1-p); "
+                    "uncertainty = 1-2|p-0.5| (R-Zero); band = 1 if proposer_band_low <= p <= "
+                    "proposer_band_high; regret = max - min sample reward (eva)",
+    )
+    proposer_band_low: float = Field(0.3, ge=0, le=1, description="band reward: lowest p rewarded")
+    proposer_band_high: float = Field(0.8, ge=0, le=1, description="band reward: highest p rewarded")
+    diversity_penalty: float = Field(
+        0.0, ge=0, le=1000,
+        description="lambda of the proposer's repetition penalty: weight = max(0, reward - lambda "
+                    "* cluster size / valid proposals of the round); 0 = off",
+    )
+    diversity_threshold: float = Field(
+        0.8, gt=0, le=1,
+        description="diversity penalty: estimated Jaccard of character n-grams at which two "
+                    "proposals fall in one cluster, in (0, 1]",
+    )
+    diversity_ngram: int = Field(3, ge=1, le=64, description="diversity penalty: character n-gram size")
+    diversity_on: Literal["text", "shape"] = Field(
+        "text",
+        description="diversity penalty: compare the problems' texts, or their shapes (the "
+                    "domain's form with constants masked: for arithmetic every digit as 0, so "
+                    "many `000-00` problems are repeats of one form)",
+    )
+
+    @model_validator(mode="after")
+    def _band_ordered(self) -> CurateConfig:
+        if self.min_pass_rate >= self.max_pass_rate:
+            msg = f"min_pass_rate = {self.min_pass_rate} must be < max_pass_rate = {self.max_pass_rate}"
+            raise ValueError(msg)
+        if self.proposer_band_low > self.proposer_band_high:
+            msg = (f"proposer_band_low = {self.proposer_band_low} must be <= proposer_band_high = "
+                   f"{self.proposer_band_high}")
+            raise ValueError(msg)
+        return self
+
+
+class TrainConfig(_Section):
+    """How the train stage fine-tunes the incumbent. Round 0 (the warm-up) always trains SFT on
+    the seed references, whatever `algorithm` says: an untrained model samples no right answers,
+    so GRPO would see no reward and DPO no chosen answer."""
+
+    algorithm: Literal["sft", "grpo", "dpo"] = Field(
+        "sft",
+        description="rounds >= 1: sft (verified answers, STaR / ReST-EM), grpo (TRL GRPOTrainer, "
+                    "the domain verifier as reward), dpo (TRL DPOTrainer on verified chosen / wrong "
+                    "rejected pairs)",
+    )
+    learning_rate: float = Field(2e-3, gt=0, le=1)
+    warmup_learning_rate: float = Field(3e-3, gt=0, le=1)
+    batch_size: int = Field(64, ge=1, le=65_536)
+    epochs: float = Field(20.0, gt=0, le=1000, description="passes over a round's training rows")
+    warmup_epochs: float = Field(40.0, gt=0, le=1000, description="passes over the round-0 seed rows")
+    max_steps: int = Field(800, ge=1, le=10_000_000, description="step cap of a round's training")
+    warmup_max_steps: int = Field(1000, ge=1, le=10_000_000, description="step cap of the warm-up")
+    max_length: int = Field(48, ge=8, le=131_072)
+    replay_ratio: float = Field(
+        2.0, ge=0, le=100,
+        description="replayed rows from earlier rounds per new row (0 = train on this round only)",
+    )
+    replay_proposer_rows: bool = Field(
+        False,
+        description="replay earlier rounds' proposer rows too; false = solver rows only, so the "
+                    "warm-up's seed problems stop pulling the proposer back to the generator's mix",
+    )
+    save_steps: int = Field(
+        200, ge=0, le=10_000_000,
+        description="save a resumable trainer checkpoint every N steps (0 = never); a killed "
+                    "training resumes from the last one. Not part of the fingerprint",
+    )
+    oom_retry_batch_size: int | None = Field(
+        None, ge=1, le=65_536,
+        description="on out-of-memory, retry once with this per-step batch and gradient "
+                    "accumulation up to batch_size (None = no retry). Not part of the fingerprint",
+    )
+    grpo_learning_rate: float = Field(
+        3e-4, gt=0, le=1, description="grpo: learning rate (policy gradients want a smaller one than SFT)")
+    num_generations: int = Field(
+        8, ge=2, le=1024,
+        description="grpo: completions sampled per prompt (the group); must divide batch_size, "
+                    "which counts completions per optimizer step")
+    grpo_temperature: float = Field(1.0, gt=0, le=5, description="grpo: sampling temperature of the group")
+    max_completion_length: int = Field(8, ge=1, le=32_768, description="grpo: longest sampled completion, tokens")
+    grpo_beta: float = Field(
+        0.0, ge=0, le=10, description="grpo: KL coefficient against the incumbent (0 = no reference model)")
+    dpo_learning_rate: float = Field(3e-4, gt=0, le=1, description="dpo: learning rate")
+    dpo_beta: float = Field(
+        0.1, gt=0, le=10, description="dpo: preference temperature (larger = stay closer to the incumbent)")
+    max_pairs_per_problem: int = Field(
+        4, ge=1, le=1024, description="dpo: chosen/rejected pairs built per kept problem (curate)")
+    proposer_algorithm: Literal["sft", "grpo"] = Field(
+        "sft",
+        description="rounds >= 1, proposer rows: sft (weighted by curate.proposer_reward) or grpo "
+                    "(Absolute Zero / R-Zero: every proposed problem is answered proposer_samples "
+                    "times by the incumbent solver; reward = curate.proposer_reward of that pass rate)",
+    )
+    proposer_max_steps: int = Field(
+        50, ge=1, le=10_000_000, description="proposer grpo: step cap of the proposer's GRPO pass")
+    proposer_samples: int = Field(
+        8, ge=1, le=1024, description="proposer grpo: solver answers per proposed problem (the online pass rate)")
+
+    @model_validator(mode="after")
+    def _oom_batch_divides(self) -> TrainConfig:
+        small = self.oom_retry_batch_size
+        if small is not None and (small >= self.batch_size or self.batch_size % small):
+            msg = (f"oom_retry_batch_size = {small} must be smaller than batch_size = "
+                   f"{self.batch_size} and divide it")
+            raise ValueError(msg)
+        if "grpo" in (self.algorithm, self.proposer_algorithm) and self.batch_size % self.num_generations:
+            msg = (f"batch_size = {self.batch_size} must be a multiple of num_generations = "
+                   f"{self.num_generations} (grpo: a batch holds whole groups)")
+            raise ValueError(msg)
+        return self
+
+
+class EvaluateConfig(_Section):
+    max_new_tokens: int = Field(8, ge=1, le=32_768)
+
+
+class VerifyConfig(_Section):
+    """Which label a rollout's reward compares against (tasks/verify.py)."""
+
+    labels: Literal["reference", "majority"] = Field(
+        "reference",
+        description="reference: the domain's executed reference answer; majority: the most "
+                    "common answer among the problem's k samples (TTRL / R-Zero pseudo-labels; "
+                    "label precision against references is recorded where they exist)",
+    )
+
+
+class PromoteConfig(_Section):
+    """When the candidate replaces the incumbent (tasks/promote.py)."""
+
+    margin: float = Field(0.0, ge=0, le=1, description="allowed drop in held-out accuracy, 0..1")
+    min_gain: float = Field(
+        0.0, ge=0, le=1,
+        description="held-out accuracy the candidate must gain over the incumbent, 0..1 "
+                    "(0 = promote on a tie); set margin or min_gain, not both",
+    )
+    max_level_regression: float | None = Field(
+        None, ge=0, le=1,
+        description="reject when, at any difficulty level, more than this share (0..1) of the "
+                    "level's held-out items flip from pass (incumbent) to fail (candidate); "
+                    "unset = no per-level check",
+    )
+
+    @model_validator(mode="after")
+    def _margin_or_gain(self) -> PromoteConfig:
+        if self.margin > 0 and self.min_gain > 0:
+            msg = (f"margin = {self.margin} and min_gain = {self.min_gain}: set one of them "
+                   "(margin allows a drop, min_gain requires a gain)")
+            raise ValueError(msg)
+        return self
+
+
+class GatesConfig(_Section):
+    """Thresholds of the data-quality gates (validators/) run on every stage output.
+
+    Not part of any stage fingerprint: after a gate failed, fix a threshold here and run
+    `flywheel resume RUN_ID --config F`; the stored output is checked again, not recomputed.
+    Pass-rate and answer checks skip round 0 (the warm-up's untrained model fails by design).
+    """
+
+    enabled: bool = Field(True, description="false = write stage outputs unchecked")
+    min_rows: int = Field(1, ge=0, le=1_000_000_000, description="fewest rows of any stage output")
+    max_problem_chars: int = Field(1024, ge=1, le=10_000_000, description="longest problem text")
+    max_prompt_chars: int = Field(8192, ge=1, le=10_000_000, description="longest prompt")
+    max_completion_chars: int = Field(65_536, ge=1, le=10_000_000, description="longest completion")
+    min_distinct_proposal_share: float = Field(
+        0.05, ge=0, le=1, description="distinct texts / proposer samples (proposals)")
+    min_distinct_problem_share: float = Field(
+        0.9, ge=0, le=1, description="distinct texts / problems (problems)")
+    min_answer_spread: float = Field(
+        0.02, ge=0, le=1,
+        description="mean over problems of (distinct answers - 1) / (samples - 1): 0 when every "
+                    "problem's answers agree (verdicts, rounds >= 1)")
+    min_kept_fraction: float = Field(0.01, ge=0, le=1, description="kept / problems (curriculum)")
+    max_kept_fraction: float = Field(1.0, ge=0, le=1, description="kept / problems (curriculum)")
+    min_mean_pass_rate: float = Field(
+        0.0, ge=0, le=1, description="mean reward and mean pass rate must be above this (rounds >= 1)")
+    max_mean_pass_rate: float = Field(
+        1.0, ge=0, le=1, description="mean reward and mean pass rate must be below this (rounds >= 1)")
+    max_length_drift: float = Field(
+        0.5, ge=0, le=1000,
+        description="allowed relative change of the mean problem length from the previous round")
+    max_level_drift: float = Field(
+        1.5, ge=0, le=1000,
+        description="allowed change of the mean problem level from the previous round")
+
+    @model_validator(mode="after")
+    def _bounds_ordered(self) -> GatesConfig:
+        for low, high in (("min_kept_fraction", "max_kept_fraction"),
+                          ("min_mean_pass_rate", "max_mean_pass_rate")):
+            if getattr(self, low) >= getattr(self, high):
+                msg = f"{low} = {getattr(self, low)} must be < {high} = {getattr(self, high)}"
+                raise ValueError(msg)
+        return self
+
+
+class ScheduleConfig(_Section):
+    """The nightly deployment (schedules/): one more round of `run_id` per cron tick.
+
+    Not part of any stage fingerprint. `cron` is a five-field cron string, read in `timezone`.
+    """
+
+    cron: str = Field("0 2 * * *", description="five-field cron string: when a round starts")
+    timezone: str = Field("UTC", description="IANA time zone the cron string is read in")
+    run_id: str = Field("nightly", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$",
+                        description="the run each scheduled round continues")
+
+    @field_validator("cron")
+    @classmethod
+    def _cron_parses(cls, value: str) -> str:
+        from schedules.times import check_cron
+
+        return check_cron(value)
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone_known(cls, value: str) -> str:
+        from schedules.times import check_timezone
+
+        return check_timezone(value)
+
+
+class ScaleConfig(_Section):
+    """Where rollout and verification run (tasks/shards.py, flows/runners.py).
+
+    Not part of any stage fingerprint: the shards of a stage produce exactly the rows the
+    unsharded stage would (seeds follow each prompt's position in the stage, shards start on a
+    rollout batch boundary), so changing the runner or the shard count never reruns anything.
+    `task_runner = "ray"` needs the `ray` extra and a Prefect server (PREFECT_API_URL).
+    """
+
+    task_runner: Literal["default", "ray"] = Field(
+        "default",
+        description="default: Prefect's runner, shards one after another in this process; ray: "
+                    "shards at once, each a Prefect task on a Ray worker (prefect-ray)")
+    ray_address: str | None = Field(
+        None,
+        description="an existing Ray cluster (e.g. 'ray://head:10001' or 'auto'); None = start a "
+                    "local Ray instance on 127.0.0.1 for the run and stop it after")
+    ray_num_cpus: int = Field(
+        2, ge=1, le=4096, description="CPUs of the local Ray instance (ray_address = None only)")
+    rollout_shards: int = Field(
+        1, ge=1, le=4096,
+        description="most shards rollout and verification split a round's problems into (1 = "
+                    "one piece, in-process on the default runner); shards start on "
+                    "rollout.batch_size boundaries, so small stages get fewer")
+
+
+class RunConfig(_Section):
+    rounds: int = Field(3, ge=0, le=10_000, description="self-improvement rounds after warm-up")
+    seed: int = Field(0, ge=0)
+    model: ModelConfig = ModelConfig()
+    domain: DomainConfig = DomainConfig()
+    synthesize: SynthesizeConfig = SynthesizeConfig()
+    rollout: RolloutConfig = RolloutConfig()
+    verify: VerifyConfig = VerifyConfig()
+    curate: CurateConfig = CurateConfig()
+    train: TrainConfig = TrainConfig()
+    evaluate: EvaluateConfig = EvaluateConfig()
+    promote: PromoteConfig = PromoteConfig()
+    gates: GatesConfig = GatesConfig()
+    schedule: ScheduleConfig = ScheduleConfig()
+    scale: ScaleConfig = ScaleConfig()
+
+    @model_validator(mode="after")
+    def _shards_need_transformers(self) -> RunConfig:
+        if self.scale.rollout_shards > 1 and self.rollout.backend != "transformers":
+            msg = (f"scale.rollout_shards = {self.scale.rollout_shards} needs rollout.backend = "
+                   f"'transformers' (vLLM batches a whole stage itself); set rollout_shards = 1")
+            raise ValueError(msg)
+        clash = (f"train.algorithm = {self.train.algorithm!r}" if self.train.algorithm != "sft" else
+                 f"verify.labels = {self.verify.labels!r}" if self.verify.labels != "reference" else None)
+        if self.curate.solver_targets == "rationalize" and clash:
+            msg = (f"curate.solver_targets = 'rationalize' (the default) trains references by SFT; "
+                   f"with {clash} set curate.solver_targets = 'verified'")
+            raise ValueError(msg)
+        if (self.train.proposer_algorithm == "grpo" and self.train.algorithm == "sft"
+                and not self.train.replay_proposer_rows):
+            msg = ("train.proposer_algorithm = 'grpo' with an SFT solver needs train.replay_proposer_rows "
+                   "= true: the replayed proposer rows keep the problem format in the solver's SFT pass "
+                   "(without them the model forgets how to write a problem)")
+            raise ValueError(msg)
+        return self
+
+    def slice(self, *names: str) -> dict[str, Any]:
+        """The config sections a stage reads, as plain data for its fingerprint."""
+        return {name: getattr(self, name).model_dump(mode="json") for name in names}
+
+
+def _describe(error: dict[str, Any]) -> str:
+    key = ".".join(str(part) for part in error["loc"]) or "<root>"
+    if error["type"] == "extra_forbidden":
+        return f"unknown key `{key}` (remove it or check its spelling)"
+    value = error.get("input")
+    if isinstance(value, dict):
+        return f"`{key}`: {error['msg']}"
+    return f"`{key}` = {value!r}: {error['msg']}"
+
+
+def validate_config(data: dict[str, Any], source: str) -> RunConfig:
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(_describe(e) for e in exc.errors())
+        raise ConfigError(f"config error in {source}: {problems}") from None
+
+
+def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> RunConfig:
+    """Read a TOML run config (None = the built-in tiny CPU run) and apply CLI overrides.
+
+    `overrides` maps dotted keys to values, e.g. {"rounds": 2, "rollout.samples_per_problem": 4}.
+    """
+    data: dict[str, Any] = {}
+    source = "<defaults>"
+    if path is not None:
+        path = Path(path)
+        source = str(path)
+        if not path.is_file():
+            raise ConfigError(f"config error: file not found: {path} (pass an existing TOML file)")
+        try:
+            data = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config error in {path}: not valid TOML: {exc}") from None
+    for dotted, value in (overrides or {}).items():
+        *parents, leaf = dotted.split(".")
+        node = data
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return validate_config(data, source)

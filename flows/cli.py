@@ -1,0 +1,276 @@
+"""The `flywheel` command line.
+
+    flywheel run [--config F] [--rounds N] [--run-id ID] [--data-root DIR]
+    flywheel resume RUN_ID [--config F] [--data-root DIR]
+    flywheel validate RUN_ID [--round N] [--stage S] [--config F] [--data-root DIR]
+    flywheel status RUN_ID [--json] [--data-root DIR]
+    flywheel audit RUN_ID QUERY [ARGS] [--format table|json|csv] [--data-root DIR]
+    flywheel report RUN_ID [--out DIR] [--data-root DIR]
+
+Every command takes `--data-root` (default `$FLYWHEEL_DATA_ROOT` or `./flywheel-data`). Errors a
+user can cause (bad config, unknown run id) print one line and exit with status 2; nothing is
+written before the config is valid. `status` imports neither torch nor Prefect.
+`run` and `resume` hold the run's lock (storage/lock.py): a run id that another live
+process is running is refused in one line naming its pid and start time (exit status 3); what
+a killed run left half written is reported one line per file, discarded and recomputed
+(storage/recovery.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Flywheel: self-improving model rounds as a resumable data pipeline.")
+from schedules.cli import schedule_app  # light: typer only
+
+app.add_typer(schedule_app, name="schedule")  # flywheel schedule serve|deploy|show
+
+DataRoot = Annotated[
+    Path,
+    typer.Option("--data-root", envvar="FLYWHEEL_DATA_ROOT", help="where the catalog and datasets live"),
+]
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+def fail(message: str, code: int = 2) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _quiet_environment() -> None:
+    """Defaults for a clean, offline CPU run; anything the user already set wins."""
+    defaults = {
+        "HF_HUB_OFFLINE": "1",
+        "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+        "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
+        "TRANSFORMERS_VERBOSITY": "error",
+        "TOKENIZERS_PARALLELISM": "false",
+        "DO_NOT_TRACK": "1",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_LOGGING_LEVEL": "WARNING",
+        "PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW": "ignore",
+    }
+    for key, value in defaults.items():
+        os.environ.setdefault(key, value)
+
+
+def _print_summary(data_root: Path, run_id: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from storage.audit.snapshot import SUMMARY_COLUMNS, format_cell, round_summary
+    from storage.catalog import Catalog
+
+    table = Table(title=f"run {run_id}", box=None, header_style="bold")
+    for column in SUMMARY_COLUMNS:
+        table.add_column(column, justify="right")
+    for row in round_summary(Catalog(data_root), run_id):
+        table.add_row(*(format_cell(row[c]) for c in SUMMARY_COLUMNS))
+    Console(width=None if sys.stdout.isatty() else 120).print(table)
+
+
+def _execute(data_root: Path, run_id: str, config: Any) -> None:
+    _quiet_environment()
+    from flows.runners import RunnerUnavailable, check_task_runner
+    from models.backends import BackendUnavailable, check_backend
+
+    try:  # before anything runs: a missing vLLM or Prefect server is one line, not a failed round
+        check_backend(config.rollout.backend)
+        check_task_runner(config.scale)
+    except (BackendUnavailable, RunnerUnavailable) as exc:
+        fail(str(exc))
+    import logging
+
+    from rich.logging import RichHandler
+
+    logging.basicConfig(level=logging.WARNING, format="%(message)s",
+                        handlers=[RichHandler(show_path=False, show_time=False)])
+    logging.getLogger("flywheel").setLevel(logging.INFO)
+    from storage.lock import RunLocked
+    from storage.recovery import guarded_run, plain_notices
+    from validators.gate import GateFailed
+    from validators.summary import print_gate_failure, quiet_gate_tracebacks
+
+    plain_notices()
+    started = time.time()
+    try:  # the run lock is taken before the heavy imports, so a refusal is instant (exit 3)
+        with guarded_run(data_root, run_id):
+            from flows.run import RunSpec, flywheel_flow
+
+            quiet_gate_tracebacks()  # after Prefect set up its log handlers
+            flywheel_flow(RunSpec(data_root=str(data_root.resolve()), run_id=run_id, config=config))
+    except RunLocked as exc:
+        fail(str(exc), code=3)
+    except GateFailed as exc:  # the report, not a traceback; exit 1
+        print_gate_failure(exc, run_id, echo=lambda line: typer.echo(line, err=True))
+        raise typer.Exit(1) from None
+    _print_summary(data_root, run_id)
+    typer.echo(f"run {run_id} finished in {time.time() - started:.0f} s; data in {data_root / 'runs' / run_id}")
+
+
+@app.command()
+def run(
+    config: Annotated[Path | None, typer.Option("--config", help="run config TOML (default: tiny CPU run)")] = None,
+    rounds: Annotated[int | None, typer.Option("--rounds", help="self-improvement rounds after warm-up")] = None,
+    run_id: Annotated[str | None, typer.Option("--run-id", help="run id (default: a timestamp)")] = None,
+    data_root: DataRoot = Path("flywheel-data"),
+) -> None:
+    """Run the flywheel: warm-up round 0, then N self-improvement rounds."""
+    from configs import ConfigError, load_config
+
+    overrides = {} if rounds is None else {"rounds": rounds}
+    try:
+        cfg = load_config(config, overrides)
+    except ConfigError as exc:
+        fail(str(exc))
+    run_id = run_id or time.strftime("run-%Y%m%d-%H%M%S")
+    if not _RUN_ID.match(run_id):
+        fail(f"--run-id {run_id!r}: use letters, digits, '.', '_' or '-' (at most 100)")
+    _execute(data_root, run_id, cfg)
+
+
+@app.command()
+def resume(
+    run_id: Annotated[str, typer.Argument(help="the run to finish")],
+    config: Annotated[Path | None, typer.Option(
+        "--config", help="use this config instead of the recorded one (e.g. fixed gate "
+                         "thresholds); stages whose fingerprint is unchanged are skipped")] = None,
+    data_root: DataRoot = Path("flywheel-data"),
+) -> None:
+    """Finish a run with its recorded config: done stages are skipped, the rest recomputed."""
+    from configs import ConfigError, load_config, validate_config
+    from storage.catalog import Catalog
+
+    catalog = Catalog(data_root)
+    if not catalog.path.exists():
+        fail(f"no catalog at {catalog.path} (check --data-root)")
+    recorded = catalog.run_config_json(run_id)
+    if recorded is None:
+        fail(f"unknown run id {run_id!r} in {catalog.path} (see `flywheel status`)")
+    try:
+        cfg = (validate_config(json.loads(recorded), f"run {run_id}") if config is None
+               else load_config(config))
+    except ConfigError as exc:
+        fail(str(exc))
+    _execute(data_root, run_id, cfg)
+
+
+@app.command()
+def status(
+    run_id: Annotated[str, typer.Argument(help="the run to show")],
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    data_root: DataRoot = Path("flywheel-data"),
+) -> None:
+    """Show a run's stages and its per-round summary."""
+    from storage.audit.snapshot import round_summary
+    from storage.catalog import Catalog
+
+    catalog = Catalog(data_root)
+    if not catalog.path.exists():
+        fail(f"no catalog at {catalog.path} (check --data-root)")
+    runs = catalog.query("SELECT run_id, status FROM runs WHERE run_id = ?", [run_id])
+    if not runs:
+        fail(f"unknown run id {run_id!r} in {catalog.path}")
+    stages = catalog.stage_rows(run_id)
+    from storage.lock import live_holder
+
+    if runs[0]["status"] == "running" and live_holder(data_root, run_id) is None:
+        runs[0]["status"] = "interrupted"  # killed: its lock has no live holder
+    if as_json:
+        payload = {"run_id": run_id, "status": runs[0]["status"], "stages": stages,
+                   "rounds": round_summary(catalog, run_id)}
+        typer.echo(json.dumps(payload, indent=2, default=str))
+        return
+    hint = f" (`flywheel resume {run_id}` finishes it)" if runs[0]["status"] == "interrupted" else ""
+    typer.echo(f"run {run_id}: {runs[0]['status']}{hint}")
+    for s in stages:
+        typer.echo(f"  round {s['round']:>3}  {s['stage']:<10} {s['status']:<11} "
+                   f"{s['fingerprint'][:12]}  rows={s['rows'] if s['rows'] is not None else '-':<6} "
+                   f"{s['seconds']:.1f}s" + (f"  {s['error']}" if s["error"] else ""))
+    _print_summary(data_root, run_id)
+
+
+@app.command()
+def audit(
+    run_id: Annotated[str, typer.Argument(help="the run to audit")],
+    query: Annotated[str | None, typer.Argument(
+        help="funnel | drops | lineage ID | drift | labels | samples VIEW")] = None,
+    args: Annotated[list[str] | None, typer.Argument(
+        help="lineage: a train row / rollout / problem / proposal id or a checkpoint; samples: a view")] = None,
+    sql: Annotated[str | None, typer.Option("--sql", help="run this SQL over the views instead")] = None,
+    where: Annotated[str | None, typer.Option("--where", help="samples: a SQL condition")] = None,
+    limit: Annotated[int, typer.Option("--limit", help="samples: most rows shown")] = 20,
+    round_index: Annotated[int | None, typer.Option("--round", help="only this round")] = None,
+    rows: Annotated[bool, typer.Option("--rows", help="lineage CHECKPOINT: list every row")] = False,
+    fmt: Annotated[str, typer.Option("--format", help="table | json | csv")] = "table",
+    data_root: DataRoot = Path("flywheel-data"),
+) -> None:
+    """Audit a run's data: funnel, drops, lineage, drift, labels, samples, or --sql."""
+    from storage.audit.snapshot import FORMATS, AuditError, open_run, render
+    from storage.audit.answer import answer
+
+    if fmt not in FORMATS:
+        fail(f"--format {fmt!r}: use one of {', '.join(FORMATS)}")
+    try:
+        con = open_run(data_root, run_id)
+        result = answer(con, query, args or [], sql_text=sql, where=where, limit=limit,
+                        round_index=round_index, rows=rows)
+    except AuditError as exc:
+        fail(str(exc))
+    typer.echo(render(result, fmt))
+
+
+@app.command()
+def report(
+    run_id: Annotated[str, typer.Argument(help="the run to report on")],
+    out: Annotated[Path | None, typer.Option("--out", help="folder (default: the run's folder)")] = None,
+    data_root: DataRoot = Path("flywheel-data"),
+) -> None:
+    """Write a self-contained HTML report of a run: plots and the tables behind them."""
+    from storage.audit.report import write_report
+    from storage.audit.snapshot import AuditError
+
+    try:
+        path = write_report(data_root, run_id, out)
+    except AuditError as exc:
+        fail(str(exc))
+    typer.echo(f"report written to {path}")
+
+
+@app.command()
+def validate(
+    run_id: Annotated[str, typer.Argument(help="the run whose stored outputs to check")],
+    round_index: Annotated[int | None, typer.Option("--round", help="only this round")] = None,
+    stage: Annotated[str | None, typer.Option("--stage", help="only this stage (e.g. verify)")] = None,
+    config: Annotated[Path | None, typer.Option(
+        "--config", help="thresholds from this config instead of the run's recorded one")] = None,
+    data_root: DataRoot = Path("flywheel-data"),
+) -> None:
+    """Re-run the data gates on a run's stored outputs and print the report (exit 1 on a failure)."""
+    from configs import ConfigError
+    from validators.summary import ValidateError, validate_run
+
+    try:
+        ok = validate_run(data_root, run_id, round_index=round_index, stage=stage,
+                          config_path=config, echo=typer.echo)
+    except (ValidateError, ConfigError) as exc:
+        fail(str(exc))
+    if not ok:
+        raise typer.Exit(1)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

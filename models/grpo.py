@@ -1,0 +1,136 @@
+"""GRPO over TRL's GRPOTrainer, with the domain's verifier as the reward function.
+
+Rows are prompt rows: `prompt` is the solver prompt, `completion` the label the reward compares
+against (a reference, or a majority-vote label; tasks/rows.py builds them):
+
+    {"prompt": "<solve>37+5=", "completion": "42", "weight": 1.0, ...}
+
+For every prompt the trainer samples `num_generations` completions from the model being
+trained (transformers' `generate`, no vLLM), scores them with `domain.score(completions,
+labels)`, and takes a policy-gradient step on the group-normalised rewards. One optimizer step
+covers `batch_size` completions, i.e. `batch_size / num_generations` prompts; `epochs` counts
+passes over the prompts. The checkpoint written is the same Hugging Face folder SFT writes.
+
+Departures from the papers' GRPO setups, for a CPU-sized run: no reference model by default
+(`beta` = 0, TRL's default), one policy update per generated batch (`num_iterations` = 1), and
+short completions (`max_completion_length` tokens).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from domains.base import Domain
+from models.trainer import (
+    TrainProgress,
+    TrainResult,
+    common_arguments,
+    finish,
+    fit,
+    load_policy,
+    logged,
+    planned_steps,
+    report_callback,
+)
+
+RewardFunction = Callable[..., list[float]]
+REWARD_NAME = "verifier"
+
+
+def verifier_reward(domain: Domain) -> RewardFunction:
+    """The GRPO reward function: the domain's verifier, `domain.score(completions, labels)`.
+
+    TRL calls it with the generated `completions` and, per completion, the `label` column of
+    its prompt's row. A completion the verifier cannot judge (score None: no label) gets reward
+    0, the same as a wrong answer: GRPO needs a number for every sample, and an unjudgeable
+    sample must not be pushed up. TRL would turn None into NaN and drop it from the group mean
+    instead, which would let a group of unjudgeable samples carry no signal at all; 0 is the
+    conservative choice, and the prompt rows only carry labels that exist.
+    """
+
+    def verifier(completions: list[str], label: list[str | None], **_: Any) -> list[float]:
+        scores = domain.score(list(completions), list(label))
+        return [0.0 if score is None else float(score) for score in scores]
+
+    verifier.__name__ = REWARD_NAME
+    return verifier
+
+
+def train_grpo(
+    *,
+    base: Path,
+    rows: list[dict[str, Any]],
+    reward: RewardFunction,
+    out_dir: Path,
+    learning_rate: float,
+    batch_size: int,
+    epochs: float,
+    max_steps: int,
+    num_generations: int,
+    temperature: float,
+    max_completion_length: int,
+    beta: float,
+    seed: int,
+    work_dir: Path,
+    progress: TrainProgress | None = None,
+    save_steps: int = 0,
+    gradient_accumulation_steps: int = 1,
+    resume_from: Path | None = None,
+    logging_steps: int = 1,
+) -> TrainResult:
+    """Train `base` with GRPO on the prompts of `rows` (label = `completion`); save to `out_dir`.
+
+    `reward` is called as TRL calls reward functions (`prompts=`, `completions=`, `label=`,
+    ...); `verifier_reward(domain)` is the one the flywheel uses. `batch_size` completions per
+    optimizer step (a multiple of `num_generations`) in `gradient_accumulation_steps`
+    micro-batches; fewer prompts than one step takes are repeated to fill it. Resumable from a
+    trainer checkpoint like `train_sft`. The result's
+    `rewards` are the mean rewards of every logged step (every `logging_steps` steps).
+    """
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    rows = [r for r in rows if r["weight"] > 0]
+    if not rows:
+        msg = "no GRPO prompt rows with weight > 0; nothing to train"
+        raise ValueError(msg)
+    if batch_size % num_generations:
+        msg = f"batch_size = {batch_size} must be a multiple of num_generations = {num_generations}"
+        raise ValueError(msg)
+    steps = planned_steps(len(rows) * num_generations, epochs=epochs, batch_size=batch_size,
+                          max_steps=max_steps)
+    # TRL's sampler yields whole batches only: fewer prompts than one step takes would train
+    # nothing and exit successfully, so a short prompt list is repeated up to one batch
+    per_step = batch_size // num_generations
+    rows = [rows[i % len(rows)] for i in range(max(len(rows), per_step))]
+    micro_batch = batch_size // gradient_accumulation_steps
+    dataset = Dataset.from_list([{"prompt": r["prompt"], "label": r["completion"]} for r in rows])
+    tokenizer, model = load_policy(base)
+    config = GRPOConfig(
+        **common_arguments(work_dir=work_dir, steps=steps, micro_batch=micro_batch,
+                           gradient_accumulation_steps=gradient_accumulation_steps,
+                           learning_rate=learning_rate, save_steps=save_steps, seed=seed,
+                           logging_steps=logging_steps),
+        num_generations=num_generations,
+        generation_batch_size=batch_size,
+        max_completion_length=max_completion_length,
+        temperature=temperature,
+        beta=beta,
+        use_vllm=False,
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[reward],
+        args=config,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=[report_callback(progress, steps)],
+    )
+    output = fit(trainer, resume_from)
+    if output.global_step != steps:
+        msg = f"GRPO stopped at step {output.global_step} of {steps}; nothing was saved"
+        raise RuntimeError(msg)
+    return finish(trainer, output, tokenizer, out_dir, trained_tokens=trainer.state.num_input_tokens_seen,
+                  rewards=tuple(logged(trainer, "reward")))

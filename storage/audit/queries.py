@@ -1,0 +1,249 @@
+"""The named audit queries. Each takes a snapshot connection from `audit.open_run` and returns a
+`Result`; the lineage queries live in `lineage.py`.
+
+    funnel    per round: proposed -> valid -> novel -> judged -> kept -> trained, the training
+              rows of the round by role, rows replayed into its training, held-out accuracy
+    drops     per round and reason: how many proposals / curriculum problems were dropped, with
+              examples (proposal text; problem text with its pass rate); failed gates too
+    drift     per round: difficulty level mix, mean problem length, mean completion tokens,
+              pass-rate distribution (quantiles, share at 0 and at 1, mean over kept problems)
+    labels    per round: majority-vote answer of each problem's rollouts vs its executor
+              reference, where both exist (pseudo-label precision, as TTRL / EVE log it), over
+              all problems and over the kept ones. The vote is recomputed from `answer`, not read
+              from `verdicts.label`: that column holds the reference when verify.labels =
+              "reference", and older files lack it; the tie rule is the one verify uses
+              (tasks/curriculum/votes.py), so with majority labels the two agree
+    samples   rows of one view or table, filtered by a SQL `--where` condition
+    sql       any SQL over the views and tables
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+
+from storage.audit.snapshot import TABLES, AuditError, Result, fetch, format_cell, result_from_sql
+from storage.datasets import KINDS
+
+FUNNEL_COLUMNS = ["round", "proposed", "valid", "novel", "judged", "kept", "trained",
+                  "train_rows", "solver_rows", "proposer_rows", "replayed_rows", "heldout_accuracy",
+                  "promoted", "state"]
+
+
+def _round_filter(column: str, round_index: int | None) -> tuple[str, list[Any]]:
+    return ("", []) if round_index is None else (f" WHERE {column} = ?", [round_index])
+
+
+def funnel(con: duckdb.DuckDBPyConnection, *, round_index: int | None = None) -> Result:
+    """Per round: how many items survive each step from proposer sample to training row.
+
+    proposed  proposer (or seed generator) samples            rows of `proposals`
+    valid     samples the domain could parse                  drop_reason != 'invalid'
+    novel     valid, not a duplicate, not a held-out item     rows of `problems`
+    judged    problems with at least one scored rollout       curriculum.judged > 0
+    kept      problems inside the difficulty band             curriculum.kept
+    trained   problems with a solver training row             distinct train_rows.problem_id
+    """
+    where, params = _round_filter("round", round_index)
+    rows = fetch(con, f"""
+        WITH rounds_seen AS (
+            SELECT DISTINCT round FROM stages WHERE stage NOT IN ('base', 'baseline')),
+        p AS (SELECT round, count(*) AS proposed,
+                     count(*) FILTER (WHERE drop_reason IS DISTINCT FROM 'invalid') AS valid
+              FROM proposals GROUP BY round),
+        q AS (SELECT round, count(*) AS novel FROM problems GROUP BY round),
+        c AS (SELECT round, count(*) FILTER (WHERE judged > 0) AS judged,
+                     count(*) FILTER (WHERE kept) AS kept FROM curriculum GROUP BY round),
+        t AS (SELECT round, count(*) AS train_rows,
+                     count(DISTINCT problem_id) FILTER (WHERE role = 'solver') AS trained,
+                     count(*) FILTER (WHERE role = 'solver') AS solver_rows,
+                     count(*) FILTER (WHERE role = 'proposer') AS proposer_rows
+              FROM train_rows GROUP BY round),
+        m AS (SELECT round,
+                     max(value) FILTER (WHERE stage = 'train' AND name = 'replayed_rows') AS replayed_rows,
+                     max(value) FILTER (WHERE stage = 'evaluate' AND name = 'accuracy') AS heldout_accuracy,
+                     max(value) FILTER (WHERE stage = 'promote' AND name = 'promoted') AS promoted
+              FROM metrics GROUP BY round)
+        SELECT round, coalesce(proposed, 0) AS proposed, coalesce(valid, 0) AS valid,
+               coalesce(novel, 0) AS novel, coalesce(judged, 0) AS judged, coalesce(kept, 0) AS kept,
+               coalesce(trained, 0) AS trained, coalesce(train_rows, 0) AS train_rows,
+               coalesce(solver_rows, 0) AS solver_rows, coalesce(proposer_rows, 0) AS proposer_rows,
+               CAST(replayed_rows AS BIGINT) AS replayed_rows, heldout_accuracy,
+               CAST(promoted AS BOOLEAN) AS promoted
+        FROM rounds_seen LEFT JOIN p USING (round) LEFT JOIN q USING (round) LEFT JOIN c USING (round)
+        LEFT JOIN t USING (round) LEFT JOIN m USING (round){where}
+        ORDER BY round""", params)
+    states = round_states(con)
+    for row in rows:
+        row["state"] = states.get(row["round"], "not started")
+    notes = [("proposed -> valid (parsed) -> novel (not duplicate/held-out) -> judged -> kept (in band)"
+              " -> trained (problems with a solver row); replayed_rows: earlier rounds' rows trained again")]
+    return Result("funnel", FUNNEL_COLUMNS, rows, notes)
+
+
+def round_states(con: duckdb.DuckDBPyConnection) -> dict[int, str]:
+    """Per round: 'decided' (promote completed), '<status> at <stage>' when the latest attempt
+    of a stage did not complete (failed, gate_failed, ...), else 'in progress'."""
+    latest = con.execute(
+        "SELECT round, stage, arg_max(status, started_at) FROM stages"
+        " WHERE stage NOT IN ('base', 'baseline') GROUP BY round, stage ORDER BY round").fetchall()
+    states: dict[int, str] = {}
+    for round_index, stage, status in latest:
+        if status != "completed":
+            states[round_index] = f"{status} at {stage}"
+        elif stage == "promote":
+            states.setdefault(round_index, "decided")
+        else:
+            states.setdefault(round_index, "in progress")
+    for round_index, stage, status in latest:
+        if stage == "promote" and status == "completed" and states[round_index] == "in progress":
+            states[round_index] = "decided"
+    return states
+
+
+def drops(con: duckdb.DuckDBPyConnection, *, round_index: int | None = None,
+          examples: int = 3) -> Result:
+    """Dropped proposals and curriculum problems per round and reason, with examples; failed gates."""
+    where, params = _round_filter("round", round_index)
+    and_round = where.replace(" WHERE", " AND")
+    k = int(examples)
+    rows = fetch(con, f"""
+        WITH totals AS (
+            SELECT 'proposals' AS dataset, round, count(*) AS total FROM proposals{where} GROUP BY round
+            UNION ALL
+            SELECT 'curriculum', round, count(*) FROM curriculum{where} GROUP BY round),
+        dropped AS (
+            SELECT 'proposals' AS dataset, round, drop_reason AS reason, count(*) AS count,
+                   arg_min(text, proposal_id, {k}) AS examples
+            FROM proposals WHERE drop_reason IS NOT NULL{and_round} GROUP BY round, drop_reason
+            UNION ALL
+            SELECT 'curriculum', round, drop_reason, count(*), arg_min(problem_id, problem_id, {k})
+            FROM curriculum WHERE drop_reason IS NOT NULL{and_round} GROUP BY round, drop_reason)
+        SELECT dataset, round, reason, count, count / total AS share, examples
+        FROM dropped JOIN totals USING (dataset, round)
+        ORDER BY round, dataset DESC, count DESC, reason""", params * 4)
+    # a dropped problem's example: its text, pass rate and level (looked up for the few shown)
+    shown = [pid for r in rows if r["dataset"] == "curriculum" for pid in r["examples"]]
+    described = {r["problem_id"]: f"{r['text'] or r['problem_id']} (p={format_cell(r['pass_rate'])}, level {r['level']})"
+                 for r in fetch(con, """
+        SELECT c.problem_id, c.round, p.text, c.pass_rate, c.level FROM curriculum c
+        LEFT JOIN problems p ON p.problem_id = c.problem_id AND p.run_id = c.run_id AND p.round = c.round
+        WHERE c.problem_id IN (SELECT unnest(?::VARCHAR[]))""", [shown])} if shown else {}
+    for r in rows:
+        if r["dataset"] == "curriculum":
+            r["examples"] = [described.get(pid, pid) for pid in r["examples"]]
+    gate_rows = fetch(con, f"""
+        SELECT 'gates' AS dataset, round, 'gate_failed:' || kind AS reason, count(*) AS count,
+               NULL AS share, list(stage ORDER BY checked_at)[1:{int(examples)}] AS examples
+        FROM gates WHERE NOT success{and_round}
+        GROUP BY round, kind ORDER BY round""", params) if _has_columns(con, "gates", "success") else []
+    notes = ["share: of all proposals (or curriculum problems) of the round"]
+    return Result("drops", ["dataset", "round", "reason", "count", "share", "examples"],
+                  rows + gate_rows, notes)
+
+
+def _has_columns(con: duckdb.DuckDBPyConnection, table: str, *columns: str) -> bool:
+    names = {r[0] for r in con.execute(f"DESCRIBE {table}").fetchall()}
+    return set(columns) <= names
+
+
+def drift(con: duckdb.DuckDBPyConnection, *, round_index: int | None = None) -> Result:
+    """Per round: difficulty level mix, text length, completion length, pass-rate distribution."""
+    where, params = _round_filter("round", round_index)
+    levels = [r[0] for r in con.execute(
+        "SELECT DISTINCT level FROM problems WHERE level IS NOT NULL ORDER BY level").fetchall()]
+    level_columns = [f"level_{level}" for level in levels]
+    mix = "".join(f", count(*) FILTER (WHERE level = {int(level)}) / count(*) AS level_{int(level)}"
+                  for level in levels)
+    rows = fetch(con, f"""
+        WITH q AS (SELECT round, count(*) AS problems, avg(level) AS mean_level,
+                          avg(length(text)) AS mean_text_chars{mix}
+                   FROM problems GROUP BY round),
+        r AS (SELECT round, avg(completion_tokens) AS mean_completion_tokens FROM rollouts GROUP BY round),
+        c AS (SELECT round, avg(pass_rate) AS pass_rate_mean,
+                     quantile_cont(pass_rate, 0.25) AS pass_rate_p25,
+                     quantile_cont(pass_rate, 0.5) AS pass_rate_p50,
+                     quantile_cont(pass_rate, 0.75) AS pass_rate_p75,
+                     count(*) FILTER (WHERE pass_rate = 0) / count(pass_rate) AS share_p0,
+                     count(*) FILTER (WHERE pass_rate = 1) / count(pass_rate) AS share_p1,
+                     avg(pass_rate) FILTER (WHERE kept) AS kept_pass_rate_mean
+              FROM curriculum GROUP BY round)
+        SELECT * FROM q LEFT JOIN r USING (round) LEFT JOIN c USING (round){where} ORDER BY round""",
+        params)
+    columns = ["round", "problems", "mean_level", *level_columns, "mean_text_chars",
+               "mean_completion_tokens", "pass_rate_mean", "pass_rate_p25", "pass_rate_p50",
+               "pass_rate_p75", "share_p0", "share_p1", "kept_pass_rate_mean"]
+    notes = ["level_N: share of the round's problems at level N; pass rates over judged problems"]
+    return Result("drift", columns, rows, notes)
+
+
+def labels(con: duckdb.DuckDBPyConnection, *, round_index: int | None = None) -> Result:
+    """Majority-vote pseudo-labels vs executor references, per round, where both exist.
+
+    The vote is over the answers extracted from a problem's rollouts (unextractable answers do
+    not vote); a tie goes to the smallest answer and is counted in `tied`."""
+    where, params = _round_filter("m.round", round_index)
+    rows = fetch(con, f"""
+        WITH votes AS (
+            SELECT run_id, round, problem_id, answer, count(*) AS n
+            FROM verdicts WHERE answer IS NOT NULL GROUP BY ALL),
+        best AS (  -- most votes first, then the smallest answer; top2: the two largest counts
+            SELECT run_id, round, problem_id, min({{'neg': -n, 'answer': answer}}) AS pick,
+                   arg_max(n, n, 2) AS top2, sum(n) AS voters
+            FROM votes GROUP BY ALL),
+        m AS (
+            SELECT run_id, round, problem_id, pick.answer AS answer, -pick.neg AS n, voters,
+                   coalesce(top2[2] = top2[1], false) AS tied FROM best)
+        SELECT m.round, count(*) AS problems,
+               count(*) FILTER (WHERE m.answer = p.reference) AS agree,
+               count(*) FILTER (WHERE m.answer = p.reference) / count(*) AS agreement,
+               avg(m.n / m.voters) AS mean_vote_share,
+               count(*) FILTER (WHERE m.tied) AS tied,
+               count(*) FILTER (WHERE 2 * m.n > m.voters) AS confident,
+               count(*) FILTER (WHERE 2 * m.n > m.voters AND m.answer = p.reference)
+                   / nullif(count(*) FILTER (WHERE 2 * m.n > m.voters), 0) AS confident_agreement,
+               count(*) FILTER (WHERE c.kept) AS kept,
+               count(*) FILTER (WHERE c.kept AND m.answer = p.reference)
+                   / nullif(count(*) FILTER (WHERE c.kept), 0) AS kept_agreement
+        FROM m JOIN problems p ON p.problem_id = m.problem_id AND p.run_id = m.run_id AND p.round = m.round
+        LEFT JOIN curriculum c ON c.problem_id = m.problem_id AND c.run_id = m.run_id AND c.round = m.round
+        WHERE p.reference IS NOT NULL{where.replace(' WHERE', ' AND')}
+        GROUP BY m.round ORDER BY m.round""", params)
+    columns = ["round", "problems", "agree", "agreement", "mean_vote_share", "tied", "confident",
+               "confident_agreement", "kept", "kept_agreement"]
+    notes = [("problems: with a reference and at least one extracted answer; confident: the"
+              " majority answer has more than half the votes; kept: in the curriculum (with"
+              " verify.labels = majority, kept_agreement is the precision of the labels trained on)")]
+    return Result("labels", columns, rows, notes)
+
+
+VIEWS = (*KINDS, *TABLES)
+
+
+def samples(con: duckdb.DuckDBPyConnection, view: str | None, *, where: str | None = None,
+            limit: int = 20) -> Result:
+    """Rows of one view (or catalog table), optionally filtered by a SQL condition."""
+    if view not in VIEWS:
+        raise AuditError(f"samples {view or ''}: name a view or table, one of {', '.join(VIEWS)}")
+    if limit < 1:
+        raise AuditError(f"--limit {limit}: must be at least 1")
+    sql = f"SELECT * FROM {view}" + (f" WHERE ({where})" if where else "") + " LIMIT ?"
+    try:
+        result = result_from_sql(con, f"samples of {view}", sql, [limit])
+    except duckdb.Error as exc:
+        columns = ", ".join(r[0] for r in con.execute(f"DESCRIBE {view}").fetchall())
+        first = str(exc).strip().splitlines()[0]
+        raise AuditError(f"--where {where!r}: {first} (columns of {view}: {columns})") from None
+    total = con.execute(f"SELECT count(*) FROM {view}" + (f" WHERE ({where})" if where else "")).fetchone()[0]
+    result.notes.append(f"{len(result.rows)} of {total} matching rows (--limit {limit})")
+    return result
+
+
+def sql(con: duckdb.DuckDBPyConnection, text: str) -> Result:
+    """Any SQL over the views (proposals, problems, rollouts, ...) and tables (runs, stages, ...)."""
+    try:
+        return result_from_sql(con, "sql", text)
+    except duckdb.Error as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise AuditError(f"--sql: {first} (views: {', '.join(KINDS)}; tables: {', '.join(TABLES)})") from None

@@ -1,0 +1,234 @@
+"""Audit queries over the catalog. Fast to import: DuckDB and pyarrow only, no torch, Prefect or GX.
+
+    flywheel audit RUN_ID funnel | drops | lineage ID | drift | labels | samples VIEW --where ..
+    flywheel audit RUN_ID --sql "SELECT ..."
+
+`open_run` takes a snapshot: it opens `catalog.duckdb` read-only for the few milliseconds it
+takes to copy the run's rows of the catalog tables (runs, stages, datasets, gates, metrics,
+rounds) into an in-memory DuckDB database, closes it, and defines one view per dataset kind
+(`proposals`, `problems`, `rollouts`, `verdicts`, `curriculum`, `train_rows`, `evals`) over
+the run's Parquet files. Queries then run without holding the catalog's lock, so a run that is
+writing is never blocked by an audit, however long the query.
+
+The views hold the *current* outputs of the run: for every (round, stage) the latest completed
+execution. A stage recomputed after a config change leaves its older files on disk (and in the
+views inside `catalog.duckdb`, which cover every completed file), but not in the audit views.
+
+A query returns a `Result` (columns, rows, notes); `render` prints it as an aligned text
+table, JSON (a list of row objects) or CSV.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from storage.catalog import Catalog, create_parquet_view, retry_while_locked
+from storage.datasets import KINDS, SCHEMAS
+
+TABLES = ("runs", "stages", "datasets", "gates", "metrics", "rounds")
+FORMATS = ("table", "json", "csv")
+
+SUMMARY_COLUMNS = ["round", "proposed", "valid", "kept", "pass@1(train)", "train rows",
+                   "held-out acc", "promoted", "decision"]
+
+_METRIC = {
+    "proposed": ("synthesize", "proposed"),
+    "valid": ("synthesize", "valid"),
+    "novel": ("synthesize", "novel"),
+    "kept": ("curate", "kept"),
+    "pass@1(train)": ("curate", "pass_at_1"),
+    "train rows": ("curate", "train_rows"),
+    "held-out acc": ("evaluate", "accuracy"),
+    "promoted": ("promote", "promoted"),
+}
+
+
+class AuditError(ValueError):
+    """A query the user asked for cannot be answered; the message is one line with the fix."""
+
+
+@dataclass
+class Result:
+    """A query's answer: rows (dicts with `columns` as keys) and notes printed above them."""
+
+    title: str
+    columns: list[str]
+    rows: list[dict[str, Any]]
+    notes: list[str] = field(default_factory=list)
+
+
+def round_summary(catalog: Catalog, run_id: str) -> list[dict[str, Any]]:
+    """One row per round with the funnel and held-out accuracy, from the catalog's metrics, and
+    the promotion decision's reason from `rounds` (None in catalogs from before it was kept)."""
+    rows = catalog.query(
+        "SELECT round, stage, name, value FROM metrics WHERE run_id = ? ORDER BY round", [run_id]
+    )
+    reasons = {r["round"]: r.get("reason") for r in catalog.query(
+        "SELECT * FROM rounds WHERE run_id = ?", [run_id])}
+    by_round: dict[int, dict[tuple[str, str], float]] = {}
+    for r in rows:
+        by_round.setdefault(r["round"], {})[(r["stage"], r["name"])] = r["value"]
+    baseline = [r["value"] for r in rows if r["stage"] == "baseline" and r["name"] == "accuracy"]
+    out = []
+    if baseline:
+        out.append({"round": "base", **{c: None for c in SUMMARY_COLUMNS[1:]}, "held-out acc": baseline[0]})
+    for round_index, metrics in sorted(by_round.items()):
+        row: dict[str, Any] = {"round": round_index}
+        for column, key in _METRIC.items():
+            row[column] = metrics.get(key)
+        if row["promoted"] is not None:
+            row["promoted"] = bool(row["promoted"])
+        row["decision"] = reasons.get(round_index)
+        out.append(row)
+    return out
+
+
+# ---- the snapshot ---------------------------------------------------------------------------
+
+
+def open_run(data_root: Path | str, run_id: str) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with the run's catalog rows and views over its files.
+
+    Raises AuditError when there is no catalog or no such run (the message lists known runs)."""
+    catalog = Catalog(data_root)
+    if not catalog.path.exists():
+        raise AuditError(f"no catalog at {catalog.path} (check --data-root)")
+    con = duckdb.connect(":memory:")
+    con.execute("SET enable_progress_bar = false")  # long queries must not draw on the output
+    path = str(catalog.path).replace("'", "''")
+    retry_while_locked(lambda: con.execute(f"ATTACH '{path}' AS catalog_file (READ_ONLY)"))
+    try:
+        present = {row[0] for row in con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = 'catalog_file'").fetchall()}
+        for table in TABLES:
+            if table in present:
+                con.execute(f"CREATE TABLE {table} AS SELECT * FROM catalog_file.{table}"
+                            " WHERE run_id = ?", [run_id])
+        known = [r[0] for r in con.execute(
+            "SELECT run_id FROM catalog_file.runs ORDER BY created_at DESC LIMIT 5").fetchall()] \
+            if "runs" in present else []
+    finally:
+        con.execute("DETACH catalog_file")
+    if "runs" not in present or not con.execute("SELECT count(*) FROM runs").fetchone()[0]:
+        con.close()
+        hint = f"known runs: {', '.join(known)}" if known else "the catalog has no runs yet"
+        raise AuditError(f"unknown run id {run_id!r} in {catalog.path} ({hint})")
+    for table in TABLES:  # an older catalog may lack a table: give it an empty one
+        if table not in present:
+            con.execute(f"CREATE TABLE {table} AS SELECT NULL::VARCHAR AS run_id WHERE false")
+    _create_views(con)
+    return con
+
+
+def current_stages(con: duckdb.DuckDBPyConnection) -> list[tuple[int, str, str]]:
+    """(round, stage, fingerprint) of the latest completed execution of every (round, stage)."""
+    return con.execute(
+        "SELECT round, stage, arg_max(fingerprint, finished_at) FROM stages"
+        " WHERE status = 'completed' GROUP BY round, stage ORDER BY round, stage"
+    ).fetchall()
+
+
+def _create_views(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(
+        "CREATE TABLE current_files AS SELECT d.round, d.stage, d.kind, d.fingerprint, d.path,"
+        " d.rows FROM datasets d JOIN (SELECT round, stage, arg_max(fingerprint, finished_at) AS"
+        " fingerprint FROM stages WHERE status = 'completed' GROUP BY round, stage) s"
+        " USING (round, stage, fingerprint) ORDER BY d.round, d.stage"
+    )
+    files = con.execute("SELECT kind, path FROM current_files ORDER BY round, stage").fetchall()
+    for kind in KINDS:
+        paths = [p for k, p in files if k == kind and Path(p).exists()]
+        if paths:
+            create_parquet_view(con, kind, paths)  # older files read later columns as null
+        else:  # no file of this kind yet: an empty table with the documented columns
+            columns = ", ".join(f"{f.name} {_SQL_TYPES[str(f.type)]}" for f in SCHEMAS[kind])
+            con.execute(f"CREATE TABLE {kind} ({columns})")
+
+
+# Parquet column types of SCHEMAS -> DuckDB types (registering an Arrow table would import pandas)
+_SQL_TYPES = {"string": "VARCHAR", "int64": "BIGINT", "double": "DOUBLE", "bool": "BOOLEAN"}
+
+
+def fetch(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
+    cur = con.execute(sql, params or [])
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def run_config(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    row = con.execute("SELECT config_json FROM runs").fetchone()
+    return json.loads(row[0]) if row and row[0] else {}
+
+
+# ---- output ---------------------------------------------------------------------------------
+
+
+def format_cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        return f"{value:.3f}" if value < 1 or not value.is_integer() else str(int(value))
+    if isinstance(value, list | tuple):
+        return "; ".join(format_cell(v) for v in value)
+    return str(value)
+
+
+def clip(text: str, width: int) -> str:
+    text = text.replace("\n", "\\n")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def render(result: Result, fmt: str = "table", *, max_width: int = 60) -> str:
+    """The result as text: an aligned table (with title and notes), JSON rows, or CSV."""
+    if fmt == "json":
+        return json.dumps(result.rows, indent=2, default=str)
+    if fmt == "csv":
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=result.columns, lineterminator="\n")
+        writer.writeheader()
+        for row in result.rows:
+            writer.writerow({c: "; ".join(map(str, v)) if isinstance(v, list) else v
+                             for c, v in row.items()})
+        return out.getvalue().rstrip("\n")
+    if fmt != "table":
+        raise AuditError(f"--format {fmt!r}: use one of {', '.join(FORMATS)}")
+    cells = [[clip(format_cell(row.get(c)), max_width) for c in result.columns] for row in result.rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(result.columns)]
+    numeric = [all(_is_number(row.get(c)) for row in result.rows) for c in result.columns]
+
+    def line(values: list[str]) -> str:
+        return "  ".join(v.rjust(w) if n else v.ljust(w)
+                         for v, w, n in zip(values, widths, numeric, strict=True)).rstrip()
+
+    lines = [result.title, *(f"  {note}" for note in result.notes), line(result.columns)]
+    lines += [line(r) for r in cells] or ["(no rows)"]
+    return "\n".join(lines)
+
+
+def _is_number(value: Any) -> bool:
+    return value is None or (isinstance(value, int | float) and not isinstance(value, bool))
+
+
+def result_from_sql(con: duckdb.DuckDBPyConnection, title: str, sql: str,
+                    params: list[Any] | None = None) -> Result:
+    cur = con.execute(sql, params or [])
+    if cur.description is None:  # a statement without rows (SET, CREATE ...)
+        return Result(title, [], [])
+    columns = [d[0] for d in cur.description]
+    rows = [dict(zip(columns, row, strict=True)) for row in cur.fetchall()]
+    return Result(title, columns, rows)
+
+
+# ---- the Prefect artifact -------------------------------------------------------------------

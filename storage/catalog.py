@@ -1,0 +1,356 @@
+"""The DuckDB catalog at `<data-root>/catalog.duckdb`: what ran, on what, with what result.
+
+Tables
+    runs      one row per run id: config (JSON), its hash, created/updated time, status
+    stages    one row per stage attempt: fingerprint, status (completed | failed | gate_failed),
+              timings, total rows, error; a stage is *done* when a completed row exists for
+              (run_id, fingerprint) and every dataset it lists exists with its checksum
+    datasets  one row per file a completed stage wrote: kind, path, rows, sha256
+    gates     one row per gate run on a dataset (result JSON)
+    metrics   (run_id, round, stage, name, value)
+    rounds    one row per decided round: incumbent, candidate, accuracies, promoted, reason (one
+              line: "accuracy 0.242 >= 0.200 - 0.000", "no training rows"; candidate and its
+              accuracy are null when the round had none; catalogs from before `reason` get the
+              column on the first round they record, and read it as null until then)
+
+Views `problems`, `rollouts`, `verdicts`, `curriculum`, `train_rows`, `evals`, `proposals`
+read every Parquet file that a completed stage recorded, across rounds and runs.
+
+The connection is opened per operation and closed at once, so another process (the `duckdb`
+CLI, `flywheel audit`) can open the file between writes. Rows are written last: their presence
+means the data they describe is complete.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import duckdb
+
+from storage.datasets import KINDS, WrittenDataset
+from storage.fingerprint import file_checksum, stable_hash
+
+T = TypeVar("T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id VARCHAR PRIMARY KEY, config_json VARCHAR, config_hash VARCHAR,
+    created_at DOUBLE, updated_at DOUBLE, status VARCHAR);
+CREATE TABLE IF NOT EXISTS stages (
+    run_id VARCHAR, round INTEGER, stage VARCHAR, fingerprint VARCHAR, status VARCHAR,
+    started_at DOUBLE, finished_at DOUBLE, seconds DOUBLE, rows BIGINT, error VARCHAR,
+    inputs_json VARCHAR);
+CREATE TABLE IF NOT EXISTS datasets (
+    run_id VARCHAR, round INTEGER, stage VARCHAR, fingerprint VARCHAR, kind VARCHAR,
+    path VARCHAR, rows BIGINT, checksum VARCHAR);
+CREATE TABLE IF NOT EXISTS gates (
+    run_id VARCHAR, round INTEGER, stage VARCHAR, fingerprint VARCHAR, kind VARCHAR,
+    success BOOLEAN, result_json VARCHAR, checked_at DOUBLE);
+CREATE TABLE IF NOT EXISTS metrics (
+    run_id VARCHAR, round INTEGER, stage VARCHAR, name VARCHAR, value DOUBLE);
+CREATE TABLE IF NOT EXISTS rounds (
+    run_id VARCHAR, round INTEGER, incumbent VARCHAR, candidate VARCHAR,
+    incumbent_accuracy DOUBLE, candidate_accuracy DOUBLE, promoted BOOLEAN, decided_at DOUBLE,
+    reason VARCHAR);
+"""
+
+
+LOCK_WAIT_SECONDS = 30.0
+# New catalogs use DuckDB 1.0's storage format, so the `duckdb` command line (PyPI `duckdb-cli`,
+# which lags the Python package) and any DuckDB >= 1.0 can open catalog.duckdb.
+STORAGE_CONFIG = {"storage_compatibility_version": "v1.0.0"}
+
+
+def retry_while_locked(open_connection: Callable[[], T], wait: float = LOCK_WAIT_SECONDS) -> T:
+    """Call `open_connection` until no other process holds a conflicting lock on the file.
+
+    DuckDB lets one process write or any number read at a time; every connection to the
+    catalog lives for one operation (milliseconds), so a conflict clears quickly. Another
+    error, or a lock held longer than `wait` seconds, is raised."""
+    deadline = time.monotonic() + wait
+    delay = 0.005
+    while True:
+        try:
+            return open_connection()
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower() or time.monotonic() > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
+
+
+class Catalog:
+    def __init__(self, data_root: Path | str):
+        self.data_root = Path(data_root)
+        self.path = self.data_root / "catalog.duckdb"
+
+    @contextmanager
+    def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+        if not read_only:
+            self.data_root.mkdir(parents=True, exist_ok=True)
+        elif not self.path.exists():
+            raise FileNotFoundError(f"no catalog at {self.path} (run `flywheel run` first)")
+        con = retry_while_locked(
+            lambda: duckdb.connect(str(self.path), read_only=read_only, config=STORAGE_CONFIG))
+        try:
+            if not read_only:
+                con.execute(_SCHEMA)
+            yield con
+        finally:
+            con.close()
+
+    # ---- runs -------------------------------------------------------------------------------
+
+    def ensure_run(self, run_id: str, config_json: str) -> None:
+        now = time.time()
+        with self.connect() as con:
+            row = con.execute("SELECT config_hash FROM runs WHERE run_id = ?", [run_id]).fetchall()
+            if row:
+                con.execute(
+                    "UPDATE runs SET config_json = ?, config_hash = ?, updated_at = ?,"
+                    " status = 'running' WHERE run_id = ?",
+                    [config_json, stable_hash(config_json), now, run_id],
+                )
+            else:
+                con.execute(
+                    "INSERT INTO runs VALUES (?, ?, ?, ?, ?, 'running')",
+                    [run_id, config_json, stable_hash(config_json), now, now],
+                )
+
+    def set_run_status(self, run_id: str, status: str) -> None:
+        with self.connect() as con:
+            con.execute(
+                "UPDATE runs SET status = ?, updated_at = ? WHERE run_id = ?",
+                [status, time.time(), run_id],
+            )
+
+    def run_config_json(self, run_id: str) -> str | None:
+        with self.connect(read_only=True) as con:
+            rows = con.execute("SELECT config_json FROM runs WHERE run_id = ?", [run_id]).fetchall()
+        return rows[0][0] if rows else None
+
+    # ---- stages -----------------------------------------------------------------------------
+
+    def completed_datasets(self, run_id: str, fingerprint: str) -> dict[str, dict[str, Any]] | None:
+        """The datasets of a completed stage, or None when the stage is not recorded as done."""
+        with self.connect() as con:
+            done = con.execute(
+                "SELECT count(*) FROM stages WHERE run_id = ? AND fingerprint = ?"
+                " AND status = 'completed'",
+                [run_id, fingerprint],
+            ).fetchall()[0][0]
+            if not done:
+                return None
+            rows = con.execute(
+                "SELECT kind, path, rows, checksum FROM datasets WHERE run_id = ? AND fingerprint = ?",
+                [run_id, fingerprint],
+            ).fetchall()
+        return {kind: {"path": path, "rows": n, "checksum": c} for kind, path, n, c in rows}
+
+    def record_completed(
+        self,
+        *,
+        run_id: str,
+        round_index: int,
+        stage: str,
+        fingerprint: str,
+        started_at: float,
+        outputs: list[WrittenDataset],
+        inputs: dict[str, str],
+        metrics: dict[str, float] | None = None,
+        status: str = "completed",
+        error: str | None = None,
+    ) -> None:
+        """Record a finished stage: datasets, metrics, then the completed stage row, in one
+        transaction, so a crash leaves either all of them or none. status = "gate_failed"
+        records a stage whose outputs failed their gate: its datasets are kept for audit but
+        the stage is not done (views and `completed_datasets` ignore it)."""
+        finished = time.time()
+        with self.connect() as con:
+            con.execute("BEGIN")
+            con.execute(
+                "DELETE FROM datasets WHERE run_id = ? AND fingerprint = ?", [run_id, fingerprint]
+            )
+            con.execute(
+                "DELETE FROM metrics WHERE run_id = ? AND round = ? AND stage = ?",
+                [run_id, round_index, stage],
+            )
+            for out in outputs:
+                con.execute(
+                    "INSERT INTO datasets VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [run_id, round_index, stage, fingerprint, out.kind, str(out.path.resolve()),
+                     out.rows, out.checksum],
+                )
+            for name, value in (metrics or {}).items():
+                con.execute(
+                    "INSERT INTO metrics VALUES (?, ?, ?, ?, ?)",
+                    [run_id, round_index, stage, name, float(value)],
+                )
+            con.execute(
+                "INSERT INTO stages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [run_id, round_index, stage, fingerprint, status, started_at, finished,
+                 finished - started_at, sum(o.rows for o in outputs), error, json.dumps(inputs)],
+            )
+            con.execute("COMMIT")
+            self._refresh_views(con)
+
+    def record_failed(
+        self, *, run_id: str, round_index: int, stage: str, fingerprint: str,
+        started_at: float, error: str, status: str = "failed",
+    ) -> None:
+        finished = time.time()
+        with self.connect() as con:
+            con.execute(
+                "INSERT INTO stages VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, NULL)",
+                [run_id, round_index, stage, fingerprint, status, started_at, finished,
+                 finished - started_at, error],
+            )
+
+    def discard_stage(self, run_id: str, fingerprint: str, reason: str) -> None:
+        """Mark a completed stage whose files were found damaged as `discarded` (with the
+        reason in `error`) and forget its datasets, so it is no longer done."""
+        with self.connect() as con:
+            con.execute("BEGIN")
+            con.execute(
+                "UPDATE stages SET status = 'discarded', error = ? WHERE run_id = ?"
+                " AND fingerprint = ? AND status = 'completed'", [reason, run_id, fingerprint],
+            )
+            con.execute(
+                "DELETE FROM datasets WHERE run_id = ? AND fingerprint = ?", [run_id, fingerprint]
+            )
+            con.execute("COMMIT")
+            self._refresh_views(con)
+
+    def stage_rows(self, run_id: str) -> list[dict[str, Any]]:
+        with self.connect(read_only=True) as con:
+            cur = con.execute(
+                "SELECT round, stage, fingerprint, status, seconds, rows, error FROM stages"
+                " WHERE run_id = ? ORDER BY started_at",
+                [run_id],
+            )
+            names = [d[0] for d in cur.description]
+            return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+    # ---- gates ------------------------------------------------------------------------------
+
+    def record_gate(self, *, run_id: str, round_index: int, stage: str, fingerprint: str,
+                    kind: str, success: bool, result_json: str) -> None:
+        with self.connect() as con:
+            con.execute(
+                "INSERT INTO gates VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [run_id, round_index, stage, fingerprint, kind, success, result_json, time.time()],
+            )
+
+    def gate_failed_datasets(self, run_id: str, fingerprint: str) -> dict[str, dict[str, Any]] | None:
+        """The datasets of a stage whose last attempt failed its gate, or None (see
+        record_completed(status="gate_failed"))."""
+        with self.connect() as con:
+            last = con.execute(
+                "SELECT status FROM stages WHERE run_id = ? AND fingerprint = ?"
+                " ORDER BY finished_at DESC LIMIT 1", [run_id, fingerprint],
+            ).fetchall()
+            if not last or last[0][0] != "gate_failed":
+                return None
+            rows = con.execute(
+                "SELECT kind, path, rows, checksum FROM datasets WHERE run_id = ? AND fingerprint = ?",
+                [run_id, fingerprint],
+            ).fetchall()
+        return {kind: {"path": path, "rows": n, "checksum": c} for kind, path, n, c in rows} or None
+
+    def record_gate_passed(self, *, run_id: str, fingerprint: str, started_at: float) -> None:
+        """A gate_failed stage whose stored outputs now pass (thresholds fixed): add its
+        completed row; its datasets and metrics rows are already there."""
+        finished = time.time()
+        with self.connect() as con:
+            con.execute(
+                "INSERT INTO stages SELECT run_id, round, stage, fingerprint, 'completed', ?, ?,"
+                " ? - ?, rows, NULL, inputs_json FROM stages WHERE run_id = ? AND fingerprint = ?"
+                " AND status = 'gate_failed' AND inputs_json IS NOT NULL"
+                " ORDER BY finished_at DESC LIMIT 1",
+                [started_at, finished, finished, started_at, run_id, fingerprint],
+            )
+            self._refresh_views(con)
+
+    def latest_dataset(self, run_id: str, round_index: int, kind: str) -> str | None:
+        """Path of the newest completed dataset of `kind` in a round of a run (drift baseline)."""
+        rows = self.query(
+            "SELECT d.path FROM datasets d JOIN stages s ON d.run_id = s.run_id"
+            " AND d.fingerprint = s.fingerprint AND s.status = 'completed'"
+            " WHERE d.run_id = ? AND d.round = ? AND d.kind = ?"
+            " ORDER BY s.finished_at DESC LIMIT 1", [run_id, round_index, kind],
+        ) if self.path.exists() else []
+        return rows[0]["path"] if rows else None
+
+    # ---- rounds and metrics -----------------------------------------------------------------
+
+    def record_round(
+        self, *, run_id: str, round_index: int, incumbent: str, candidate: str | None,
+        incumbent_accuracy: float, candidate_accuracy: float | None, promoted: bool,
+        reason: str | None = None,
+    ) -> None:
+        with self.connect() as con:
+            con.execute("ALTER TABLE rounds ADD COLUMN IF NOT EXISTS reason VARCHAR")  # older catalogs
+            con.execute("BEGIN")
+            con.execute("DELETE FROM rounds WHERE run_id = ? AND round = ?", [run_id, round_index])
+            con.execute(
+                "INSERT INTO rounds (run_id, round, incumbent, candidate, incumbent_accuracy,"
+                " candidate_accuracy, promoted, decided_at, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [run_id, round_index, incumbent, candidate, incumbent_accuracy,
+                 candidate_accuracy, promoted, time.time(), reason],
+            )
+            con.execute("COMMIT")
+
+    def query(self, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
+        with self.connect(read_only=True) as con:
+            cur = con.execute(sql, params or [])
+            names = [d[0] for d in cur.description]
+            return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+    # ---- views ------------------------------------------------------------------------------
+
+    def _refresh_views(self, con: duckdb.DuckDBPyConnection) -> None:
+        for kind in KINDS:
+            paths = [
+                row[0]
+                for row in con.execute(
+                    "SELECT DISTINCT d.path FROM datasets d JOIN stages s"
+                    " ON d.run_id = s.run_id AND d.fingerprint = s.fingerprint"
+                    " WHERE d.kind = ? AND s.status = 'completed' ORDER BY d.path",
+                    [kind],
+                ).fetchall()
+                if Path(row[0]).exists()
+            ]
+            if paths:
+                create_parquet_view(con, kind, paths, replace=True)
+
+
+def create_parquet_view(con: duckdb.DuckDBPyConnection, name: str, paths: list[str], *,
+                        replace: bool = False) -> None:
+    """A view over Parquet files whose columns are the union of theirs (union_by_name): files
+    written before a nullable column was added to their kind read it as null. That reads every
+    file's footer (about 0.1 ms each); when one cannot be read (a damaged file, which the stage
+    runner reports and recomputes) the view binds on the first file only, as plain
+    read_parquet does."""
+    files = ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
+    create = f"CREATE {'OR REPLACE ' if replace else ''}VIEW {name} AS SELECT * FROM read_parquet([{files}]"
+    try:
+        con.execute(create + ", union_by_name = true)")
+    except duckdb.Error:
+        con.execute(create + ")")
+
+
+def verify_outputs(datasets: dict[str, dict[str, Any]]) -> str | None:
+    """None when every recorded file exists with its checksum, else a one-line reason."""
+    for kind, info in datasets.items():
+        path = Path(info["path"])
+        if not path.exists():
+            return f"{kind} file missing: {path}"
+        target = path / "model.safetensors" if path.is_dir() else path
+        if not target.exists() or file_checksum(target) != info["checksum"]:
+            return f"{kind} file changed since it was recorded (checksum mismatch): {path}"
+    return None

@@ -1,0 +1,40 @@
+"""What every stage of a run needs: where data lives, the run's config, its catalog, its domain."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from configs import RunConfig
+from domains import Domain, get_domain
+from storage.catalog import Catalog
+from storage.fingerprint import stable_hash
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A model folder and the fingerprint of what produced it."""
+
+    path: Path
+    fingerprint: str
+
+
+@dataclass
+class RunContext:
+    data_root: Path
+    run_id: str
+    config: RunConfig
+    catalog: Catalog = field(init=False)
+    domain: Domain = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.data_root = Path(self.data_root)
+        self.catalog = Catalog(self.data_root)
+        self.domain = get_domain(self.config.domain.name)
+
+    @property
+    def run_dir(self) -> Path:
+        return self.data_root / "runs" / self.run_id
+
+    def stage_seed(self, stage: str, round_index: int) -> int:
+        return int(stable_hash([self.config.seed, stage, round_index], length=8), 16)

@@ -1,0 +1,67 @@
+"""The proposer's online reward: sample the solver on each proposed problem, reward its pass rate.
+
+Absolute Zero and R-Zero train the proposer by GRPO: every problem it writes during training is
+handed to the current solver, which answers it k times; the pass rate p of those answers goes
+through the proposer reward (learnability, uncertainty, band, ...: tasks.curriculum.rewards).
+With `labels = "majority"` (R-Zero: no references), p is instead the share of the k answers
+that agree with their majority vote (tasks.curriculum.votes). A sample the domain cannot
+parse, or, with reference labels, whose reference it cannot compute, earns 0 — it teaches the
+solver nothing. With a diversity penalty, R-Zero's repetition penalty is applied inside the
+group batch: valid samples are clustered by near-duplicate similarity and each loses
+`lambda x cluster size / batch size` (clipped at 0).
+
+`solve(prompts, n, seed)` returns n answers per solver prompt; the train stage binds it to a
+rollout backend on the incumbent checkpoint (the solver the proposer is rewarded against stays
+fixed during the pass), tests bind it to a fake.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from tasks.curriculum.dedup import clusters
+from tasks.curriculum.rewards import diversity_penalties, proposer_weight
+from tasks.curriculum.votes import majority_vote
+from domains.base import Domain, Problem
+
+if TYPE_CHECKING:
+    from configs import CurateConfig
+
+Solve = Callable[[list[str], int, int], list[list[str]]]
+REWARD_NAME = "solver_pass_rate"
+
+
+def online_proposer_reward(domain: Domain, solve: Solve, band: CurateConfig, *, samples: int, seed: int,
+                           labels: str = "reference") -> Callable[..., list[float]]:
+    """A TRL reward function over proposer completions (see the module docstring); `band` gives
+    the reward and the diversity penalty, as it does for curate's proposer rows.
+
+    Every call samples the solver with a new seed (`seed`, `seed + 1`, ...), so the same problem
+    proposed in two steps is judged by fresh answers, and a rerun of the pass sees the same ones.
+    """
+    calls = 0
+
+    def solver_pass_rate(completions: list[str], **_: Any) -> list[float]:
+        nonlocal calls
+        parsed = [domain.parse(text) for text in completions]
+        valid = [i for i, p in enumerate(parsed)
+                 if isinstance(p, Problem) and (labels == "majority" or p.reference is not None)]
+        rewards = [0.0] * len(completions)
+        if valid:
+            problems = [parsed[i] for i in valid]
+            texts = [p.text for p in problems]
+            penalties = (diversity_penalties(clusters(texts, threshold=band.diversity_threshold,
+                                                      ngram=band.diversity_ngram))
+                         if band.diversity_penalty > 0 else [0.0] * len(problems))
+            answers = solve([domain.solver_prompt(text) for text in texts], samples, seed + calls)
+            for index, problem, answered, penalty in zip(valid, problems, answers, penalties, strict=True):
+                label = (majority_vote([domain.extract(a) for a in answered]).label if labels == "majority"
+                         else problem.reference)
+                scores = [0.0 if s is None else s for s in domain.score(answered, [label] * len(answered))]
+                rewards[index] = proposer_weight(sum(scores) / len(scores), scores, band, penalty=penalty)
+        calls += 1
+        return rewards
+
+    solver_pass_rate.__name__ = REWARD_NAME
+    return solver_pass_rate

@@ -1,0 +1,93 @@
+"""Evaluate: greedy answers to the domain's fixed held-out set, which the proposer never writes."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NONE
+
+from domains.base import Domain
+from models.backends import RolloutBackend, SamplingParams
+from storage.datasets import read_rows
+from storage.fingerprint import row_id
+from tasks.context import Checkpoint, RunContext
+from tasks.retry import TRANSIENT
+from tasks.stage import StageResult, run_stage
+
+VERSION = 1
+
+
+def eval_rows(backend: RolloutBackend, domain: Domain, *, per_level: int, max_new_tokens: int,
+              checkpoint: str, run_id: str, round_index: int) -> list[dict[str, Any]]:
+    items = domain.heldout(per_level)
+    prompts = [domain.solver_prompt(p.text) for p in items]
+    outputs = backend.generate(prompts, SamplingParams(n=1, temperature=1.0, max_new_tokens=max_new_tokens,
+                                                       seed=0, greedy=True))
+    completions = [o[0].text for o in outputs]
+    scores = domain.score(completions, [p.reference for p in items])
+    return [
+        {"run_id": run_id, "round": round_index, "checkpoint": checkpoint,
+         "item_id": row_id("heldout", domain.name, p.text), "level": p.level, "prompt": prompt,
+         "completion": completion, "answer": domain.extract(completion), "reference": p.reference,
+         "correct": score == 1.0}
+        for p, prompt, completion, score in zip(items, prompts, completions, scores, strict=True)
+    ]
+
+
+def accuracy(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Overall and per-level held-out accuracy: {"accuracy": .., "accuracy_level_1": .., ...}."""
+    by_level: dict[int, list[bool]] = defaultdict(list)
+    for r in rows:
+        by_level[r["level"]].append(r["correct"])
+    out = {"accuracy": sum(r["correct"] for r in rows) / len(rows)}
+    for level, marks in sorted(by_level.items()):
+        out[f"accuracy_level_{level}"] = sum(marks) / len(marks)
+    return out
+
+
+def read_accuracy(path: Path) -> dict[str, float]:
+    return accuracy(read_rows(path))
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """A checkpoint's held-out result: accuracy dict, its `evals` file and the stage fingerprint.
+
+    Indexing reads the accuracy dict (`evaluate(...)["accuracy"]`), as callers did before the
+    eval file was needed too (promotion compares items: tasks/promote.py)."""
+
+    accuracy: dict[str, float]
+    path: Path
+    fingerprint: str
+
+    def __getitem__(self, key: str) -> float:
+        return self.accuracy[key]
+
+
+@task(name="evaluate", cache_policy=NONE, persist_result=False, **TRANSIENT)
+def evaluate(ctx: RunContext, round_index: int, checkpoint: Checkpoint, *, stage: str = "evaluate") -> Evaluation:
+    from models.backends import backend_for
+
+    cfg = ctx.config
+
+    def compute(fingerprint: str) -> StageResult:
+        backend = backend_for(cfg.rollout, checkpoint.path)
+        try:
+            rows = eval_rows(backend, ctx.domain, per_level=cfg.domain.heldout_per_level,
+                             max_new_tokens=cfg.evaluate.max_new_tokens, checkpoint=checkpoint.fingerprint,
+                             run_id=ctx.run_id, round_index=round_index)
+        finally:
+            backend.close()
+        return StageResult(datasets={"evals": rows}, metrics=accuracy(rows))
+
+    out = run_stage(
+        ctx, stage=stage, version=VERSION, round_index=round_index,
+        config={"evaluate": cfg.evaluate.model_dump(), "heldout_per_level": cfg.domain.heldout_per_level,
+                "domain": cfg.domain.name},
+        inputs={"checkpoint": checkpoint.fingerprint}, compute=compute,
+    )
+    return Evaluation(read_accuracy(out.path("evals")), out.path("evals"), out.fingerprint)

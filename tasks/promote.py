@@ -1,0 +1,135 @@
+"""Promote: decide whether the round's candidate replaces the incumbent, and say why.
+
+`promotion_decision(candidate_evals, incumbent_evals, cfg)` compares the held-out eval rows of
+both checkpoints (the same fixed items, matched by `item_id`) under `[promote]`:
+
+    accuracy   candidate >= incumbent - margin      (margin: an allowed drop; default 0)
+               candidate >= incumbent + min_gain    (min_gain: a required gain; set one of them)
+    per level  with max_level_regression set: for every difficulty level, the share of the
+               level's items that flip pass (incumbent) -> fail (candidate) must not exceed it.
+               Flip-based, as AgentDevel accepts a change only without pass -> fail regressions:
+               an accuracy gain at level 2 does not buy a collapse at level 4.
+
+The decision's reason is one line, recorded in the catalog's `rounds` table and shown by
+`flywheel status RUN_ID`:
+
+    "accuracy 0.242 >= 0.200 - 0.000"
+    "accuracy 0.242 >= 0.200 - 0.000; level 3: 4/40 items pass->fail > 0.050"   (rejected)
+
+A round whose curate stage left no training rows has no candidate: it is recorded as rejected
+with reason "no training rows" and the incumbent stays (flows/run.py).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NONE
+
+from configs import PromoteConfig
+from storage.datasets import read_rows
+from tasks.context import Checkpoint, RunContext
+from tasks.evaluate import Evaluation
+from tasks.stage import StageResult, run_stage
+
+VERSION = 2  # 2: promotion_decision (min_gain, max_level_regression, reasons); no-candidate rounds
+NO_TRAINING_ROWS = "no training rows"
+_EPS = 1e-9  # accuracies are ratios of counts: 0.3 - 0.1 must still admit 0.2
+
+
+@dataclass(frozen=True)
+class Decision:
+    promoted: bool
+    reason: str
+    worst_level_flip_share: float | None = None
+
+
+def _accuracy(rows: list[dict[str, Any]], which: str) -> float:
+    if not rows:
+        msg = f"promote: the {which} has no held-out eval rows (check domain.heldout_per_level)"
+        raise ValueError(msg)
+    return sum(bool(r["correct"]) for r in rows) / len(rows)
+
+
+def level_flips(candidate_evals: list[dict[str, Any]],
+                incumbent_evals: list[dict[str, Any]]) -> dict[int, tuple[int, int]]:
+    """{level: (items that pass for the incumbent and fail for the candidate, items)} over the
+    held-out items both were evaluated on."""
+    candidate = {r["item_id"]: bool(r["correct"]) for r in candidate_evals}
+    out: dict[int, list[int]] = defaultdict(lambda: [0, 0])
+    for r in incumbent_evals:
+        if r["item_id"] not in candidate:
+            continue
+        counts = out[r["level"]]
+        counts[1] += 1
+        counts[0] += bool(r["correct"]) and not candidate[r["item_id"]]
+    return {level: (flips, items) for level, (flips, items) in sorted(out.items())}
+
+
+def promotion_decision(candidate_evals: list[dict[str, Any]], incumbent_evals: list[dict[str, Any]],
+                       cfg: PromoteConfig) -> Decision:
+    """Promote or not, with a one-line reason (see the module docstring)."""
+    candidate, incumbent = _accuracy(candidate_evals, "candidate"), _accuracy(incumbent_evals, "incumbent")
+    bar = f"{incumbent:.3f} + {cfg.min_gain:.3f}" if cfg.min_gain > 0 else f"{incumbent:.3f} - {cfg.margin:.3f}"
+    accuracy_ok = candidate >= incumbent - cfg.margin + cfg.min_gain - _EPS
+    reasons = [f"accuracy {candidate:.3f} {'>=' if accuracy_ok else '<'} {bar}"]
+    limit = cfg.max_level_regression
+    if limit is None:
+        return Decision(accuracy_ok, reasons[0])
+    flips = level_flips(candidate_evals, incumbent_evals)
+    shares = {level: f / n for level, (f, n) in flips.items() if n}
+    regressed = [level for level, (f, n) in flips.items() if n and f > limit * n + _EPS]
+    for level in regressed:
+        f, n = flips[level]
+        reasons.append(f"level {level}: {f}/{n} items pass->fail > {limit:.3f}")
+    worst = max(shares, key=lambda level: (shares[level], -level)) if shares else None
+    if not regressed and worst is not None:
+        f, n = flips[worst]
+        reasons.append(f"worst level {worst}: {f}/{n} items pass->fail <= {limit:.3f}")
+    return Decision(accuracy_ok and not regressed, "; ".join(reasons),
+                    shares[worst] if worst is not None else None)
+
+
+@task(name="promote", cache_policy=NONE, persist_result=False)
+def promote(ctx: RunContext, round_index: int, incumbent: Checkpoint, incumbent_eval: Evaluation,
+            candidate: Checkpoint | None = None, candidate_eval: Evaluation | None = None,
+            *, without_candidate: str = NO_TRAINING_ROWS) -> Checkpoint:
+    """Record the round's decision; return the checkpoint that is the incumbent afterwards.
+
+    `candidate` None: the round produced no candidate (`without_candidate` says why)."""
+    incumbent_accuracy = incumbent_eval.accuracy["accuracy"]
+    if candidate is None or candidate_eval is None:
+        decision = Decision(False, without_candidate)
+        candidate_accuracy = None
+    else:
+        decision = promotion_decision(read_rows(candidate_eval.path), read_rows(incumbent_eval.path),
+                                      ctx.config.promote)
+        candidate_accuracy = candidate_eval.accuracy["accuracy"]
+
+    def compute(fingerprint: str) -> StageResult:
+        ctx.catalog.record_round(
+            run_id=ctx.run_id, round_index=round_index, incumbent=incumbent.fingerprint,
+            candidate=None if candidate is None else candidate.fingerprint,
+            incumbent_accuracy=incumbent_accuracy, candidate_accuracy=candidate_accuracy,
+            promoted=decision.promoted, reason=decision.reason,
+        )
+        metrics = {"promoted": float(decision.promoted), "incumbent_accuracy": incumbent_accuracy}
+        if candidate_accuracy is not None:
+            metrics["candidate_accuracy"] = candidate_accuracy
+        if decision.worst_level_flip_share is not None:
+            metrics["worst_level_flip_share"] = decision.worst_level_flip_share
+        return StageResult(metrics=metrics)
+
+    run_stage(
+        ctx, stage="promote", version=VERSION, round_index=round_index,
+        config=ctx.config.slice("promote"),
+        inputs={"incumbent": incumbent.fingerprint, "incumbent_evals": incumbent_eval.fingerprint,
+                **({"candidate": candidate.fingerprint, "candidate_evals": candidate_eval.fingerprint}
+                   if candidate is not None and candidate_eval is not None
+                   else {"without_candidate": without_candidate})},
+        compute=compute,
+    )
+    return candidate if decision.promoted and candidate is not None else incumbent

@@ -1,0 +1,102 @@
+"""Rollout: the solver samples k answers per problem through a rollout backend.
+
+In round 0 (the warm-up) the model is untrained and its answers are not trained on, so it
+samples one answer per seed problem, enough to record its pass@1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NONE
+
+from configs import RolloutConfig
+from domains.base import Domain
+from models.backends import ProgressCallback, RolloutBackend, SamplingParams
+from storage.datasets import read_rows
+from storage.fingerprint import row_id
+from tasks.context import Checkpoint, RunContext
+from tasks.progress import progress_bar
+from tasks.retry import TRANSIENT
+from tasks.shards import batch_aligned_ranges, map_shards
+from tasks.stage import StageOutput, StageResult, run_stage
+
+VERSION = 1
+
+
+def rollout_rows(
+    backend: RolloutBackend,
+    domain: Domain,
+    problems: list[dict[str, Any]],
+    *,
+    params: SamplingParams,
+    checkpoint: str,
+    run_id: str,
+    round_index: int,
+    progress: ProgressCallback | None = None,
+) -> list[dict[str, Any]]:
+    prompts = [domain.solver_prompt(p["text"]) for p in problems]
+    outputs = backend.generate(prompts, params, progress=progress)
+    rows = []
+    for problem, prompt, samples in zip(problems, prompts, outputs, strict=True):
+        for index, sample in enumerate(samples):
+            rows.append({
+                "rollout_id": row_id("rollout", run_id, round_index, problem["problem_id"], index, checkpoint),
+                "run_id": run_id, "round": round_index, "problem_id": problem["problem_id"],
+                "sample_index": index, "prompt": prompt, "completion": sample.text,
+                "completion_tokens": sample.tokens, "checkpoint": checkpoint,
+            })
+    return rows
+
+
+def rollout_shard(*, rollout: RolloutConfig, checkpoint_dir: str, domain: Domain,
+                  problems: list[dict[str, Any]], params: SamplingParams, checkpoint: str,
+                  run_id: str, round_index: int,
+                  progress: ProgressCallback | None = None) -> list[dict[str, Any]]:
+    """One shard of the stage, self-contained (it may run on a Ray worker): load, sample, release."""
+    from models.backends import backend_for
+
+    backend = backend_for(rollout, Path(checkpoint_dir))
+    try:
+        return rollout_rows(backend, domain, problems, params=params, checkpoint=checkpoint,
+                            run_id=run_id, round_index=round_index, progress=progress)
+    finally:
+        backend.close()
+
+
+@task(name="rollout", cache_policy=NONE, persist_result=False, **TRANSIENT)
+def rollout(ctx: RunContext, round_index: int, incumbent: Checkpoint, problems: StageOutput) -> StageOutput:
+    cfg, scale = ctx.config.rollout, ctx.config.scale
+
+    def compute(fingerprint: str) -> StageResult:
+        rows = read_rows(problems.path("problems"))
+        # The warm-up's model is untrained: one sample per seed problem measures its pass@1.
+        params = SamplingParams(n=1 if round_index == 0 else cfg.samples_per_problem, temperature=cfg.temperature,
+                                max_new_tokens=cfg.max_new_tokens,
+                                seed=ctx.stage_seed("rollout", round_index))
+        # Shards (config [scale]) start on batch boundaries and know where: same rows as one piece.
+        shards = [
+            {"rollout": cfg, "checkpoint_dir": str(incumbent.path), "domain": ctx.domain,
+             "problems": rows[start:end], "params": replace(params, first_prompt=start),
+             "checkpoint": incumbent.fingerprint, "run_id": ctx.run_id, "round_index": round_index}
+            for start, end in batch_aligned_ranges(len(rows), params.n, cfg.batch_size,
+                                                   scale.rollout_shards)
+        ]
+        with progress_bar(f"round {round_index} rollout", len(rows) * params.n) as advance:
+            parts = map_shards(rollout_shard, shards, scale=scale, stage="rollout", progress=advance)
+        out = [row for part in parts for row in part]
+        return StageResult(
+            datasets={"rollouts": out},
+            metrics={"rollouts": len(out),
+                     "generated_tokens": sum(r["completion_tokens"] for r in out)},
+        )
+
+    return run_stage(
+        ctx, stage="rollout", version=VERSION, round_index=round_index,
+        config=ctx.config.slice("rollout"),
+        inputs={"checkpoint": incumbent.fingerprint, "problems": problems.fingerprint},
+        compute=compute,
+    )

@@ -1,0 +1,137 @@
+"""The stage runner: the storage contract in one place.
+
+    fingerprint -> done? (completed catalog row + files with their checksums) -> skip
+                -> else compute -> write each dataset atomically -> gate each dataset
+                -> catalog row last (`gate_failed` and GateFailed raised when a gate fails:
+                   tasks/gates.py)
+
+A stage that fails records a `failed` row with its error and re-raises; nothing it half wrote
+is visible (temporary files are removed, checkpoint folders are renamed into place last).
+A recorded output found damaged (missing, truncated, wrong row count or checksum) is reported
+in one line, discarded (its stage row becomes `discarded`) and recomputed. What a *killed*
+process left behind is swept once at run start (storage/recovery.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from storage.datasets import WrittenDataset, dataset_path, round_dir, write_atomic
+from storage.fingerprint import file_checksum, stage_fingerprint
+from storage.recovery import (
+    Discarded,
+    check_recorded,
+    discard_dependents,
+    discard_outputs,
+    notice,
+    pause_point,
+)
+from tasks.context import RunContext
+from tasks.gates import failed_gate, gate_outputs, regate_stored
+
+log = logging.getLogger("flywheel")
+
+
+@dataclass
+class StageResult:
+    """What a stage computed: rows per dataset kind, an optional checkpoint folder, metrics."""
+
+    datasets: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    checkpoint: Path | None = None
+    checkpoint_rows: int = 0
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StageOutput:
+    stage: str
+    round: int
+    fingerprint: str
+    paths: dict[str, Path]
+    skipped: bool
+
+    def path(self, kind: str) -> Path:
+        return self.paths[kind]
+
+
+def checkpoint_dir(ctx: RunContext, round_index: int, fingerprint: str) -> Path:
+    return round_dir(ctx.data_root, ctx.run_id, round_index) / f"checkpoint-{fingerprint[:12]}"
+
+
+def run_stage(
+    ctx: RunContext,
+    *,
+    stage: str,
+    version: int,
+    round_index: int,
+    config: dict[str, Any],
+    inputs: dict[str, str],
+    compute: Callable[[str], StageResult],
+) -> StageOutput:
+    """Run `compute(fingerprint)` unless a completed, intact output with this fingerprint exists."""
+    seed = ctx.stage_seed(stage, round_index)
+    fingerprint = stage_fingerprint(stage, version, config, seed, inputs)
+    recorded = ctx.catalog.completed_datasets(ctx.run_id, fingerprint)
+    if recorded is not None:
+        damage = check_recorded(recorded)
+        if damage is None:
+            log.info("round %d %s: done (fingerprint %s), skipped", round_index, stage, fingerprint[:12])
+            paths = {kind: Path(info["path"]) for kind, info in recorded.items()}
+            return StageOutput(stage, round_index, fingerprint, paths, skipped=True)
+        notice(str(Discarded(*damage)))  # damaged: one line naming the file, then recompute
+        discard_dependents(ctx.catalog, ctx.run_id, fingerprint)  # nothing stale downstream
+        discard_outputs(recorded)
+        ctx.catalog.discard_stage(ctx.run_id, fingerprint, f"{damage[0]}: {damage[1]}")
+    regated = regate_stored(ctx, stage=stage, round_index=round_index, fingerprint=fingerprint)
+    if regated is not None:  # its gate failed before, its thresholds were fixed: not recomputed
+        return StageOutput(stage, round_index, fingerprint, regated, skipped=True)
+
+    started = time.time()
+    point = f"{stage}:{round_index}"
+    pause_point(f"{point}:start")
+    try:
+        result = compute(fingerprint)
+        outputs: list[WrittenDataset] = []
+        for kind, rows in result.datasets.items():
+            path = dataset_path(ctx.data_root, ctx.run_id, round_index, kind, fingerprint)
+            outputs.append(write_atomic(kind, rows, path))
+            pause_point(f"{point}:wrote-{kind}")
+        if result.checkpoint is not None:
+            final = checkpoint_dir(ctx, round_index, fingerprint)
+            if final.exists():
+                shutil.rmtree(final)
+            result.checkpoint.rename(final)
+            weights = final / "model.safetensors"
+            outputs.append(
+                WrittenDataset("checkpoint", final, result.checkpoint_rows, file_checksum(weights))
+            )
+            pause_point(f"{point}:wrote-checkpoint")
+    except BaseException as exc:
+        error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        ctx.catalog.record_failed(
+            run_id=ctx.run_id, round_index=round_index, stage=stage, fingerprint=fingerprint,
+            started_at=started, error=error,
+        )
+        raise
+    gated = failed_gate(stage, round_index, gate_outputs(
+        ctx, stage=stage, round_index=round_index, fingerprint=fingerprint,
+        paths={o.kind: o.path for o in outputs}))
+    ctx.catalog.record_completed(
+        run_id=ctx.run_id, round_index=round_index, stage=stage, fingerprint=fingerprint,
+        started_at=started, outputs=outputs, inputs=inputs, metrics=result.metrics,
+        status="completed" if gated is None else "gate_failed",
+        error=None if gated is None else str(gated),
+    )
+    if gated is not None:  # files stay for audit; nothing downstream runs (tasks/gates.py)
+        raise gated
+    pause_point(f"{point}:done")
+    return StageOutput(
+        stage, round_index, fingerprint, {o.kind: o.path for o in outputs}, skipped=False
+    )

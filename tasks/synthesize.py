@@ -1,0 +1,303 @@
+"""Synthesize: the proposer writes problems; the domain admits, executes and dedups them.
+
+Round 0 is seeded by the domain's own generator (the untrained model cannot write problems
+yet): mostly problems of the levels the warm-up trains the solver on, plus a few of every other
+level so the proposer learns what each level looks like. Every proposer sample is kept in `proposals` with its `drop_reason`: `invalid` (the parser
+rejected it), `duplicate` (seen earlier in this round or in any earlier round of the run) or
+`heldout` (it equals a held-out item, which must never be trained on), or `near_duplicate`
+(`synthesize.near_duplicate_threshold` < 1: a MinHash near duplicate of an earlier problem or of
+one admitted before it in this round; off by default, since for arithmetic 37+5 and 37+6 are
+different problems).
+
+`synthesize.level_scheduler = "bandit"` draws each proposer prompt's level from a bandit over
+levels (tasks.curriculum.bandit), its state recomputed from the earlier rounds' curriculum
+files, which then join this stage's fingerprint; "cycle" (default) asks for each level in turn.
+
+A proposer trained on its kept problems learns to write them again, and repeats are dropped as
+`duplicate`. `synthesize.min_novel_share` > 0 keeps the offer up to that share of `proposals`
+novel problems. `synthesize.top_up = "generator"` (default): the proposer samples one batch and
+the shortfall is filled with fresh generator problems (levels min_level..max_level in equal
+shares, `source` = "generator"), so the rounds in which the proposer repeats itself get the
+uniform curriculum's coverage, at the compute of one batch. `top_up = "proposer"`: another batch
+of `proposals` samples is drawn (new seed) while too few were novel, at most `max_batches` in
+all. Every sample of every batch, and every fill problem, is in `proposals`.
+
+`synthesize.source` replaces the proposer in rounds >= 1 for the baselines: `generator` draws
+`proposals` fresh generator problems per round, levels min_level..max_level in equal shares
+(the uniform curriculum; deduplicated like proposer samples); `pool` draws the same problems
+every round and does not deduplicate them against earlier rounds (a fixed prompt set, TTRL
+style). Both carry executed references; with majority-vote labels these are used only to
+measure label precision. Their rows have `source` = "generator" or "pool".
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NONE
+
+from configs import RunConfig
+from tasks.curriculum.bandit import level_probabilities, q_values, sample_levels
+from tasks.curriculum.dedup import near_duplicates
+from domains.base import Domain, Problem
+from models.backends import SamplingParams, make_backend
+from storage.datasets import read_table
+from storage.fingerprint import row_id
+from tasks.context import Checkpoint, RunContext
+from tasks.retry import TRANSIENT
+from tasks.stage import StageOutput, StageResult, run_stage
+
+VERSION = 1
+
+
+def problem_id(domain: Domain, text: str) -> str:
+    return row_id("problem", domain.name, text)
+
+
+def seed_levels(domain: Domain, solver_max_level: int) -> list[int]:
+    """The level cycle of the seed: levels the warm-up trains the solver on get 4 shares each,
+    the others 1 share each (they only show the proposer what each level looks like)."""
+    return [level for level in domain.levels for _ in range(4 if level <= solver_max_level else 1)]
+
+
+def seed_proposals(domain: Domain, *, count: int, levels: list[int], seed: int) -> list[tuple[str, str]]:
+    """(prompt, text) pairs from the domain generator, cycling through `levels`."""
+    rng = random.Random(seed)
+    pairs = []
+    for index in range(count):
+        problem = domain.generate(rng, levels[index % len(levels)])
+        pairs.append((domain.proposer_prompt(problem.level), problem.text))
+    return pairs
+
+
+def baseline_proposals(domain: Domain, source: str, *, count: int, min_level: int, max_level: int,
+                       round_seed: int, pool_seed: int) -> list[tuple[str, str]]:
+    """Problems of rounds >= 1 without a proposer (`synthesize.source`), levels in equal shares.
+
+    generator: fresh draws every round (seeded per round): the uniform curriculum.
+    pool: the same draws every round (one seed for the run): a fixed prompt set.
+    """
+    levels = list(range(min_level, max_level + 1))
+    return seed_proposals(domain, count=count, levels=levels,
+                          seed=pool_seed if source == "pool" else round_seed)
+
+
+def admit(
+    domain: Domain,
+    pairs: list[tuple[str, str]],
+    *,
+    source: str | list[str],
+    seen: set[str],
+    heldout: set[str],
+    run_id: str,
+    round_index: int,
+    near_duplicate_threshold: float = 1.0,
+    ngram: int = 3,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Parse, execute and dedup proposer samples -> (proposal rows, problem rows).
+
+    `source`: the rows' `source`, one for all pairs or one per pair.
+
+    With `near_duplicate_threshold` < 1, a sample that passed every other check but is a near
+    duplicate (tasks.curriculum.dedup: MinHash Jaccard of character `ngram`s) of an earlier
+    problem in `seen`, or of a sample admitted before it in this batch, is `near_duplicate`.
+    """
+    earlier = sorted(seen)  # sorted: the same answer in every process
+    seen = set(seen)
+    checked = []
+    for index, (prompt, text) in enumerate(pairs):
+        parsed = domain.parse(text)
+        if not isinstance(parsed, Problem):
+            reason = "invalid"
+        elif parsed.text in heldout:
+            reason = "heldout"
+        elif parsed.text in seen:
+            reason = "duplicate"
+        else:
+            reason = None
+            seen.add(parsed.text)
+        checked.append((index, prompt, text, parsed, reason))
+    if near_duplicate_threshold < 1.0:
+        fresh = [k for k, row in enumerate(checked) if row[4] is None]
+        flags = near_duplicates([checked[k][3].text for k in fresh], earlier,
+                                threshold=near_duplicate_threshold, ngram=ngram)
+        for k in (k for k, flag in zip(fresh, flags, strict=True) if flag):
+            checked[k] = (*checked[k][:4], "near_duplicate")
+    sources = [source] * len(pairs) if isinstance(source, str) else source
+    proposals, problems = [], []
+    for (index, prompt, text, parsed, reason), origin in zip(checked, sources, strict=True):
+        pid = problem_id(domain, parsed.text) if isinstance(parsed, Problem) else None
+        proposal_id = row_id("proposal", run_id, round_index, index, prompt, text)
+        proposals.append({
+            "proposal_id": proposal_id, "run_id": run_id, "round": round_index, "prompt": prompt,
+            "text": text, "level": parsed.level if isinstance(parsed, Problem) else None,
+            "source": origin, "problem_id": pid, "drop_reason": reason,
+        })
+        if reason is None:
+            problems.append({
+                "problem_id": pid, "run_id": run_id, "round": round_index, "text": parsed.text,
+                "reference": parsed.reference, "level": parsed.level, "source": origin,
+                "proposal_id": proposal_id,
+            })
+    return proposals, problems
+
+
+def propose(domain: Domain, checkpoint: Path, *, count: int, levels: list[int], temperature: float,
+            max_new_tokens: int, seed: int, batch_size: int) -> list[tuple[str, str]]:
+    """Sample `count` proposer completions, requested levels cycling through `levels`."""
+    prompts = [domain.proposer_prompt(levels[i % len(levels)]) for i in range(count)]
+    backend = make_backend("transformers", checkpoint, batch_size=batch_size)
+    try:
+        outputs = backend.generate(
+            prompts, SamplingParams(n=1, temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
+        )
+    finally:
+        backend.close()
+    return [(prompt, out[0].text) for prompt, out in zip(prompts, outputs, strict=True)]
+
+
+def bandit_levels(ctx: RunContext, curricula: list[StageOutput], levels: list[int], *,
+                  seed: int) -> tuple[list[int], dict[str, float]]:
+    """One requested level per proposer prompt from the level bandit, whose Q values are replayed
+    from the earlier rounds' curriculum files in round order -> (levels, metrics)."""
+    cfg = ctx.config.synthesize
+    rounds = [read_table(o.path("curriculum")).select(["level", "pass_rate", "judged"]).to_pylist() for o in curricula]
+    q = q_values(rounds, levels, alpha=cfg.bandit_alpha, initial_q=cfg.bandit_initial_q)
+    drawn = sample_levels(q, cfg.proposals, temperature=cfg.bandit_temperature, seed=seed)
+    probabilities = level_probabilities(q, cfg.bandit_temperature)
+    metrics = {}
+    for level in levels:
+        metrics[f"bandit_q_level_{level}"] = q[level]
+        metrics[f"bandit_p_level_{level}"] = probabilities[level]
+        metrics[f"requested_level_{level}"] = float(drawn.count(level))
+    return drawn, metrics
+
+
+def top_up(draw: Callable[[int], list[tuple[str, str]]], count_novel: Callable[[list[tuple[str, str]]], int],
+           *, min_novel: int, max_batches: int) -> list[tuple[str, str]]:
+    """Batches `draw(0)`, `draw(1)`, ... until `count_novel` of them reaches `min_novel` or
+    `max_batches` were drawn; one batch when min_novel is 0."""
+    pairs: list[tuple[str, str]] = []
+    for batch in range(max_batches if min_novel > 0 else 1):
+        if batch and count_novel(pairs) >= min_novel:
+            break
+        pairs += draw(batch)
+    return pairs
+
+
+def generator_fill(domain: Domain, *, missing: int, exclude: set[str], min_level: int, max_level: int,
+                   seed: int, batch: int, max_batches: int) -> list[tuple[str, str]]:
+    """Up to `missing` (prompt, text) generator problems whose texts are not in `exclude` and not
+    repeated, from at most `max_batches` draws of `batch` (levels in equal shares, seed + draw)."""
+    fill: list[tuple[str, str]] = []
+    taken = set(exclude)
+    for draw in range(max_batches):
+        if len(fill) >= missing:
+            break
+        for prompt, text in seed_proposals(domain, count=batch, levels=list(range(min_level, max_level + 1)),
+                                           seed=seed + draw):
+            if len(fill) == missing:
+                break
+            if text not in taken:
+                taken.add(text)
+                fill.append((prompt, text))
+    return fill
+
+
+def novel_texts(domain: Domain, pairs: list[tuple[str, str]], seen: set[str], heldout: set[str]) -> set[str]:
+    """Distinct problem texts among `pairs` that `admit` would keep (exact checks only)."""
+    texts = {parsed.text for parsed in (domain.parse(text) for _, text in pairs) if isinstance(parsed, Problem)}
+    return texts - seen - heldout
+
+
+def novel_count(domain: Domain, pairs: list[tuple[str, str]], seen: set[str], heldout: set[str]) -> int:
+    """Distinct problems among `pairs` that `admit` would keep (exact checks only)."""
+    return len(novel_texts(domain, pairs, seen, heldout))
+
+
+def synthesize_settings(cfg: RunConfig, *, warmup: bool = False) -> dict[str, Any]:
+    """The domain and synthesize sections as fingerprinted: the top-up keys only where a proposer
+    may sample more than one batch (runs fingerprinted before they existed keep their fingerprints)."""
+    settings = cfg.slice("domain", "synthesize")
+    if warmup or cfg.synthesize.source != "proposer" or cfg.synthesize.min_novel_share == 0:
+        for key in ("min_novel_share", "max_batches", "top_up"):
+            settings["synthesize"].pop(key)
+    elif cfg.synthesize.top_up == "proposer":
+        settings["synthesize"].pop("top_up")
+    return settings
+
+
+@task(name="synthesize", cache_policy=NONE, persist_result=False, **TRANSIENT)
+def synthesize(ctx: RunContext, round_index: int, incumbent: Checkpoint,
+               earlier_problems: list[StageOutput],
+               earlier_curated: list[StageOutput] | None = None) -> StageOutput:
+    """`earlier_curated`: the earlier rounds' curate outputs, read by the level bandit only."""
+    cfg = ctx.config
+    bandit = cfg.synthesize.level_scheduler == "bandit" and cfg.synthesize.source == "proposer"
+    curricula = sorted(earlier_curated or [], key=lambda o: o.round) if bandit and round_index else []
+
+    def compute(fingerprint: str) -> StageResult:
+        seed = ctx.stage_seed("synthesize", round_index)
+        level_metrics: dict[str, float] = {}  # the bandit's levels, the generator's fill
+        fill: list[tuple[str, str]] = []  # top_up = generator: novel by construction, admitted last
+        seen = {text for out in earlier_problems for text in read_table(out.path("problems"))["text"].to_pylist()}
+        heldout = {p.text for p in ctx.domain.heldout(cfg.domain.heldout_per_level)}
+        if round_index == 0:
+            pairs = seed_proposals(ctx.domain, count=cfg.domain.seed_problems,
+                                   levels=seed_levels(ctx.domain, cfg.domain.seed_max_level), seed=seed)
+            source = "seed"
+        elif cfg.synthesize.source == "proposer":
+            levels = list(range(cfg.domain.min_level, cfg.domain.max_level + 1))
+            if bandit:
+                levels, level_metrics = bandit_levels(ctx, curricula, levels,
+                                                      seed=ctx.stage_seed("synthesize-bandit", round_index))
+            min_novel = math.ceil(cfg.synthesize.min_novel_share * cfg.synthesize.proposals)
+            by_generator = cfg.synthesize.top_up == "generator"
+            pairs = top_up(
+                lambda batch: propose(ctx.domain, incumbent.path, count=cfg.synthesize.proposals,
+                                      levels=levels, temperature=cfg.synthesize.temperature,
+                                      max_new_tokens=cfg.synthesize.max_new_tokens, seed=seed + batch,
+                                      batch_size=cfg.rollout.batch_size),
+                lambda pairs: novel_count(ctx.domain, pairs, seen, heldout),
+                min_novel=0 if by_generator else min_novel, max_batches=cfg.synthesize.max_batches)
+            if by_generator:
+                novel = novel_texts(ctx.domain, pairs, seen, heldout)
+                fill = generator_fill(ctx.domain, missing=min_novel - len(novel), exclude=seen | heldout | novel,
+                                      min_level=cfg.domain.min_level, max_level=cfg.domain.max_level,
+                                      seed=ctx.stage_seed("synthesize-fill", round_index),
+                                      batch=cfg.synthesize.proposals, max_batches=cfg.synthesize.max_batches)
+                level_metrics["generator_fill"] = float(len(fill))
+            source = "proposer"
+        else:  # baselines without a proposer: see baseline_proposals
+            pairs = baseline_proposals(ctx.domain, cfg.synthesize.source, count=cfg.synthesize.proposals,
+                                       min_level=cfg.domain.min_level, max_level=cfg.domain.max_level,
+                                       round_seed=seed, pool_seed=ctx.stage_seed("synthesize-pool", 0))
+            source = cfg.synthesize.source
+        if source == "pool":  # a fixed prompt set: the same problems again every round
+            seen = set()
+        proposals, problems = admit(ctx.domain, pairs + fill,
+                                    source=[source] * len(pairs) + ["generator"] * len(fill),
+                                    seen=seen, heldout=heldout, run_id=ctx.run_id, round_index=round_index,
+                                    near_duplicate_threshold=cfg.synthesize.near_duplicate_threshold,
+                                    ngram=cfg.synthesize.ngram)
+        reasons = [p["drop_reason"] for p in proposals]
+        return StageResult(
+            datasets={"proposals": proposals, "problems": problems},
+            metrics={"proposed": len(proposals), "valid": sum(r != "invalid" for r in reasons),
+                     "novel": len(problems), "near_duplicates": reasons.count("near_duplicate"),
+                     **level_metrics},
+        )
+
+    return run_stage(
+        ctx, stage="synthesize", version=VERSION, round_index=round_index,
+        config={**synthesize_settings(cfg, warmup=round_index == 0), "batch_size": cfg.rollout.batch_size},
+        inputs={"checkpoint": incumbent.fingerprint,
+                **{f"problems_round_{o.round}": o.fingerprint for o in earlier_problems},
+                **{f"curriculum_round_{o.round}": o.fingerprint for o in curricula}},
+        compute=compute,
+    )

@@ -1,0 +1,409 @@
+"""The gate runner: a stage output (Parquet) -> DuckDB frames -> Great Expectations -> a verdict.
+
+    result = run_gate(path, "verdicts", config.gates, run_id="demo", round_index=1)
+    result.success                      # False
+    result.failures[0].expectation      # "expect_column_values_to_be_between"
+    result.failures[0].column           # "reward"
+    result.failures[0].observed         # "1 of 800 rows, e.g. 1.7"
+    result.failures[0].bound            # "[0.0, 1.0]"
+    result.failures[0].rows             # up to 5 offending rows, as dicts
+    result.gx                           # {"rows": <the GX validation result JSON>, ...}
+
+The file is queried with DuckDB and each frame handed to an ephemeral GX 1.x context as a pandas
+frame (GX does not accept polars frames, and its DuckDB SQL path is broken upstream: GX issues
+#10738, #11579). GX is imported inside functions, so importing this module stays cheap.
+
+Nothing passes silently: an expectation that raised (a missing column, a type GX cannot
+compare), a frame that cannot be built, a file that cannot be read all count as failures
+with their own message.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from configs import GatesConfig
+from validators.suites import PREVIOUS_PROBLEMS_SQL, FrameSuite, SuiteContext, build_suites
+
+MAX_ROWS_SHOWN = 5
+
+
+@dataclass
+class FailedExpectation:
+    """One failed (or unevaluable) expectation: what, on which column, seen vs allowed, rows."""
+
+    check: str
+    expectation: str
+    column: str | None
+    frame: str
+    observed: str
+    bound: str
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.expectation}({self.column})" if self.column else self.expectation
+
+
+@dataclass
+class GateResult:
+    """The verdict of one gate on one dataset; `gx` keeps GX's result JSON per frame."""
+
+    kind: str
+    path: str
+    rows: int | None
+    success: bool
+    evaluated: int
+    failures: list[FailedExpectation]
+    seconds: float
+    round: int | None = None
+    stage: str | None = None
+    gx: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> GateResult:
+        data = dict(data)
+        data["failures"] = [FailedExpectation(**f) for f in data["failures"]]
+        return cls(**data)
+
+    def summary(self) -> str:
+        """One line: which expectations failed on which dataset."""
+        names = ", ".join(f.name for f in self.failures[:4])
+        more = f" and {len(self.failures) - 4} more" if len(self.failures) > 4 else ""
+        return f"{self.kind}: {len(self.failures)} failed ({names}{more})"
+
+
+class GateFailed(Exception):
+    """A stage output failed its gate: the round stops before anything reads it.
+
+    Never retried (tasks/retry.py matches it by name): the same data fails the same
+    way. `results` holds every gate run on the stage's outputs, passed ones included.
+    """
+
+    def __init__(self, stage: str, round_index: int, results: list[GateResult]):
+        self.stage = stage
+        self.round = round_index
+        self.results = results
+        failed = "; ".join(r.summary() for r in results if not r.success)
+        super().__init__(f"round {round_index} {stage}: data gate failed: {failed}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (GateFailed, (self.stage, self.round, self.results))
+
+
+# ---- GX plumbing ----------------------------------------------------------------------------
+
+
+@functools.cache
+def _batch_definition() -> Any:
+    """One ephemeral GX context per process, with a pandas data source for whole frames: no
+    analytics, no progress bars, no temporary data-docs folder."""
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import (
+        DataContextConfig,
+        InMemoryStoreBackendDefaults,
+        ProgressBarsConfig,
+    )
+
+    config = DataContextConfig(
+        store_backend_defaults=InMemoryStoreBackendDefaults(init_temp_docs_sites=False),
+        analytics_enabled=False,
+        progress_bars=ProgressBarsConfig(globally=False, metric_calculations=False),
+    )
+    context = gx.get_context(mode="ephemeral", project_config=config)
+    # GX fingerprints every in-memory frame with a full pandas hash (the batch marker
+    # `pandas_data_fingerprint`, which nothing here reads): on a million rows that costs more
+    # than all the expectations together, so frames of any size skip it.
+    from great_expectations.execution_engine import pandas_execution_engine
+
+    pandas_execution_engine.HASH_THRESHOLD = 0
+    source = context.data_sources.add_pandas("flywheel")
+    return source.add_dataframe_asset("frame").add_batch_definition_whole_dataframe("whole")
+
+
+def frame_of(con: Any, sql: str) -> Any:
+    """Run `sql` with DuckDB -> pandas. DuckDB gives int64/bool columns numpy dtypes without
+    nulls and nullable Int64/boolean with them (suites.PANDAS_DTYPES accepts both); an all-null
+    text column comes back as object and is made `str` like every other text column."""
+    relation = con.sql(sql)
+    df = relation.df()
+    for column, duck_type in zip(relation.columns, relation.types, strict=True):
+        if str(df[column].dtype) == "object" and str(duck_type) == "VARCHAR" and df[column].isna().all():
+            df[column] = df[column].astype("str")
+    return df
+
+
+def _plain(value: Any) -> Any:
+    """NaN -> None (GX's JSON carries NaN for a missing float)."""
+    return None if isinstance(value, float) and math.isnan(value) else value
+
+
+def _records(df: Any) -> list[dict[str, Any]]:
+    """Rows as plain dicts (NaN and NA -> None); pandas' own JSON writer is the fast path."""
+    return json.loads(df.to_json(orient="records", double_precision=15))
+
+
+def _errors(exception_info: dict[str, Any]) -> list[str]:
+    """Messages of exceptions GX caught while evaluating one expectation (two shapes exist)."""
+    infos = [exception_info] if "raised_exception" in exception_info else list(exception_info.values())
+    messages = []
+    for info in infos:
+        if isinstance(info, dict) and (info.get("raised_exception") or info.get("exception_message")):
+            message = str(info.get("exception_message") or "exception without a message")
+            messages.append(message.strip().splitlines()[-1] if message.strip() else message)
+    return messages
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def _condition(condition: Any) -> str:
+    """A GX row condition as text: {'column': {'name': 'judged'}, 'operator': '>', ...} -> judged > 0."""
+    if isinstance(condition, dict) and {"column", "operator"} <= set(condition):
+        column = condition["column"].get("name") if isinstance(condition["column"], dict) else condition["column"]
+        return f"{column} {condition['operator']} {condition.get('parameter')!r}"
+    return str(condition)
+
+
+def _bound(kwargs: dict[str, Any], expectation: str) -> str:
+    """The allowed range or condition of an expectation, from its kwargs."""
+    condition = kwargs.get("row_condition")
+    where = f" where {_condition(condition)}" if condition else ""
+    if "column_list" in kwargs:
+        return f"columns {kwargs['column_list']}"
+    if "type_" in kwargs:
+        return f"dtype {kwargs['type_']}"
+    if "type_list" in kwargs:
+        return f"dtype in {kwargs['type_list']}"
+    if "value_set" in kwargs:
+        return f"in {sorted(kwargs['value_set'])}"
+    if expectation.endswith("not_be_null"):
+        return "no nulls" + where
+    if expectation.endswith("to_be_unique"):
+        return "no duplicates"
+    if "column_A" in kwargs:
+        op = ">=" if kwargs.get("or_equal") else ">"
+        return f"{kwargs['column_A']} {op} {kwargs['column_B']}"
+    low, high = kwargs.get("min_value"), kwargs.get("max_value")
+    if low is None and high is None:
+        return "?" + where
+    left = "(" if kwargs.get("strict_min") else "["
+    right = ")" if kwargs.get("strict_max") else "]"
+    if high is None:
+        return f"{'>' if kwargs.get('strict_min') else '>='} {_fmt(low)}{where}"
+    if low is None:
+        return f"{'<' if kwargs.get('strict_max') else '<='} {_fmt(high)}{where}"
+    return f"{left}{_fmt(low)}, {_fmt(high)}{right}{where}"
+
+
+def _observed(result: dict[str, Any]) -> str:
+    if "observed_value" in result:
+        if result["observed_value"] is None:
+            return "none (no non-null values)"
+        return _fmt(result["observed_value"])
+    if "unexpected_count" in result:
+        values = ", ".join(repr(_plain(v)) for v in (result.get("partial_unexpected_list") or [])[:3])
+        sample = f", e.g. {values}" if values else ""
+        return f"{result['unexpected_count']} of {result.get('element_count')} rows{sample}"
+    return "-"
+
+
+def _offending_rows(df: Any, expectation: str, kwargs: dict[str, Any], result: dict[str, Any]) -> Any:
+    """Up to MAX_ROWS_SHOWN rows that make the expectation fail, or None when rows say nothing."""
+    indexes = result.get("partial_unexpected_index_list")
+    column = kwargs.get("column")
+    if indexes:
+        labels = [i for i in indexes if not isinstance(i, dict)][:MAX_ROWS_SHOWN]
+        return df.loc[labels] if labels else None
+    if column is None or column not in df.columns or not len(df):
+        return None
+    if expectation == "expect_column_proportion_of_unique_values_to_be_between":
+        counts = df[column].value_counts()
+        repeated = counts[counts > 1].index[:MAX_ROWS_SHOWN]
+        return df[df[column].isin(repeated)].drop_duplicates(subset=[column]).head(MAX_ROWS_SHOWN)
+    if expectation == "expect_column_mean_to_be_between":
+        observed = result.get("observed_value")
+        high = kwargs.get("max_value")
+        too_high = observed is not None and high is not None and observed >= high
+        values = df[column].dropna()
+        picked = values.sort_values(ascending=not too_high).index[:MAX_ROWS_SHOWN]
+        return df.loc[picked]
+    return None
+
+
+def _failure(config: dict[str, Any], result: dict[str, Any], frame: str, df: Any,
+             errors: list[str]) -> FailedExpectation:
+    kwargs = {k: v for k, v in config["kwargs"].items() if k != "batch_id"}
+    expectation = config["type"]
+    rows: list[dict[str, Any]] = []
+    if not errors and df is not None:
+        try:
+            picked = _offending_rows(df, expectation, kwargs, result)
+            rows = _records(picked) if picked is not None else []
+        except Exception as exc:  # noqa: BLE001 - rows are an aid; the failure stands without them
+            rows = [{"note": f"offending rows unavailable: {type(exc).__name__}: {exc}"}]
+    return FailedExpectation(
+        check=(config.get("meta") or {}).get("check", expectation),
+        expectation=expectation,
+        column=kwargs.get("column"),
+        frame=frame,
+        observed="could not be evaluated" if errors else _observed(result),
+        bound=_bound(kwargs, expectation),
+        rows=rows,
+        error="; ".join(errors) if errors else None,
+    )
+
+
+def _gate_error(check: str, frame: str, exc: BaseException) -> FailedExpectation:
+    message = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+    return FailedExpectation(check=check, expectation="gate_error", column=None, frame=frame,
+                             observed="could not be evaluated", bound="-", error=message)
+
+
+def validate_frame(df: Any, suite: FrameSuite, name: str) -> tuple[int, list[FailedExpectation], dict[str, Any]]:
+    """Run one suite on one pandas frame -> (expectations evaluated, failures, GX result JSON)."""
+    import great_expectations as gx
+    from great_expectations.validator.v1_validator import Validator
+
+    expectation_suite = gx.ExpectationSuite(name=name, expectations=suite.expectations)
+    # what Batch.validate does, minus building the batch twice (once for the Batch, once more
+    # for its validator)
+    validator = Validator(batch_definition=_batch_definition(), batch_parameters={"dataframe": df},
+                          result_format={"result_format": "SUMMARY",
+                                         "partial_unexpected_count": MAX_ROWS_SHOWN})
+    validation = validator.validate_expectation_suite(expectation_suite)
+    payload = json.loads(json.dumps(validation.to_json_dict(), default=str))
+    failures = []
+    for item in payload["results"]:
+        errors = _errors(item.get("exception_info") or {})
+        if errors or not item["success"]:
+            failures.append(_failure(item["expectation_config"], item.get("result") or {},
+                                     suite.frame, df, errors))
+    return len(payload["results"]), failures, payload
+
+
+# ---- the gate -------------------------------------------------------------------------------
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def problem_stats(path: Path | str) -> dict[str, float] | None:
+    """Mean text length and level of a problems file (the drift baseline), None if empty."""
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        con.execute(f"CREATE VIEW data AS SELECT * FROM read_parquet({_sql_string(str(path))})")
+        length, level = con.sql(PREVIOUS_PROBLEMS_SQL).fetchall()[0]
+    finally:
+        con.close()
+    if length is None or level is None:
+        return None
+    return {"text_length": float(length), "level": float(level)}
+
+
+def _samples_per_problem(con: Any) -> int | None:
+    """Most verdicts of one problem (None when the column is missing: the schema check fails)."""
+    try:
+        return con.sql("SELECT max(n) FROM (SELECT count(*) AS n FROM data GROUP BY problem_id)").fetchall()[0][0]
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def run_gate(path: Path | str, kind: str, gates: GatesConfig, *, run_id: str | None = None,
+             round_index: int | None = None, stage: str | None = None,
+             previous_path: Path | str | None = None) -> GateResult:
+    """Check one stage output against the suite of its kind. Pure: reads the file, writes nothing.
+
+    previous_path: the previous round's dataset of the same kind (problems: drift baseline).
+    """
+    import duckdb
+
+    started = time.perf_counter()
+    failures: list[FailedExpectation] = []
+    gx_results: dict[str, Any] = {}
+    evaluated = 0
+    rows: int | None = None
+    previous = None
+    if previous_path is not None and kind == "problems":
+        try:
+            previous = problem_stats(previous_path)
+        except Exception as exc:  # noqa: BLE001 - an unreadable baseline fails the drift check
+            failures.append(_gate_error(f"read the previous round's {kind} ({previous_path})",
+                                        "lengths", exc))
+    con = duckdb.connect()
+    try:
+        try:
+            con.execute(f"CREATE VIEW data AS SELECT * FROM read_parquet({_sql_string(str(path))})")
+            rows = con.sql("SELECT count(*) FROM data").fetchall()[0][0]
+        except Exception as exc:  # noqa: BLE001 - an unreadable file fails its gate
+            failures.append(_gate_error(f"read {path}", "rows", exc))
+        samples = _samples_per_problem(con) if kind == "verdicts" and rows else None
+        context = SuiteContext(run_id=run_id, round=round_index, previous_problems=previous,
+                               samples_per_problem=samples)
+        suites = build_suites(kind, gates, context) if rows is not None else []
+        for suite in suites:
+            try:
+                df = frame_of(con, suite.sql)
+            except Exception as exc:  # noqa: BLE001 - e.g. a dropped column the frame needs
+                failures.append(_gate_error(f"build the {suite.frame} frame", suite.frame, exc))
+                continue
+            try:
+                count, failed, payload = validate_frame(df, suite, f"{kind}.{suite.frame}")
+            except Exception as exc:  # noqa: BLE001 - GX itself failed: not a pass
+                failures.append(_gate_error(f"run the {suite.frame} suite", suite.frame, exc))
+                continue
+            evaluated += count
+            failures += failed
+            gx_results[suite.frame] = payload
+    finally:
+        con.close()
+    return GateResult(kind=kind, path=str(path), rows=rows, success=not failures,
+                      evaluated=evaluated, failures=failures,
+                      seconds=time.perf_counter() - started, round=round_index, stage=stage,
+                      gx=gx_results)
+
+
+def stored_outputs(catalog: Any, run_id: str, *, round_index: int | None = None,
+                   stage: str | None = None) -> list[dict[str, Any]]:
+    """The newest recorded dataset per (round, stage, kind) of a run, completed or gate_failed,
+    in the order the stages ran (checkpoints excluded)."""
+    sql = """
+        SELECT d.round, d.stage, d.kind, d.path, d.fingerprint, s.status, s.started_at
+        FROM datasets d JOIN stages s ON d.run_id = s.run_id AND d.fingerprint = s.fingerprint
+        WHERE d.run_id = ? AND s.status IN ('completed', 'gate_failed') AND d.kind != 'checkpoint'
+        QUALIFY row_number() OVER (PARTITION BY d.round, d.stage, d.kind
+                                   ORDER BY s.finished_at DESC) = 1
+    """
+    rows = catalog.query(sql, [run_id])
+    rows = [r for r in rows if (round_index is None or r["round"] == round_index)
+            and (stage is None or r["stage"] == stage)]
+    return sorted(rows, key=lambda r: (r["round"], r["started_at"], r["kind"]))
+
+
+def validate_stored(catalog: Any, run_id: str, gates: GatesConfig, *, round_index: int | None = None,
+                    stage: str | None = None) -> list[GateResult]:
+    """Run the gates again on a run's stored outputs (read-only: nothing is recorded)."""
+    results = []
+    for row in stored_outputs(catalog, run_id, round_index=round_index, stage=stage):
+        previous = (catalog.latest_dataset(run_id, row["round"] - 1, row["kind"])
+                    if row["round"] else None)
+        results.append(run_gate(row["path"], row["kind"], gates, run_id=run_id,
+                                round_index=row["round"], stage=row["stage"],
+                                previous_path=previous))
+    return results
