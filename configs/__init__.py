@@ -19,6 +19,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 
+# A run id names a folder under <data-root>/runs/ and a Prefect deployment: letters, digits,
+# '.', '_' and '-', at most 100, not starting with a punctuation mark.
+RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
+
+
 class ConfigError(ValueError):
     """A config file or override is unusable; the message is one line meant for the user."""
 
@@ -369,20 +374,20 @@ class ScheduleConfig(_Section):
 
     cron: str = Field("0 2 * * *", description="five-field cron string: when a round starts")
     timezone: str = Field("UTC", description="IANA time zone the cron string is read in")
-    run_id: str = Field("nightly", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$",
+    run_id: str = Field("nightly", pattern=RUN_ID_PATTERN,
                         description="the run each scheduled round continues")
 
     @field_validator("cron")
     @classmethod
     def _cron_parses(cls, value: str) -> str:
-        from schedules.times import check_cron
+        from configs.cron import check_cron
 
         return check_cron(value)
 
     @field_validator("timezone")
     @classmethod
     def _timezone_known(cls, value: str) -> str:
-        from schedules.times import check_timezone
+        from configs.cron import check_timezone
 
         return check_timezone(value)
 

@@ -21,10 +21,8 @@ import ast
 import random
 import re
 
-from domains.base import Problem, Rejected
+from domains.base import PROPOSE_TAG, SOLVE_TAG, Problem, Rejected
 
-PROPOSE_TAG = "<propose>"
-SOLVE_TAG = "<solve>"
 _EXPRESSION = re.compile(r"^(0|[1-9]\d{0,2})([+\-*](0|[1-9]\d{0,2})){1,2}$")
 _ANSWER = re.compile(r"^\s*(-?\d+)")
 _OPERATORS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b}

@@ -11,9 +11,16 @@ import random
 from dataclasses import dataclass
 from typing import Protocol
 
+# The role tags that open a prompt: one model plays both roles, told apart by the tag. The tiny
+# model's tokenizer (models/tiny.py) has each as one special token.
+PROPOSE_TAG = "<propose>"
+SOLVE_TAG = "<solve>"
+
 
 @dataclass(frozen=True)
 class Problem:
+    """A problem text, its reference answer (None when no executor computed one) and level."""
+
     text: str
     reference: str | None
     level: int
@@ -21,21 +28,58 @@ class Problem:
 
 @dataclass(frozen=True)
 class Rejected:
+    """A proposal the parser refused, with the reason the audit shows."""
+
     reason: str
 
 
 class Domain(Protocol):
+    """What the stages ask of a domain; a new domain is one module implementing it."""
+
     name: str
     levels: tuple[int, ...]
 
     def proposer_prompt(self, level: int) -> str:
-        """Prompt asking the proposer role for one problem of the given difficulty level."""
+        """Prompt asking the proposer role for one problem of the given difficulty level.
+
+        Parameters
+        ----------
+        level
+            One of `levels`.
+
+        Returns
+        -------
+        The prompt text, opening with PROPOSE_TAG.
+        """
 
     def parse(self, proposal: str) -> Problem | Rejected:
-        """Admit a proposer completion as a problem (with its executed reference) or reject it."""
+        """Admit a proposer completion as a problem (with its executed reference) or reject it.
+
+        Parameters
+        ----------
+        proposal
+            The proposer's completion, as sampled.
+
+        Returns
+        -------
+        The problem, its reference computed by the domain's executor where it has one; or
+        `Rejected` with the reason recorded as the proposal's `drop_reason`.
+        """
 
     def generate(self, rng: random.Random, level: int) -> Problem:
-        """The domain's own generator: seeds round 0 and builds the held-out set."""
+        """The domain's own generator: seeds round 0 and builds the held-out set.
+
+        Parameters
+        ----------
+        rng
+            The only source of randomness, so a seed fixes the problem.
+        level
+            One of `levels`.
+
+        Returns
+        -------
+        A problem with its reference.
+        """
 
     def solver_prompt(self, problem_text: str) -> str:
         """Prompt asking the solver role to answer a problem."""
@@ -44,11 +88,35 @@ class Domain(Protocol):
         """The final answer in a solver completion, or None when there is none."""
 
     def score(self, completions: list[str], references: list[str | None]) -> list[float | None]:
-        """Reward per completion in [0, 1]; None means "cannot judge" (no reference)."""
+        """Reward per completion (pure; the GRPO reward function too).
+
+        Parameters
+        ----------
+        completions
+            Solver completions.
+        references
+            The label each completion is judged against, position by position; None where
+            there is none.
+
+        Returns
+        -------
+        A reward in [0, 1] per completion; None means "cannot judge" and is recorded as such,
+        never read as 0.
+        """
 
     def shape(self, problem_text: str) -> str:
         """The problem's form with its constants masked (`curate.diversity_on = "shape"`: the
         repetition penalty compares forms, so many problems of one form count as repeats)."""
 
     def heldout(self, per_level: int) -> list[Problem]:
-        """A fixed held-out set spanning every level; identical on every call."""
+        """A fixed held-out set spanning every level; identical on every call.
+
+        Parameters
+        ----------
+        per_level
+            Problems per level.
+
+        Returns
+        -------
+        `per_level` problems of each level, none of which the proposer's rounds train on.
+        """

@@ -30,7 +30,7 @@ import typer
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Flywheel: self-improving model rounds as a resumable data pipeline.")
-from schedules.cli import schedule_app  # light: typer only
+from flows.schedule_cli import schedule_app  # light: typer only
 
 app.add_typer(schedule_app, name="schedule")  # flywheel schedule serve|deploy|show
 
@@ -38,7 +38,6 @@ DataRoot = Annotated[
     Path,
     typer.Option("--data-root", envvar="FLYWHEEL_DATA_ROOT", help="where the catalog and datasets live"),
 ]
-_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -125,7 +124,7 @@ def run(
     data_root: DataRoot = Path("flywheel-data"),
 ) -> None:
     """Run the flywheel: warm-up round 0, then N self-improvement rounds."""
-    from configs import ConfigError, load_config
+    from configs import RUN_ID_PATTERN, ConfigError, load_config
 
     overrides = {} if rounds is None else {"rounds": rounds}
     try:
@@ -133,7 +132,7 @@ def run(
     except ConfigError as exc:
         fail(str(exc))
     run_id = run_id or time.strftime("run-%Y%m%d-%H%M%S")
-    if not _RUN_ID.match(run_id):
+    if not re.match(RUN_ID_PATTERN, run_id):
         fail(f"--run-id {run_id!r}: use letters, digits, '.', '_' or '-' (at most 100)")
     _execute(data_root, run_id, cfg)
 
@@ -177,21 +176,21 @@ def status(
     catalog = Catalog(data_root)
     if not catalog.path.exists():
         fail(f"no catalog at {catalog.path} (check --data-root)")
-    runs = catalog.query("SELECT run_id, status FROM runs WHERE run_id = ?", [run_id])
-    if not runs:
+    run_status = catalog.run_status(run_id)
+    if run_status is None:
         fail(f"unknown run id {run_id!r} in {catalog.path}")
     stages = catalog.stage_rows(run_id)
     from storage.lock import live_holder
 
-    if runs[0]["status"] == "running" and live_holder(data_root, run_id) is None:
-        runs[0]["status"] = "interrupted"  # killed: its lock has no live holder
+    if run_status == "running" and live_holder(data_root, run_id) is None:
+        run_status = "interrupted"  # killed: its lock has no live holder
     if as_json:
-        payload = {"run_id": run_id, "status": runs[0]["status"], "stages": stages,
+        payload = {"run_id": run_id, "status": run_status, "stages": stages,
                    "rounds": round_summary(catalog, run_id)}
         typer.echo(json.dumps(payload, indent=2, default=str))
         return
-    hint = f" (`flywheel resume {run_id}` finishes it)" if runs[0]["status"] == "interrupted" else ""
-    typer.echo(f"run {run_id}: {runs[0]['status']}{hint}")
+    hint = f" (`flywheel resume {run_id}` finishes it)" if run_status == "interrupted" else ""
+    typer.echo(f"run {run_id}: {run_status}{hint}")
     for s in stages:
         typer.echo(f"  round {s['round']:>3}  {s['stage']:<10} {s['status']:<11} "
                    f"{s['fingerprint'][:12]}  rows={s['rows'] if s['rows'] is not None else '-':<6} "

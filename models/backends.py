@@ -17,51 +17,52 @@ seeded per batch and padded to their longest prompt).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
+
+from models.rollout_types import (
+    BackendUnavailable,
+    Completion,
+    ProgressCallback,
+    RolloutBackend,
+    SamplingParams,
+)
 
 if TYPE_CHECKING:
     from configs import RolloutConfig
     from models.vllm_backend import EngineOptions
 
-
-@dataclass(frozen=True)
-class SamplingParams:
-    n: int
-    temperature: float
-    max_new_tokens: int
-    seed: int
-    greedy: bool = False
-    first_prompt: int = 0  # index of prompts[0] in the stage's whole prompt list (see below)
-
-
-@dataclass(frozen=True)
-class Completion:
-    text: str
-    tokens: int
-
-
-ProgressCallback = Callable[[int], None]
-
-
-class RolloutBackend(Protocol):
-    def generate(
-        self, prompts: list[str], params: SamplingParams, progress: ProgressCallback | None = None
-    ) -> list[list[Completion]]:
-        """For each prompt, `params.n` completions (prompt-major order)."""
-
-    def close(self) -> None: ...
-
-
-class BackendUnavailable(RuntimeError):
-    pass
+__all__ = ["BackendUnavailable", "Completion", "ProgressCallback", "RolloutBackend",
+           "SamplingParams", "TransformersBackend", "backend_for", "check_backend", "make_backend"]
 
 
 def make_backend(name: str, checkpoint: Path, *, batch_size: int = 512, dtype: str = "float32",
                  engine: EngineOptions | None = None) -> RolloutBackend:
-    """A backend by name; `engine` configures vLLM (None = `EngineOptions` defaults)."""
+    """A rollout backend by name, loaded from one checkpoint folder.
+
+    Parameters
+    ----------
+    name
+        "transformers" or "vllm".
+    checkpoint
+        A Hugging Face model folder.
+    batch_size
+        Prompts x samples per `generate` batch (transformers) or the engine's max_num_seqs.
+    dtype
+        Weights dtype: "float32" (the CPU default), "bfloat16" or "float16".
+    engine
+        vLLM engine options; None = `EngineOptions(dtype=dtype, max_num_seqs=batch_size)`.
+
+    Returns
+    -------
+    The backend; call `close()` when the stage is done.
+
+    Raises
+    ------
+    BackendUnavailable
+        For an unknown name, or "vllm" where vLLM is not installed (the message names the
+        extra to install).
+    """
     if name == "transformers":
         return TransformersBackend(checkpoint, batch_size=batch_size, dtype=dtype)
     if name == "vllm":
@@ -74,7 +75,19 @@ def make_backend(name: str, checkpoint: Path, *, batch_size: int = 512, dtype: s
 
 
 def backend_for(rollout: RolloutConfig, checkpoint: Path) -> RolloutBackend:
-    """The backend a run's `[rollout]` config asks for (the rollout and evaluate stages use it)."""
+    """The backend a run's `[rollout]` config asks for (the rollout and evaluate stages use it).
+
+    Parameters
+    ----------
+    rollout
+        The run's `[rollout]` section: backend, batch size, dtype and the vLLM engine settings.
+    checkpoint
+        The model folder to sample from.
+
+    Returns
+    -------
+    The backend, as `make_backend` builds it.
+    """
     engine = None
     if rollout.backend == "vllm":
         from models.vllm_backend import EngineOptions
@@ -85,7 +98,18 @@ def backend_for(rollout: RolloutConfig, checkpoint: Path) -> RolloutBackend:
 
 
 def check_backend(name: str) -> None:
-    """Raise `BackendUnavailable` (one line, naming the extra to install) if `name` cannot run here."""
+    """Check before a run starts that backend `name` can run here.
+
+    Parameters
+    ----------
+    name
+        A rollout backend name.
+
+    Raises
+    ------
+    BackendUnavailable
+        One line naming the extra to install.
+    """
     if name == "vllm":
         from models.vllm_backend import require_vllm
 
@@ -109,6 +133,21 @@ class TransformersBackend:
     def generate(
         self, prompts: list[str], params: SamplingParams, progress: ProgressCallback | None = None
     ) -> list[list[Completion]]:
+        """Sample `params.n` completions per prompt.
+
+        Parameters
+        ----------
+        prompts
+            Prompt texts (a shard of a stage's prompts starts at `params.first_prompt`).
+        params
+            Sampling settings; the seed of each batch follows its position in the stage.
+        progress
+            Called with the number of completions of each finished batch.
+
+        Returns
+        -------
+        For each prompt, its `params.n` completions (prompt-major order).
+        """
         torch = self._torch
         expanded = [prompt for prompt in prompts for _ in range(params.n)]
         flat: list[Completion] = []

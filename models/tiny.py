@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-SPECIAL_TOKENS = ["<pad>", "<eos>", "<unk>", "<propose>", "<solve>"]
+from domains.base import PROPOSE_TAG, SOLVE_TAG
+
+SPECIAL_TOKENS = ["<pad>", "<eos>", "<unk>", PROPOSE_TAG, SOLVE_TAG]
 CHARACTERS = [chr(code) for code in range(32, 127)]
 
 

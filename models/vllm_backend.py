@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from models.backends import (
+from models.rollout_types import (
     BackendUnavailable,
     Completion,
     ProgressCallback,

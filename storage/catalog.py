@@ -134,6 +134,33 @@ class Catalog:
             rows = con.execute("SELECT config_json FROM runs WHERE run_id = ?", [run_id]).fetchall()
         return rows[0][0] if rows else None
 
+    def run_status(self, run_id: str) -> str | None:
+        """The recorded status of `run_id`.
+
+        Returns
+        -------
+        "running", "completed", "failed" or "gate_failed"; None when the catalog does not
+        exist or has no such run.
+        """
+        if not self.path.exists():
+            return None
+        with self.connect(read_only=True) as con:
+            rows = con.execute("SELECT status FROM runs WHERE run_id = ?", [run_id]).fetchall()
+        return rows[0][0] if rows else None
+
+    def last_decided_round(self, run_id: str) -> int:
+        """The highest self-improvement round of `run_id` with a promotion decision.
+
+        Returns
+        -------
+        The round index; 0 when no round is decided yet (or the catalog does not exist).
+        """
+        if not self.path.exists():
+            return 0
+        with self.connect(read_only=True) as con:
+            rows = con.execute("SELECT max(round) FROM rounds WHERE run_id = ?", [run_id]).fetchall()
+        return int(rows[0][0] or 0)
+
     # ---- stages -----------------------------------------------------------------------------
 
     def completed_datasets(self, run_id: str, fingerprint: str) -> dict[str, dict[str, Any]] | None:
@@ -343,14 +370,3 @@ def create_parquet_view(con: duckdb.DuckDBPyConnection, name: str, paths: list[s
     except duckdb.Error:
         con.execute(create + ")")
 
-
-def verify_outputs(datasets: dict[str, dict[str, Any]]) -> str | None:
-    """None when every recorded file exists with its checksum, else a one-line reason."""
-    for kind, info in datasets.items():
-        path = Path(info["path"])
-        if not path.exists():
-            return f"{kind} file missing: {path}"
-        target = path / "model.safetensors" if path.is_dir() else path
-        if not target.exists() or file_checksum(target) != info["checksum"]:
-            return f"{kind} file changed since it was recorded (checksum mismatch): {path}"
-    return None

@@ -44,43 +44,43 @@ import pyarrow.parquet as pq
 
 from storage.fingerprint import file_checksum
 
-_S = pa.string()
-_I = pa.int64()
-_F = pa.float64()
-_B = pa.bool_()
+STRING = pa.string()
+INT64 = pa.int64()
+FLOAT64 = pa.float64()
+BOOL = pa.bool_()
 
 SCHEMAS: dict[str, pa.Schema] = {
     "proposals": pa.schema(
-        [("proposal_id", _S), ("run_id", _S), ("round", _I), ("prompt", _S), ("text", _S),
-         ("level", _I), ("source", _S), ("problem_id", _S), ("drop_reason", _S)]
+        [("proposal_id", STRING), ("run_id", STRING), ("round", INT64), ("prompt", STRING), ("text", STRING),
+         ("level", INT64), ("source", STRING), ("problem_id", STRING), ("drop_reason", STRING)]
     ),
     "problems": pa.schema(
-        [("problem_id", _S), ("run_id", _S), ("round", _I), ("text", _S), ("reference", _S),
-         ("level", _I), ("source", _S), ("proposal_id", _S)]
+        [("problem_id", STRING), ("run_id", STRING), ("round", INT64), ("text", STRING), ("reference", STRING),
+         ("level", INT64), ("source", STRING), ("proposal_id", STRING)]
     ),
     "rollouts": pa.schema(
-        [("rollout_id", _S), ("run_id", _S), ("round", _I), ("problem_id", _S),
-         ("sample_index", _I), ("prompt", _S), ("completion", _S), ("completion_tokens", _I),
-         ("checkpoint", _S)]
+        [("rollout_id", STRING), ("run_id", STRING), ("round", INT64), ("problem_id", STRING),
+         ("sample_index", INT64), ("prompt", STRING), ("completion", STRING), ("completion_tokens", INT64),
+         ("checkpoint", STRING)]
     ),
     "verdicts": pa.schema(
-        [("rollout_id", _S), ("run_id", _S), ("round", _I), ("problem_id", _S), ("answer", _S),
-         ("reward", _F), ("method", _S), ("label", _S), ("agreement", _F)]
+        [("rollout_id", STRING), ("run_id", STRING), ("round", INT64), ("problem_id", STRING), ("answer", STRING),
+         ("reward", FLOAT64), ("method", STRING), ("label", STRING), ("agreement", FLOAT64)]
     ),
     "curriculum": pa.schema(
-        [("problem_id", _S), ("run_id", _S), ("round", _I), ("level", _I), ("samples", _I),
-         ("judged", _I), ("pass_rate", _F), ("reward_std", _F), ("kept", _B),
-         ("drop_reason", _S)]
+        [("problem_id", STRING), ("run_id", STRING), ("round", INT64), ("level", INT64), ("samples", INT64),
+         ("judged", INT64), ("pass_rate", FLOAT64), ("reward_std", FLOAT64), ("kept", BOOL),
+         ("drop_reason", STRING)]
     ),
     "train_rows": pa.schema(
-        [("train_row_id", _S), ("run_id", _S), ("round", _I), ("role", _S), ("prompt", _S),
-         ("completion", _S), ("rejected", _S), ("weight", _F), ("problem_id", _S),
-         ("rollout_id", _S), ("proposal_id", _S)]
+        [("train_row_id", STRING), ("run_id", STRING), ("round", INT64), ("role", STRING), ("prompt", STRING),
+         ("completion", STRING), ("rejected", STRING), ("weight", FLOAT64), ("problem_id", STRING),
+         ("rollout_id", STRING), ("proposal_id", STRING)]
     ),
     "evals": pa.schema(
-        [("run_id", _S), ("round", _I), ("checkpoint", _S), ("item_id", _S), ("level", _I),
-         ("prompt", _S), ("completion", _S), ("answer", _S), ("reference", _S),
-         ("correct", _B)]
+        [("run_id", STRING), ("round", INT64), ("checkpoint", STRING), ("item_id", STRING), ("level", INT64),
+         ("prompt", STRING), ("completion", STRING), ("answer", STRING), ("reference", STRING),
+         ("correct", BOOL)]
     ),
 }
 

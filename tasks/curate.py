@@ -67,31 +67,31 @@ from tasks.stage import StageOutput, StageResult, run_stage
 VERSION = 1
 
 
-def drop_reason(pass_rate: float | None, reward_std: float, band: CurateConfig) -> str | None:
+def drop_reason(pass_rate: float | None, reward_std: float, curation: CurateConfig) -> str | None:
     if pass_rate is None:
         return "unjudged"
-    if pass_rate <= band.min_pass_rate:
+    if pass_rate <= curation.min_pass_rate:
         return "too_hard"
-    if pass_rate >= band.max_pass_rate:
+    if pass_rate >= curation.max_pass_rate:
         return "too_easy"
     if reward_std == 0.0:
         return "zero_variance"
     return None
 
 
-def rationalized(rows: list[dict[str, Any]], band: CurateConfig) -> set[str]:
+def rationalized(rows: list[dict[str, Any]], curation: CurateConfig) -> set[str]:
     """The too-hard problems trained on their reference under solver_targets = rationalize: at
     most rationalize_ratio x the round's verified answer rows, lowest level first (nearest the
     frontier), then in problem order. `rows`: curriculum rows (rewards are 0 or 1 against
     references, so a kept problem has round(pass_rate x judged) verified answers)."""
-    verified = sum(min(round(r["pass_rate"] * r["judged"]), band.max_answers_per_problem)
+    verified = sum(min(round(r["pass_rate"] * r["judged"]), curation.max_answers_per_problem)
                    for r in rows if r["drop_reason"] is None)
     too_hard = sorted((r for r in rows if r["drop_reason"] == "too_hard"), key=lambda r: r["level"])
-    return {r["problem_id"] for r in too_hard[: int(band.rationalize_ratio * verified)]}
+    return {r["problem_id"] for r in too_hard[: int(curation.rationalize_ratio * verified)]}
 
 
 def curriculum_rows(problems: list[dict[str, Any]], verdicts: list[dict[str, Any]],
-                    band: CurateConfig, *, warmup: bool, warmup_max_level: int = 0) -> list[dict[str, Any]]:
+                    curation: CurateConfig, *, warmup: bool, warmup_max_level: int = 0) -> list[dict[str, Any]]:
     rewards: dict[str, list[float | None]] = defaultdict(list)
     for v in verdicts:
         rewards[v["problem_id"]].append(v["reward"])
@@ -103,17 +103,17 @@ def curriculum_rows(problems: list[dict[str, Any]], verdicts: list[dict[str, Any
         std = statistics.pstdev(judged) if judged else 0.0
         if warmup:
             reason = None if p["level"] <= warmup_max_level else "above_warmup_level"
-        elif band.solver_targets == "reference":
+        elif curation.solver_targets == "reference":
             reason = None  # no-self-play baseline: every problem is trained on its reference
         else:
-            reason = drop_reason(pass_rate, std, band)
+            reason = drop_reason(pass_rate, std, curation)
         rows.append({
             "problem_id": p["problem_id"], "run_id": p["run_id"], "round": p["round"],
             "level": p["level"], "samples": len(got), "judged": len(judged),
             "pass_rate": pass_rate, "reward_std": std, "kept": reason is None, "drop_reason": reason,
         })
-    if band.solver_targets == "rationalize" and not warmup:
-        chosen = rationalized(rows, band)
+    if curation.solver_targets == "rationalize" and not warmup:
+        chosen = rationalized(rows, curation)
         for row in rows:
             if row["problem_id"] in chosen:
                 row.update(kept=True, drop_reason=None)  # trained on its reference (training_rows)
@@ -122,7 +122,7 @@ def curriculum_rows(problems: list[dict[str, Any]], verdicts: list[dict[str, Any
 
 def training_rows(domain: Domain, problems: list[dict[str, Any]], rollouts: list[dict[str, Any]],
                   verdicts: list[dict[str, Any]], curriculum: list[dict[str, Any]],
-                  band: CurateConfig, *, warmup: bool,
+                  curation: CurateConfig, *, warmup: bool,
                   penalties: Mapping[str, float] | None = None, algorithm: str = "sft",
                   max_pairs_per_problem: int = 4) -> list[dict[str, Any]]:
     """`penalties`: the diversity penalty per problem_id (repetition_penalties), 0 if absent.
@@ -152,45 +152,45 @@ def training_rows(domain: Domain, problems: list[dict[str, Any]], rollouts: list
         if warmup:
             if stats is not None:
                 add("solver", domain.solver_prompt(problem["text"]), problem["reference"], 1.0, problem, None)
-            if band.warmup_proposer_rows:
+            if curation.warmup_proposer_rows:
                 add("proposer", domain.proposer_prompt(problem["level"]), problem["text"], 1.0, problem, None)
             continue
         if stats is None:
             continue
-        too_hard = band.solver_targets == "rationalize" and stats["pass_rate"] <= band.min_pass_rate
-        if band.solver_targets == "reference" or too_hard:
+        too_hard = curation.solver_targets == "rationalize" and stats["pass_rate"] <= curation.min_pass_rate
+        if curation.solver_targets == "reference" or too_hard:
             add("solver", domain.solver_prompt(problem["text"]), problem["reference"], 1.0, problem, None)
         elif algorithm == "sft":
-            for r in verified[problem["problem_id"]][: band.max_answers_per_problem]:
+            for r in verified[problem["problem_id"]][: curation.max_answers_per_problem]:
                 add("solver", r["prompt"], r["completion"], 1.0, problem, r["rollout_id"])
-        if band.proposer_rows:
-            weight = proposer_weight(stats["pass_rate"] or 0.0, group[problem["problem_id"]], band,
+        if curation.proposer_rows:
+            weight = proposer_weight(stats["pass_rate"] or 0.0, group[problem["problem_id"]], curation,
                                      penalty=(penalties or {}).get(problem["problem_id"], 0.0))
             add("proposer", domain.proposer_prompt(problem["level"]), problem["text"], weight, problem, None)
-    if algorithm != "sft" and not warmup and band.solver_targets != "reference":
+    if algorithm != "sft" and not warmup and curation.solver_targets != "reference":
         rows = solver_rows(algorithm, domain, problems, rollouts, verdicts, curriculum,
                            max_pairs_per_problem=max_pairs_per_problem)
     proposer.sort(key=lambda r: -r["weight"])  # stable: ties keep problem order
-    return rows + proposer[: band.max_proposer_rows]
+    return rows + proposer[: curation.max_proposer_rows]
 
 
-def repetition_penalties(domain: Domain, proposals: list[dict[str, Any]], band: CurateConfig) -> dict[str, float]:
+def repetition_penalties(domain: Domain, proposals: list[dict[str, Any]], curation: CurateConfig) -> dict[str, float]:
     """Diversity penalty per problem_id: the valid proposer samples of the round (exact and near
     duplicates included) clustered by near-duplicate similarity of their texts or, with
     `diversity_on = "shape"`, of their shapes (Domain.shape); penalty = cluster size / samples."""
     valid = [(p["problem_id"], domain.parse(p["text"])) for p in proposals if p["problem_id"] is not None]
-    texts = [domain.shape(parsed.text) if band.diversity_on == "shape" else parsed.text for _, parsed in valid]
-    labels = clusters(texts, threshold=band.diversity_threshold, ngram=band.diversity_ngram)
+    texts = [domain.shape(parsed.text) if curation.diversity_on == "shape" else parsed.text for _, parsed in valid]
+    labels = clusters(texts, threshold=curation.diversity_threshold, ngram=curation.diversity_ngram)
     return dict(zip([pid for pid, _ in valid], diversity_penalties(labels), strict=True))
 
 
-def curate_settings(band: CurateConfig) -> dict[str, Any]:
+def curate_settings(curation: CurateConfig) -> dict[str, Any]:
     """The curate section as fingerprinted: rationalize_ratio and diversity_on only where they
     matter (runs fingerprinted before they existed keep their fingerprints)."""
-    settings = band.model_dump(mode="json")
-    if band.solver_targets != "rationalize":
+    settings = curation.model_dump(mode="json")
+    if curation.solver_targets != "rationalize":
         settings.pop("rationalize_ratio")
-    if band.diversity_on == "text":
+    if curation.diversity_on == "text":
         settings.pop("diversity_on")
     return {"curate": settings}
 
@@ -198,18 +198,18 @@ def curate_settings(band: CurateConfig) -> dict[str, Any]:
 @task(name="curate", cache_policy=NONE, persist_result=False)
 def curate(ctx: RunContext, round_index: int, problems: StageOutput, rollouts: StageOutput,
            verdicts: StageOutput) -> StageOutput:
-    band = ctx.config.curate
+    curation = ctx.config.curate
 
     def compute(fingerprint: str) -> StageResult:
         problem_rows = read_rows(problems.path("problems"))
         verdict_rows = read_rows(verdicts.path("verdicts"))
         warmup = round_index == 0
-        curriculum = curriculum_rows(problem_rows, verdict_rows, band, warmup=warmup,
+        curriculum = curriculum_rows(problem_rows, verdict_rows, curation, warmup=warmup,
                                      warmup_max_level=ctx.config.domain.seed_max_level)
-        penalties = (repetition_penalties(ctx.domain, read_rows(problems.path("proposals")), band)
-                     if band.diversity_penalty > 0 and not warmup else None)
+        penalties = (repetition_penalties(ctx.domain, read_rows(problems.path("proposals")), curation)
+                     if curation.diversity_penalty > 0 and not warmup else None)
         rows = training_rows(ctx.domain, problem_rows, read_rows(rollouts.path("rollouts")),
-                             verdict_rows, curriculum, band, warmup=warmup, penalties=penalties,
+                             verdict_rows, curriculum, curation, warmup=warmup, penalties=penalties,
                              algorithm=ctx.config.train.algorithm,
                              max_pairs_per_problem=ctx.config.train.max_pairs_per_problem)
         judged = [c["pass_rate"] for c in curriculum if c["pass_rate"] is not None]
@@ -223,7 +223,7 @@ def curate(ctx: RunContext, round_index: int, problems: StageOutput, rollouts: S
 
     return run_stage(
         ctx, stage="curate", version=VERSION, round_index=round_index,
-        config={**curate_settings(band), "warmup": round_index == 0,
+        config={**curate_settings(curation), "warmup": round_index == 0,
                 "warmup_max_level": ctx.config.domain.seed_max_level,
                 "algorithm": ctx.config.train.algorithm,
                 "max_pairs_per_problem": ctx.config.train.max_pairs_per_problem},

@@ -9,9 +9,10 @@
     result.failures[0].rows             # up to 5 offending rows, as dicts
     result.gx                           # {"rows": <the GX validation result JSON>, ...}
 
-The file is queried with DuckDB and each frame handed to an ephemeral GX 1.x context as a pandas
-frame (GX does not accept polars frames, and its DuckDB SQL path is broken upstream: GX issues
-#10738, #11579). GX is imported inside functions, so importing this module stays cheap.
+The file is queried with DuckDB (storage.gate_data holds the queries) and each frame handed to
+an ephemeral GX 1.x context as a pandas frame (GX does not accept polars frames, and its DuckDB
+SQL path is broken upstream: GX issues #10738, #11579). GX is imported inside functions, so
+importing this module stays cheap.
 
 Nothing passes silently: an expectation that raised (a missing column, a type GX cannot
 compare), a frame that cannot be built, a file that cannot be read all count as failures
@@ -29,7 +30,15 @@ from pathlib import Path
 from typing import Any
 
 from configs import GatesConfig
-from validators.suites import PREVIOUS_PROBLEMS_SQL, FrameSuite, SuiteContext, build_suites
+from storage.gate_data import (
+    attach_dataset,
+    gate_connection,
+    gate_frame,
+    max_samples_per_problem,
+    problem_means,
+    stored_stage_outputs,
+)
+from validators.suites import FrameSuite, SuiteContext, build_suites
 
 MAX_ROWS_SHOWN = 5
 
@@ -131,18 +140,6 @@ def _batch_definition() -> Any:
     return source.add_dataframe_asset("frame").add_batch_definition_whole_dataframe("whole")
 
 
-def frame_of(con: Any, sql: str) -> Any:
-    """Run `sql` with DuckDB -> pandas. DuckDB gives int64/bool columns numpy dtypes without
-    nulls and nullable Int64/boolean with them (suites.PANDAS_DTYPES accepts both); an all-null
-    text column comes back as object and is made `str` like every other text column."""
-    relation = con.sql(sql)
-    df = relation.df()
-    for column, duck_type in zip(relation.columns, relation.types, strict=True):
-        if str(df[column].dtype) == "object" and str(duck_type) == "VARCHAR" and df[column].isna().all():
-            df[column] = df[column].astype("str")
-    return df
-
-
 def _plain(value: Any) -> Any:
     """NaN -> None (GX's JSON carries NaN for a missing float)."""
     return None if isinstance(value, float) and math.isnan(value) else value
@@ -155,10 +152,13 @@ def _records(df: Any) -> list[dict[str, Any]]:
 
 def _errors(exception_info: dict[str, Any]) -> list[str]:
     """Messages of exceptions GX caught while evaluating one expectation (two shapes exist)."""
-    infos = [exception_info] if "raised_exception" in exception_info else list(exception_info.values())
+    infos = ([exception_info] if "raised_exception" in exception_info
+             else list(exception_info.values()))
     messages = []
     for info in infos:
-        if isinstance(info, dict) and (info.get("raised_exception") or info.get("exception_message")):
+        raised = isinstance(info, dict) and (info.get("raised_exception")
+                                             or info.get("exception_message"))
+        if raised:
             message = str(info.get("exception_message") or "exception without a message")
             messages.append(message.strip().splitlines()[-1] if message.strip() else message)
     return messages
@@ -171,9 +171,12 @@ def _fmt(value: Any) -> str:
 
 
 def _condition(condition: Any) -> str:
-    """A GX row condition as text: {'column': {'name': 'judged'}, 'operator': '>', ...} -> judged > 0."""
+    """A GX row condition as text:
+    {'column': {'name': 'judged'}, 'operator': '>', ...} -> judged > 0."""
     if isinstance(condition, dict) and {"column", "operator"} <= set(condition):
-        column = condition["column"].get("name") if isinstance(condition["column"], dict) else condition["column"]
+        column = condition["column"]
+        if isinstance(column, dict):
+            column = column.get("name")
         return f"{column} {condition['operator']} {condition.get('parameter')!r}"
     return str(condition)
 
@@ -215,13 +218,15 @@ def _observed(result: dict[str, Any]) -> str:
             return "none (no non-null values)"
         return _fmt(result["observed_value"])
     if "unexpected_count" in result:
-        values = ", ".join(repr(_plain(v)) for v in (result.get("partial_unexpected_list") or [])[:3])
+        sample_values = (result.get("partial_unexpected_list") or [])[:3]
+        values = ", ".join(repr(_plain(v)) for v in sample_values)
         sample = f", e.g. {values}" if values else ""
         return f"{result['unexpected_count']} of {result.get('element_count')} rows{sample}"
     return "-"
 
 
-def _offending_rows(df: Any, expectation: str, kwargs: dict[str, Any], result: dict[str, Any]) -> Any:
+def _offending_rows(df: Any, expectation: str, kwargs: dict[str, Any],
+                    result: dict[str, Any]) -> Any:
     """Up to MAX_ROWS_SHOWN rows that make the expectation fail, or None when rows say nothing."""
     indexes = result.get("partial_unexpected_index_list")
     column = kwargs.get("column")
@@ -268,12 +273,14 @@ def _failure(config: dict[str, Any], result: dict[str, Any], frame: str, df: Any
 
 
 def _gate_error(check: str, frame: str, exc: BaseException) -> FailedExpectation:
-    message = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+    text = str(exc).strip()
+    message = f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
     return FailedExpectation(check=check, expectation="gate_error", column=None, frame=frame,
                              observed="could not be evaluated", bound="-", error=message)
 
 
-def validate_frame(df: Any, suite: FrameSuite, name: str) -> tuple[int, list[FailedExpectation], dict[str, Any]]:
+def validate_frame(df: Any, suite: FrameSuite,
+                   name: str) -> tuple[int, list[FailedExpectation], dict[str, Any]]:
     """Run one suite on one pandas frame -> (expectations evaluated, failures, GX result JSON)."""
     import great_expectations as gx
     from great_expectations.validator.v1_validator import Validator
@@ -298,20 +305,9 @@ def validate_frame(df: Any, suite: FrameSuite, name: str) -> tuple[int, list[Fai
 # ---- the gate -------------------------------------------------------------------------------
 
 
-def _sql_string(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 def problem_stats(path: Path | str) -> dict[str, float] | None:
     """Mean text length and level of a problems file (the drift baseline), None if empty."""
-    import duckdb
-
-    con = duckdb.connect()
-    try:
-        con.execute(f"CREATE VIEW data AS SELECT * FROM read_parquet({_sql_string(str(path))})")
-        length, level = con.sql(PREVIOUS_PROBLEMS_SQL).fetchall()[0]
-    finally:
-        con.close()
+    length, level = problem_means(path)
     if length is None or level is None:
         return None
     return {"text_length": float(length), "level": float(level)}
@@ -320,9 +316,35 @@ def problem_stats(path: Path | str) -> dict[str, float] | None:
 def _samples_per_problem(con: Any) -> int | None:
     """Most verdicts of one problem (None when the column is missing: the schema check fails)."""
     try:
-        return con.sql("SELECT max(n) FROM (SELECT count(*) AS n FROM data GROUP BY problem_id)").fetchall()[0][0]
+        return max_samples_per_problem(con)
     except Exception:  # noqa: BLE001
         return None
+
+
+def _previous_stats(kind: str, previous_path: Path | str | None,
+                    failures: list[FailedExpectation]) -> dict[str, float] | None:
+    """The drift baseline of a problems gate; an unreadable one is a failure, not a pass."""
+    if previous_path is None or kind != "problems":
+        return None
+    try:
+        return problem_stats(previous_path)
+    except Exception as exc:  # noqa: BLE001 - an unreadable baseline fails the drift check
+        failures.append(_gate_error(f"read the previous round's {kind} ({previous_path})",
+                                    "lengths", exc))
+        return None
+
+
+def _run_suite(con: Any, suite: FrameSuite, kind: str) -> tuple[
+        int, list[FailedExpectation], dict[str, Any] | None]:
+    """Build one suite's frame and validate it -> (evaluated, failures, GX JSON or None)."""
+    try:
+        df = gate_frame(con, suite.frame)
+    except Exception as exc:  # noqa: BLE001 - e.g. a dropped column the frame needs
+        return 0, [_gate_error(f"build the {suite.frame} frame", suite.frame, exc)], None
+    try:
+        return validate_frame(df, suite, f"{kind}.{suite.frame}")
+    except Exception as exc:  # noqa: BLE001 - GX itself failed: not a pass
+        return 0, [_gate_error(f"run the {suite.frame} suite", suite.frame, exc)], None
 
 
 def run_gate(path: Path | str, kind: str, gates: GatesConfig, *, run_id: str | None = None,
@@ -332,25 +354,15 @@ def run_gate(path: Path | str, kind: str, gates: GatesConfig, *, run_id: str | N
 
     previous_path: the previous round's dataset of the same kind (problems: drift baseline).
     """
-    import duckdb
-
     started = time.perf_counter()
     failures: list[FailedExpectation] = []
     gx_results: dict[str, Any] = {}
     evaluated = 0
     rows: int | None = None
-    previous = None
-    if previous_path is not None and kind == "problems":
+    previous = _previous_stats(kind, previous_path, failures)
+    with gate_connection() as con:
         try:
-            previous = problem_stats(previous_path)
-        except Exception as exc:  # noqa: BLE001 - an unreadable baseline fails the drift check
-            failures.append(_gate_error(f"read the previous round's {kind} ({previous_path})",
-                                        "lengths", exc))
-    con = duckdb.connect()
-    try:
-        try:
-            con.execute(f"CREATE VIEW data AS SELECT * FROM read_parquet({_sql_string(str(path))})")
-            rows = con.sql("SELECT count(*) FROM data").fetchall()[0][0]
+            rows = attach_dataset(con, path)
         except Exception as exc:  # noqa: BLE001 - an unreadable file fails its gate
             failures.append(_gate_error(f"read {path}", "rows", exc))
         samples = _samples_per_problem(con) if kind == "verdicts" and rows else None
@@ -358,21 +370,11 @@ def run_gate(path: Path | str, kind: str, gates: GatesConfig, *, run_id: str | N
                                samples_per_problem=samples)
         suites = build_suites(kind, gates, context) if rows is not None else []
         for suite in suites:
-            try:
-                df = frame_of(con, suite.sql)
-            except Exception as exc:  # noqa: BLE001 - e.g. a dropped column the frame needs
-                failures.append(_gate_error(f"build the {suite.frame} frame", suite.frame, exc))
-                continue
-            try:
-                count, failed, payload = validate_frame(df, suite, f"{kind}.{suite.frame}")
-            except Exception as exc:  # noqa: BLE001 - GX itself failed: not a pass
-                failures.append(_gate_error(f"run the {suite.frame} suite", suite.frame, exc))
-                continue
+            count, failed, payload = _run_suite(con, suite, kind)
             evaluated += count
             failures += failed
-            gx_results[suite.frame] = payload
-    finally:
-        con.close()
+            if payload is not None:
+                gx_results[suite.frame] = payload
     return GateResult(kind=kind, path=str(path), rows=rows, success=not failures,
                       evaluated=evaluated, failures=failures,
                       seconds=time.perf_counter() - started, round=round_index, stage=stage,
@@ -383,20 +385,14 @@ def stored_outputs(catalog: Any, run_id: str, *, round_index: int | None = None,
                    stage: str | None = None) -> list[dict[str, Any]]:
     """The newest recorded dataset per (round, stage, kind) of a run, completed or gate_failed,
     in the order the stages ran (checkpoints excluded)."""
-    sql = """
-        SELECT d.round, d.stage, d.kind, d.path, d.fingerprint, s.status, s.started_at
-        FROM datasets d JOIN stages s ON d.run_id = s.run_id AND d.fingerprint = s.fingerprint
-        WHERE d.run_id = ? AND s.status IN ('completed', 'gate_failed') AND d.kind != 'checkpoint'
-        QUALIFY row_number() OVER (PARTITION BY d.round, d.stage, d.kind
-                                   ORDER BY s.finished_at DESC) = 1
-    """
-    rows = catalog.query(sql, [run_id])
+    rows = stored_stage_outputs(catalog, run_id)
     rows = [r for r in rows if (round_index is None or r["round"] == round_index)
             and (stage is None or r["stage"] == stage)]
     return sorted(rows, key=lambda r: (r["round"], r["started_at"], r["kind"]))
 
 
-def validate_stored(catalog: Any, run_id: str, gates: GatesConfig, *, round_index: int | None = None,
+def validate_stored(catalog: Any, run_id: str, gates: GatesConfig, *,
+                    round_index: int | None = None,
                     stage: str | None = None) -> list[GateResult]:
     """Run the gates again on a run's stored outputs (read-only: nothing is recorded)."""
     results = []

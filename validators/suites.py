@@ -1,9 +1,9 @@
 """One Great Expectations suite per stage output kind, defined in code; thresholds from config.
 
-A kind's checks run on one or more *frames*, each a DuckDB query over the view `data` (the
-Parquet file as stored):
+A kind's checks run on one or more *frames* of the Parquet file as stored, each named here and
+built by `storage.gate_data` (which holds their queries):
 
-    rows          SELECT * FROM data: schema (ordered columns, pandas dtypes), row count, no
+    rows          every row: schema (ordered columns, pandas dtypes), row count, no
                   nulls in keys, unique ids, values and text lengths within bounds, the run id
                   and round every row must carry
     per_problem   verdicts grouped by problem: mean pass rate, answer spread
@@ -28,7 +28,7 @@ not tables, and have no suite.
 
 Means are checked on the small grouped frames, not on the rows frame: Great Expectations'
 pandas mean scans every value in Python (for decimals), which costs ~1 s per million rows.
-Great Expectations is imported inside `build_suites` only.
+Great Expectations is imported inside the functions that build expectations.
 """
 
 from __future__ import annotations
@@ -66,21 +66,6 @@ NOT_NULL = {
               "reference", "correct"],
 }
 
-ROWS_SQL = "SELECT * FROM data"
-PER_PROBLEM_SQL = """
-SELECT problem_id,
-       count(*) AS samples,
-       count(reward) AS judged,
-       avg(reward) AS pass_rate,
-       count(DISTINCT answer) + (count(answer) < count(*))::INTEGER AS distinct_answers,
-       CASE WHEN count(*) > 1 THEN
-            (count(DISTINCT answer) + (count(answer) < count(*))::INTEGER - 1) / (count(*) - 1)
-       END AS answer_spread
-FROM data GROUP BY problem_id ORDER BY problem_id
-"""
-LENGTHS_SQL = "SELECT problem_id, text, length(text) AS text_length, level FROM data"
-PREVIOUS_PROBLEMS_SQL = "SELECT avg(length(text)) AS text_length, avg(level) AS level FROM data"
-
 
 @dataclass(frozen=True)
 class SuiteContext:
@@ -94,151 +79,240 @@ class SuiteContext:
 
 @dataclass(frozen=True)
 class FrameSuite:
-    """The expectations to run on one frame: `sql` selects it from the view `data`."""
+    """The expectations to run on one frame; `frame` names it (storage.gate_data.FRAMES)."""
 
     frame: str
-    sql: str
     expectations: list[Any]
 
 
-def build_suites(kind: str, gates: GatesConfig, context: SuiteContext) -> list[FrameSuite]:
-    """The expectations of `kind`, grouped by the frame they run on."""
-    import great_expectations.expectations as gxe
+# What one kind adds to the common checks: expectations on the rows frame, and suites on other
+# frames.
+KindChecks = tuple[list[Any], list[FrameSuite]]
 
+
+def build_suites(kind: str, gates: GatesConfig, context: SuiteContext) -> list[FrameSuite]:
+    """The expectations of `kind`, grouped by the frame they run on (the rows frame first)."""
     if kind not in SCHEMAS:
         msg = f"no gate suite for kind {kind!r} (known: {', '.join(SCHEMAS)})"
         raise KeyError(msg)
+    kind_rows, frames = KIND_CHECKS[kind](gates, context)
+    return [FrameSuite("rows", [*_common_row_checks(kind, gates, context), *kind_rows]), *frames]
 
-    def check(expectation: type, description: str, **kwargs: Any) -> Any:
-        return expectation(meta={"check": description}, **kwargs)
 
-    def not_null(column: str, where: str = "", **kwargs: Any) -> Any:
-        return check(gxe.ExpectColumnValuesToNotBeNull, f"{column} is never null{where}",
-                     column=column, **kwargs)
+# ---- expectation builders -------------------------------------------------------------------
 
-    def lengths(column: str, low: int, high: int) -> Any:
-        return check(gxe.ExpectColumnValueLengthsToBeBetween, f"{column} has {low}..{high} characters",
-                     column=column, min_value=low, max_value=high)
 
-    def between(column: str, low: float | None, high: float | None, **kwargs: Any) -> Any:
-        return check(gxe.ExpectColumnValuesToBeBetween, f"{column} within [{low}, {high}]",
-                     column=column, min_value=low, max_value=high, **kwargs)
+def _check(expectation: type, description: str, **kwargs: Any) -> Any:
+    """An expectation whose meta names the check in words (the report's first line)."""
+    return expectation(meta={"check": description}, **kwargs)
 
-    def mean_inside(column: str, low: float, high: float, what: str) -> Any:
-        return check(gxe.ExpectColumnMeanToBeBetween, f"{what} strictly between {low} and {high}",
-                     column=column, min_value=low, max_value=high, strict_min=True, strict_max=True)
+
+def _not_null(column: str, where: str = "", **kwargs: Any) -> Any:
+    import great_expectations.expectations as gxe
+
+    return _check(gxe.ExpectColumnValuesToNotBeNull, f"{column} is never null{where}",
+                  column=column, **kwargs)
+
+
+def _lengths(column: str, low: int, high: int) -> Any:
+    import great_expectations.expectations as gxe
+
+    return _check(gxe.ExpectColumnValueLengthsToBeBetween, f"{column} has {low}..{high} characters",
+                  column=column, min_value=low, max_value=high)
+
+
+def _between(column: str, low: float | None, high: float | None, **kwargs: Any) -> Any:
+    import great_expectations.expectations as gxe
+
+    return _check(gxe.ExpectColumnValuesToBeBetween, f"{column} within [{low}, {high}]",
+                  column=column, min_value=low, max_value=high, **kwargs)
+
+
+def _mean_inside(column: str, low: float, high: float, what: str) -> Any:
+    import great_expectations.expectations as gxe
+
+    return _check(gxe.ExpectColumnMeanToBeBetween, f"{what} strictly between {low} and {high}",
+                  column=column, min_value=low, max_value=high, strict_min=True, strict_max=True)
+
+
+def _later_round(context: SuiteContext) -> bool:
+    """Rounds >= 1: past the warm-up, so pass-rate and answer checks apply."""
+    return context.round is not None and context.round >= 1
+
+
+# ---- checks every kind has ------------------------------------------------------------------
+
+
+def _dtype_check(name: str, dtype: pa.DataType) -> Any:
+    import great_expectations.expectations as gxe
+
+    dtypes = PANDAS_DTYPES[dtype]
+    if len(dtypes) == 1:
+        return _check(gxe.ExpectColumnTypeToBe, f"{name} has dtype {dtypes[0]}",
+                      column=name, type_=dtypes[0])
+    return _check(gxe.ExpectColumnValuesToBeInTypeList, f"{name} has dtype {' or '.join(dtypes)}",
+                  column=name, type_list=dtypes)
+
+
+def _common_row_checks(kind: str, gates: GatesConfig, context: SuiteContext) -> list[Any]:
+    """Schema, row count, non-null keys, a unique id, and the run id and round of every row."""
+    import great_expectations.expectations as gxe
 
     schema = SCHEMAS[kind]
     rows: list[Any] = [
-        check(gxe.ExpectTableColumnsToMatchOrderedList, f"columns are {', '.join(schema.names)}",
-              column_list=list(schema.names)),
-        check(gxe.ExpectTableRowCountToBeBetween, f"at least {gates.min_rows} rows",
-              min_value=gates.min_rows),
+        _check(gxe.ExpectTableColumnsToMatchOrderedList, f"columns are {', '.join(schema.names)}",
+               column_list=list(schema.names)),
+        _check(gxe.ExpectTableRowCountToBeBetween, f"at least {gates.min_rows} rows",
+               min_value=gates.min_rows),
     ]
-    for f in schema:
-        dtypes = PANDAS_DTYPES[f.type]
-        if len(dtypes) == 1:
-            rows.append(check(gxe.ExpectColumnTypeToBe, f"{f.name} has dtype {dtypes[0]}",
-                              column=f.name, type_=dtypes[0]))
-        else:
-            rows.append(check(gxe.ExpectColumnValuesToBeInTypeList,
-                              f"{f.name} has dtype {' or '.join(dtypes)}", column=f.name,
-                              type_list=dtypes))
-    rows += [not_null(column) for column in NOT_NULL[kind]]
-    rows.append(check(gxe.ExpectColumnValuesToBeUnique, f"{ID_COLUMN[kind]} is unique",
-                      column=ID_COLUMN[kind]))
+    rows += [_dtype_check(f.name, f.type) for f in schema]
+    rows += [_not_null(column) for column in NOT_NULL[kind]]
+    rows.append(_check(gxe.ExpectColumnValuesToBeUnique, f"{ID_COLUMN[kind]} is unique",
+                       column=ID_COLUMN[kind]))
     if context.run_id is not None:
-        rows.append(check(gxe.ExpectColumnValuesToBeInSet, f"run_id is {context.run_id}",
-                          column="run_id", value_set=[context.run_id]))
+        rows.append(_check(gxe.ExpectColumnValuesToBeInSet, f"run_id is {context.run_id}",
+                           column="run_id", value_set=[context.run_id]))
     if context.round is not None:
-        rows.append(check(gxe.ExpectColumnValuesToBeInSet, f"round is {context.round}",
-                          column="round", value_set=[context.round]))
-    frames = [FrameSuite("rows", ROWS_SQL, rows)]
-    later_round = context.round is not None and context.round >= 1
+        rows.append(_check(gxe.ExpectColumnValuesToBeInSet, f"round is {context.round}",
+                           column="round", value_set=[context.round]))
+    return rows
 
-    if kind == "proposals":
-        rows += [
-            lengths("prompt", 1, gates.max_prompt_chars),
-            lengths("text", 0, gates.max_completion_chars),
-            check(gxe.ExpectColumnValuesToBeInSet,
-                  "drop_reason is invalid, duplicate, near_duplicate, heldout or null",
-                  column="drop_reason", value_set=["invalid", "duplicate", "near_duplicate", "heldout"]),
-            check(gxe.ExpectColumnProportionOfUniqueValuesToBeBetween,
-                  f"distinct texts / proposals >= {gates.min_distinct_proposal_share}",
-                  column="text", min_value=gates.min_distinct_proposal_share),
-        ]
-    elif kind == "problems":
-        rows += [
-            lengths("text", 1, gates.max_problem_chars),
-            between("level", 0, None),
-            check(gxe.ExpectColumnProportionOfUniqueValuesToBeBetween,
-                  f"distinct texts / problems >= {gates.min_distinct_problem_share}",
-                  column="text", min_value=gates.min_distinct_problem_share),
-        ]
-        previous = context.previous_problems
-        if previous is not None and previous.get("text_length") is not None:
-            length, level = previous["text_length"], previous["level"]
-            drift = gates.max_length_drift
-            low, high = length * (1 - drift), length * (1 + drift)
-            frames.append(FrameSuite("lengths", LENGTHS_SQL, [
-                check(gxe.ExpectColumnMeanToBeBetween,
-                      f"mean text length within {drift:.0%} of the previous round's {length:.2f}",
-                      column="text_length", min_value=max(low, 0.0), max_value=high),
-                check(gxe.ExpectColumnMeanToBeBetween,
-                      f"mean level within {gates.max_level_drift} of the previous round's {level:.2f}",
-                      column="level", min_value=level - gates.max_level_drift,
-                      max_value=level + gates.max_level_drift),
-            ]))
-    elif kind == "rollouts":
-        rows += [
-            lengths("prompt", 1, gates.max_prompt_chars),
-            lengths("completion", 0, gates.max_completion_chars),
-            between("sample_index", 0, None),
-            between("completion_tokens", 0, None),
-        ]
-    elif kind == "verdicts":
-        from great_expectations.expectations.row_conditions import Column
 
-        rows += [
-            between("reward", 0.0, 1.0),
-            not_null("reward", " where method != 'none'", row_condition=Column("method") != "none"),
-        ]
-        if later_round:
-            per_problem = [mean_inside("pass_rate", gates.min_mean_pass_rate,
-                                       gates.max_mean_pass_rate, "mean pass rate")]
-            if (context.samples_per_problem or 0) >= 2:  # one sample per problem: no spread
-                per_problem.append(check(
-                    gxe.ExpectColumnMeanToBeBetween,
-                    f"answer spread (distinct answers - 1) / (samples - 1) >= {gates.min_answer_spread}",
-                    column="answer_spread", min_value=gates.min_answer_spread))
-            frames.append(FrameSuite("per_problem", PER_PROBLEM_SQL, per_problem))
-    elif kind == "curriculum":
-        from great_expectations.expectations.row_conditions import Column
+# ---- one function per kind ------------------------------------------------------------------
 
-        rows += [
-            between("pass_rate", 0.0, 1.0),
-            between("reward_std", 0.0, 0.5),
-            not_null("pass_rate", " where judged > 0", row_condition=Column("judged") > 0),
-            check(gxe.ExpectColumnPairValuesAToBeGreaterThanB, "judged <= samples",
-                  column_A="samples", column_B="judged", or_equal=True),
-            check(gxe.ExpectColumnMeanToBeBetween,
-                  f"kept fraction within [{gates.min_kept_fraction}, {gates.max_kept_fraction}]",
-                  column="kept", min_value=gates.min_kept_fraction, max_value=gates.max_kept_fraction),
-        ]
-        if later_round:
-            rows.append(mean_inside("pass_rate", gates.min_mean_pass_rate, gates.max_mean_pass_rate,
-                                    "mean pass rate"))
-    elif kind == "train_rows":
-        rows += [
-            lengths("prompt", 1, gates.max_prompt_chars),
-            lengths("completion", 1, gates.max_completion_chars),
-            check(gxe.ExpectColumnValuesToBeInSet, "role is solver or proposer",
-                  column="role", value_set=["solver", "proposer"]),
-            between("weight", 0.0, 1.0),
-        ]
-    elif kind == "evals":
-        rows += [
-            lengths("prompt", 1, gates.max_prompt_chars),
-            lengths("completion", 0, gates.max_completion_chars),
-        ]
-    return frames
+
+def proposal_checks(gates: GatesConfig, context: SuiteContext) -> KindChecks:
+    """Prompt and text lengths, known drop reasons, and enough distinct texts."""
+    import great_expectations.expectations as gxe
+
+    return [
+        _lengths("prompt", 1, gates.max_prompt_chars),
+        _lengths("text", 0, gates.max_completion_chars),
+        _check(gxe.ExpectColumnValuesToBeInSet,
+               "drop_reason is invalid, duplicate, near_duplicate, heldout or null",
+               column="drop_reason",
+               value_set=["invalid", "duplicate", "near_duplicate", "heldout"]),
+        _check(gxe.ExpectColumnProportionOfUniqueValuesToBeBetween,
+               f"distinct texts / proposals >= {gates.min_distinct_proposal_share}",
+               column="text", min_value=gates.min_distinct_proposal_share),
+    ], []
+
+
+def problem_checks(gates: GatesConfig, context: SuiteContext) -> KindChecks:
+    """Text length, level, enough distinct texts; drift from the previous round when known."""
+    import great_expectations.expectations as gxe
+
+    rows = [
+        _lengths("text", 1, gates.max_problem_chars),
+        _between("level", 0, None),
+        _check(gxe.ExpectColumnProportionOfUniqueValuesToBeBetween,
+               f"distinct texts / problems >= {gates.min_distinct_problem_share}",
+               column="text", min_value=gates.min_distinct_problem_share),
+    ]
+    previous = context.previous_problems
+    if previous is None or previous.get("text_length") is None:
+        return rows, []
+    return rows, [_drift_suite(gates, previous["text_length"], previous["level"])]
+
+
+def _drift_suite(gates: GatesConfig, length: float, level: float) -> FrameSuite:
+    """Mean text length and mean level near the previous round's (`length`, `level`)."""
+    import great_expectations.expectations as gxe
+
+    drift = gates.max_length_drift
+    low, high = length * (1 - drift), length * (1 + drift)
+    return FrameSuite("lengths", [
+        _check(gxe.ExpectColumnMeanToBeBetween,
+               f"mean text length within {drift:.0%} of the previous round's {length:.2f}",
+               column="text_length", min_value=max(low, 0.0), max_value=high),
+        _check(gxe.ExpectColumnMeanToBeBetween,
+               f"mean level within {gates.max_level_drift} of the previous round's {level:.2f}",
+               column="level", min_value=level - gates.max_level_drift,
+               max_value=level + gates.max_level_drift),
+    ])
+
+
+def rollout_checks(gates: GatesConfig, context: SuiteContext) -> KindChecks:
+    """Prompt and completion lengths, non-negative sample index and token count."""
+    return [
+        _lengths("prompt", 1, gates.max_prompt_chars),
+        _lengths("completion", 0, gates.max_completion_chars),
+        _between("sample_index", 0, None),
+        _between("completion_tokens", 0, None),
+    ], []
+
+
+def verdict_checks(gates: GatesConfig, context: SuiteContext) -> KindChecks:
+    """Rewards in [0, 1], judged unless the method is none; per problem from round 1 on."""
+    from great_expectations.expectations.row_conditions import Column
+
+    rows = [
+        _between("reward", 0.0, 1.0),
+        _not_null("reward", " where method != 'none'", row_condition=Column("method") != "none"),
+    ]
+    return rows, ([_per_problem_suite(gates, context)] if _later_round(context) else [])
+
+
+def _per_problem_suite(gates: GatesConfig, context: SuiteContext) -> FrameSuite:
+    """Mean pass rate strictly inside the band; answer spread when problems have 2+ samples."""
+    import great_expectations.expectations as gxe
+
+    per_problem = [_mean_inside("pass_rate", gates.min_mean_pass_rate, gates.max_mean_pass_rate,
+                                "mean pass rate")]
+    if (context.samples_per_problem or 0) >= 2:  # one sample per problem: no spread
+        per_problem.append(_check(
+            gxe.ExpectColumnMeanToBeBetween,
+            f"answer spread (distinct answers - 1) / (samples - 1) >= {gates.min_answer_spread}",
+            column="answer_spread", min_value=gates.min_answer_spread))
+    return FrameSuite("per_problem", per_problem)
+
+
+def curriculum_checks(gates: GatesConfig, context: SuiteContext) -> KindChecks:
+    """Pass rate and reward spread in range, judged <= samples, kept fraction; mean pass rate
+    strictly inside the band from round 1 on."""
+    import great_expectations.expectations as gxe
+    from great_expectations.expectations.row_conditions import Column
+
+    rows = [
+        _between("pass_rate", 0.0, 1.0),
+        _between("reward_std", 0.0, 0.5),
+        _not_null("pass_rate", " where judged > 0", row_condition=Column("judged") > 0),
+        _check(gxe.ExpectColumnPairValuesAToBeGreaterThanB, "judged <= samples",
+               column_A="samples", column_B="judged", or_equal=True),
+        _check(gxe.ExpectColumnMeanToBeBetween,
+               f"kept fraction within [{gates.min_kept_fraction}, {gates.max_kept_fraction}]",
+               column="kept", min_value=gates.min_kept_fraction,
+               max_value=gates.max_kept_fraction),
+    ]
+    if _later_round(context):
+        rows.append(_mean_inside("pass_rate", gates.min_mean_pass_rate, gates.max_mean_pass_rate,
+                                 "mean pass rate"))
+    return rows, []
+
+
+def train_row_checks(gates: GatesConfig, context: SuiteContext) -> KindChecks:
+    """Prompt and completion lengths, a known role, weights in [0, 1]."""
+    import great_expectations.expectations as gxe
+
+    return [
+        _lengths("prompt", 1, gates.max_prompt_chars),
+        _lengths("completion", 1, gates.max_completion_chars),
+        _check(gxe.ExpectColumnValuesToBeInSet, "role is solver or proposer",
+               column="role", value_set=["solver", "proposer"]),
+        _between("weight", 0.0, 1.0),
+    ], []
+
+
+def eval_checks(gates: GatesConfig, context: SuiteContext) -> KindChecks:
+    """Prompt and completion lengths."""
+    return [
+        _lengths("prompt", 1, gates.max_prompt_chars),
+        _lengths("completion", 0, gates.max_completion_chars),
+    ], []
+
+
+KIND_CHECKS = {
+    "proposals": proposal_checks, "problems": problem_checks, "rollouts": rollout_checks,
+    "verdicts": verdict_checks, "curriculum": curriculum_checks, "train_rows": train_row_checks,
+    "evals": eval_checks,
+}

@@ -40,7 +40,8 @@ def _where(result: GateResult) -> str:
 
 
 def failure_lines(failure: FailedExpectation) -> list[str]:
-    lines = [f"  x {failure.check}   {failure.name}" + (f" [{failure.frame}]" if failure.frame != "rows" else "")]
+    frame = f" [{failure.frame}]" if failure.frame != "rows" else ""
+    lines = [f"  x {failure.check}   {failure.name}{frame}"]
     if failure.error:
         lines.append(f"      error     could not be evaluated: {failure.error}")
     else:

@@ -32,7 +32,7 @@ Solve = Callable[[list[str], int, int], list[list[str]]]
 REWARD_NAME = "solver_pass_rate"
 
 
-def online_proposer_reward(domain: Domain, solve: Solve, band: CurateConfig, *, samples: int, seed: int,
+def online_proposer_reward(domain: Domain, solve: Solve, curation: CurateConfig, *, samples: int, seed: int,
                            labels: str = "reference") -> Callable[..., list[float]]:
     """A TRL reward function over proposer completions (see the module docstring); `band` gives
     the reward and the diversity penalty, as it does for curate's proposer rows.
@@ -51,15 +51,15 @@ def online_proposer_reward(domain: Domain, solve: Solve, band: CurateConfig, *, 
         if valid:
             problems = [parsed[i] for i in valid]
             texts = [p.text for p in problems]
-            penalties = (diversity_penalties(clusters(texts, threshold=band.diversity_threshold,
-                                                      ngram=band.diversity_ngram))
-                         if band.diversity_penalty > 0 else [0.0] * len(problems))
+            penalties = (diversity_penalties(clusters(texts, threshold=curation.diversity_threshold,
+                                                      ngram=curation.diversity_ngram))
+                         if curation.diversity_penalty > 0 else [0.0] * len(problems))
             answers = solve([domain.solver_prompt(text) for text in texts], samples, seed + calls)
             for index, problem, answered, penalty in zip(valid, problems, answers, penalties, strict=True):
                 label = (majority_vote([domain.extract(a) for a in answered]).label if labels == "majority"
                          else problem.reference)
                 scores = [0.0 if s is None else s for s in domain.score(answered, [label] * len(answered))]
-                rewards[index] = proposer_weight(sum(scores) / len(scores), scores, band, penalty=penalty)
+                rewards[index] = proposer_weight(sum(scores) / len(scores), scores, curation, penalty=penalty)
         calls += 1
         return rewards
 

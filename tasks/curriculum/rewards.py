@@ -108,10 +108,10 @@ def penalized(reward: float, penalty: float, strength: float) -> float:
     return max(0.0, reward - strength * penalty)
 
 
-def proposer_weight(pass_rate: float, rewards: Sequence[float], band: CurateConfig, *,
+def proposer_weight(pass_rate: float, rewards: Sequence[float], curation: CurateConfig, *,
                     penalty: float = 0.0) -> float:
     """`curate.proposer_reward` of one problem less `curate.diversity_penalty` x `penalty`: the
     weight of its proposer row (curate) or its online GRPO reward (tasks/curriculum/online.py)."""
-    value = proposer_reward(band.proposer_reward, pass_rate, rewards, band_low=band.proposer_band_low,
-                            band_high=band.proposer_band_high)
-    return penalized(value, penalty, band.diversity_penalty)
+    value = proposer_reward(curation.proposer_reward, pass_rate, rewards, band_low=curation.proposer_band_low,
+                            band_high=curation.proposer_band_high)
+    return penalized(value, penalty, curation.diversity_penalty)

@@ -5,7 +5,7 @@ import pytest
 
 from configs import ConfigError, RunConfig, load_config
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_tiny_cpu_file_equals_builtin_defaults():

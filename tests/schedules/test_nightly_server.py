@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 
 from configs import load_config
-from schedules.nightly import decided_rounds
 from storage.catalog import Catalog
 
 HERE = Path(__file__).resolve().parent
@@ -121,7 +120,7 @@ def test_served_schedule_completes_a_round_on_a_real_server(tmp_path):
         run = runs[0]
         assert run.state.is_completed(), (run.state, serve_log.read_text()[-3000:])
         assert run.auto_scheduled, "the run came from the deployment's schedule"
-        assert decided_rounds(Catalog(data_root), "nightly-test") == 1
+        assert Catalog(data_root).last_decided_round("nightly-test") == 1
         listing = subprocess.run([str(BIN / "prefect"), "flow-run", "ls", "--limit", "20"],
                                  env=client_env, capture_output=True, text=True, timeout=60,
                                  check=True).stdout
@@ -141,7 +140,7 @@ def test_second_night_for_the_same_run_is_refused_while_one_runs(tmp_path, prefe
     cfg = load_config(CONFIG)
     script = (
         "import sys; from configs import load_config; "
-        "from schedules.nightly import deployment_parameters, nightly_round; "
+        "from flows.nightly import nightly_round; from schedules.deployments import deployment_parameters; "
         f"nightly_round(**deployment_parameters({str(data_root)!r}, load_config({str(CONFIG)!r})))"
     )
     first = subprocess.Popen(
@@ -153,7 +152,8 @@ def test_second_night_for_the_same_run_is_refused_while_one_runs(tmp_path, prefe
         catalog = Catalog(data_root)
         before = catalog.query("SELECT * FROM stages ORDER BY started_at")
 
-        from schedules.nightly import deployment_parameters, nightly_round
+        from flows.nightly import nightly_round
+        from schedules.deployments import deployment_parameters
 
         started = time.monotonic()
         state = nightly_round(**deployment_parameters(data_root, cfg), return_state=True)

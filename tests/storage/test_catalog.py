@@ -2,8 +2,9 @@ import time
 
 import duckdb
 
-from storage.catalog import Catalog, verify_outputs
+from storage.catalog import Catalog
 from storage.datasets import dataset_path, write_atomic
+from storage.recovery import check_recorded
 
 
 def _write(tmp_path, fingerprint="f" * 32):
@@ -21,7 +22,7 @@ def test_completed_stage_is_found_with_its_datasets(tmp_path):
                              started_at=time.time(), outputs=[written], inputs={}, metrics={"valid": 1})
     recorded = catalog.completed_datasets("r", "f" * 32)
     assert recorded["problems"]["rows"] == 1
-    assert verify_outputs(recorded) is None
+    assert check_recorded(recorded) is None
     assert catalog.query("SELECT count(*) AS n FROM problems")[0]["n"] == 1
     assert catalog.query("SELECT value FROM metrics WHERE name = 'valid'")[0]["value"] == 1.0
 
@@ -34,14 +35,28 @@ def test_failed_stage_is_not_done(tmp_path):
     assert catalog.stage_rows("r")[0]["status"] == "failed"
 
 
-def test_verify_outputs_detects_changed_and_missing_files(tmp_path):
+def test_check_recorded_detects_changed_and_missing_files(tmp_path):
     written = _write(tmp_path)
     info = {"problems": {"path": str(written.path), "rows": 1, "checksum": written.checksum}}
-    assert verify_outputs(info) is None
+    assert check_recorded(info) is None
     written.path.write_bytes(written.path.read_bytes()[:-10])
-    assert "checksum mismatch" in verify_outputs(info)
+    assert "truncated" in check_recorded(info)[1]
     written.path.unlink()
-    assert "missing" in verify_outputs(info)
+    assert "missing" in check_recorded(info)[1]
+
+
+def test_run_status_and_last_decided_round(tmp_path):
+    catalog = Catalog(tmp_path)
+    assert catalog.run_status("r") is None and catalog.last_decided_round("r") == 0
+    catalog.ensure_run("r", "{}")
+    assert catalog.run_status("r") == "running" and catalog.last_decided_round("r") == 0
+    for index in (1, 2):
+        catalog.record_round(run_id="r", round_index=index, incumbent="a", candidate="b",
+                             incumbent_accuracy=0.1, candidate_accuracy=0.2, promoted=True,
+                             reason="better")
+    catalog.set_run_status("r", "failed")
+    assert catalog.run_status("r") == "failed" and catalog.last_decided_round("r") == 2
+    assert catalog.run_status("other") is None and catalog.last_decided_round("other") == 0
 
 
 def test_catalog_is_closed_between_operations(tmp_path):

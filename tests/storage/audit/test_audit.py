@@ -30,7 +30,7 @@ from storage.audit.lineage import lineage
 from storage.audit.answer import answer
 from storage.audit.queries import drift, drops, funnel, labels, samples
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 RUN = "audit"
 # Small enough to run in well under a minute on two cores, big enough that round 1 keeps some
 # proposer-written problems (so its training rows lead back to proposer samples). Data gates are

@@ -35,7 +35,7 @@ def _fail(message: str) -> None:
 
 def _load(config: Path | None, cron: str | None, timezone: str | None, run_id: str | None) -> Any:
     from configs import ConfigError, load_config
-    from schedules.times import check_cron, check_timezone
+    from configs.cron import check_cron, check_timezone
 
     for option, value, check in (("--cron", cron, check_cron), ("--timezone", timezone, check_timezone)):
         try:  # options first, so the error names the option and the value the user typed
@@ -83,11 +83,12 @@ def serve(config: ConfigOpt = None, cron: CronOpt = None, timezone: TzOpt = None
     """Register the deployment and run its schedule in this process until Ctrl-C."""
     cfg = _load(config, cron, timezone, run_id)
     url = _require_server()
-    from schedules.nightly import serve_nightly
+    from flows.nightly import nightly_round
+    from schedules.deployments import serve_nightly
 
     when = f"every {interval:g} s" if interval else f"cron {cfg.schedule.cron!r} ({cfg.schedule.timezone})"
     typer.echo(f"serving nightly rounds of run {cfg.schedule.run_id} {when} on {url}; Ctrl-C stops")
-    serve_nightly(data_root, cfg, interval_seconds=interval)
+    serve_nightly(nightly_round, data_root, cfg, interval_seconds=interval)
 
 
 @schedule_app.command()
@@ -98,8 +99,9 @@ def deploy(config: ConfigOpt = None, cron: CronOpt = None, timezone: TzOpt = Non
     """Register the deployment for a worker: `prefect worker start --pool NAME` runs it."""
     cfg = _load(config, cron, timezone, run_id)
     url = _require_server()
-    from schedules.nightly import deploy_nightly, deployment_name
+    from flows.nightly import nightly_round
+    from schedules.deployments import deploy_nightly, deployment_name
 
-    deployment_id = deploy_nightly(data_root, cfg, work_pool)
+    deployment_id = deploy_nightly(nightly_round, data_root, cfg, work_pool)
     typer.echo(f"deployment flywheel-nightly/{deployment_name(cfg)} ({deployment_id}) on {url}; "
                f"start a worker with: prefect worker start --pool {work_pool}")

@@ -1,8 +1,9 @@
-"""The `flywheel-nightly` flow and its deployment: one more round of one run id per tick.
+"""The `flywheel-nightly` flow: one more round of one run id per tick (its deployment, the cron
+schedule and the one-at-a-time limit live in schedules/deployments.py).
 
 A scheduled run (a "night") does, holding the run's lock (storage/lock.py):
 
-    decided = max(round) in the catalog's `rounds` table for run_id (0 when none)
+    decided = catalog.last_decided_round(run_id)   (0 when none)
     flywheel_flow(RunSpec(..., config.rounds = decided + 1))
 
 Every stage already done is skipped by its fingerprint, so rounds 0..decided cost seconds and
@@ -29,28 +30,12 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect.states import Cancelled
 
-from configs import RunConfig, validate_config
-from schedules.times import next_runs, superseded_by
+from configs import validate_config
+from flows.run import RunSpec, flywheel_flow
+from schedules.times import superseded_by
 from storage.catalog import Catalog
 
 FLOW_NAME = "flywheel-nightly"
-ENTRYPOINT = "schedules/nightly.py:nightly_round"
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-
-
-def decided_rounds(catalog: Catalog, run_id: str) -> int:
-    """Self-improvement rounds the catalog has decided (promoted or rejected) for `run_id`."""
-    if not catalog.path.exists():
-        return 0
-    rows = catalog.query("SELECT max(round) AS last FROM rounds WHERE run_id = ?", [run_id])
-    return int(rows[0]["last"] or 0)
-
-
-def run_status(catalog: Catalog, run_id: str) -> str | None:
-    if not catalog.path.exists():
-        return None
-    rows = catalog.query("SELECT status FROM runs WHERE run_id = ?", [run_id])
-    return rows[0]["status"] if rows else None
 
 
 def missed_night(scheduled: datetime | None, now: datetime, cron: str | None, timezone: str,
@@ -78,7 +63,6 @@ def nightly_round(data_root: str, run_id: str, config: dict[str, Any], cron: str
     """Continue `run_id` by one round from its incumbent (see the module docstring)."""
     from prefect.context import get_run_context
 
-    from flows.run import RunSpec, flywheel_flow
     from storage.lock import RunLocked
     from storage.recovery import guarded_run
 
@@ -101,9 +85,9 @@ def nightly_round(data_root: str, run_id: str, config: dict[str, Any], cron: str
     catalog = Catalog(root)
     try:
         with guarded_run(root, run_id):
-            decided = decided_rounds(catalog, run_id)
+            decided = catalog.last_decided_round(run_id)
             target = decided + 1
-            if run_status(catalog, run_id) == "failed":
+            if catalog.run_status(run_id) == "failed":
                 logger.warning("run %s failed last time; finishing it first (done stages are "
                                "skipped)", run_id)
             logger.info("run %s: %d round(s) decided; this night runs round %d", run_id, decided,
@@ -125,72 +109,3 @@ def nightly_round(data_root: str, run_id: str, config: dict[str, Any], cron: str
         return Cancelled(message=message)
     logger.info("run %s: round %d decided", run_id, target)
     return {"run_id": run_id, "round": target}
-
-
-# ---- deployments ----------------------------------------------------------------------------
-
-
-def deployment_parameters(data_root: Path, cfg: RunConfig, interval_seconds: float | None = None
-                          ) -> dict[str, Any]:
-    return {"data_root": str(Path(data_root).resolve()), "run_id": cfg.schedule.run_id,
-            "config": cfg.model_dump(mode="json"),
-            "cron": None if interval_seconds else cfg.schedule.cron,
-            "timezone": cfg.schedule.timezone, "interval_seconds": interval_seconds}
-
-
-def _schedule(cfg: RunConfig, interval_seconds: float | None) -> Any:
-    from prefect.client.schemas.schedules import CronSchedule, IntervalSchedule
-
-    if interval_seconds:  # first tick 15 s from now (after the deployment is registered), then every interval
-        return IntervalSchedule(interval=timedelta(seconds=interval_seconds),
-                                anchor_date=datetime.now(UTC) + timedelta(seconds=15),
-                                timezone=cfg.schedule.timezone)
-    return CronSchedule(cron=cfg.schedule.cron, timezone=cfg.schedule.timezone)
-
-
-def _one_at_a_time() -> Any:
-    from prefect.client.schemas.objects import ConcurrencyLimitConfig, ConcurrencyLimitStrategy
-
-    return ConcurrencyLimitConfig(limit=1, collision_strategy=ConcurrencyLimitStrategy.CANCEL_NEW)
-
-
-def deployment_name(cfg: RunConfig) -> str:
-    return f"nightly-{cfg.schedule.run_id}"
-
-
-def serve_nightly(data_root: Path, cfg: RunConfig, interval_seconds: float | None = None) -> None:
-    """Create the deployment on the server in PREFECT_API_URL and run its schedule in-process
-    until interrupted (one run at a time; the schedule is paused on shutdown)."""
-    nightly_round.serve(
-        name=deployment_name(cfg), schedules=[_schedule(cfg, interval_seconds)],
-        parameters=deployment_parameters(data_root, cfg, interval_seconds),
-        global_limit=_one_at_a_time(), limit=1,
-        description=f"one more self-improvement round of run {cfg.schedule.run_id} per tick",
-        tags=["flywheel", "nightly"],
-    )
-
-
-def deploy_nightly(data_root: Path, cfg: RunConfig, work_pool: str) -> str:
-    """Register the deployment for a worker of `work_pool` (a process pool, created if missing);
-    returns the deployment id. The worker runs the flow from this checkout."""
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.actions import WorkPoolCreate
-    from prefect.exceptions import ObjectAlreadyExists
-
-    with get_client(sync_client=True) as client:
-        try:
-            client.create_work_pool(WorkPoolCreate(name=work_pool, type="process"))
-        except ObjectAlreadyExists:
-            pass
-    source = nightly_round.from_source(source=str(PROJECT_ROOT), entrypoint=ENTRYPOINT)
-    deployment_id = source.deploy(
-        name=deployment_name(cfg), work_pool_name=work_pool, schedules=[_schedule(cfg, None)],
-        parameters=deployment_parameters(data_root, cfg), concurrency_limit=_one_at_a_time(),
-        description=f"one more self-improvement round of run {cfg.schedule.run_id} per tick",
-        tags=["flywheel", "nightly"], build=False, push=False, print_next_steps=False,
-    )
-    return str(deployment_id)
-
-
-def upcoming(cfg: RunConfig, count: int = 5, after: datetime | None = None) -> list[datetime]:
-    return next_runs(cfg.schedule.cron, cfg.schedule.timezone, after or datetime.now(UTC), count)

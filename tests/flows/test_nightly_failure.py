@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from configs import load_config
-from schedules.nightly import decided_rounds, deployment_parameters, nightly_round
+from flows.nightly import nightly_round
+from schedules.deployments import deployment_parameters
 from storage.catalog import Catalog
 
-CONFIG = Path(__file__).resolve().parent / "nightly.toml"
+CONFIG = Path(__file__).resolve().parents[1] / "schedules" / "nightly.toml"
 FAULT = "injected fault: rollout backend lost"
 
 
@@ -82,7 +83,7 @@ def test_failed_night_leaves_resume_hint_and_next_night_finishes_its_round(tmp_p
     assert [(r["round"], r["stage"]) for r in failed] == [(1, "rollout")]
     assert FAULT in failed[0]["error"]
     assert catalog.query("SELECT status FROM runs WHERE run_id = ?", [run_id])[0]["status"] == "failed"
-    assert decided_rounds(catalog, run_id) == 0
+    assert catalog.last_decided_round(run_id) == 0
     done_before = {s for s in _stages(catalog, run_id) if s[3] == "completed"}
 
     # The next night (fault gone) finishes round 1 first; nothing done is recomputed.
@@ -97,5 +98,5 @@ def test_failed_night_leaves_resume_hint_and_next_night_finishes_its_round(tmp_p
     assert all(rnd == 1 for rnd, *_ in new), "round 0 was skipped"
     assert (1, "synthesize") not in {s[:2] for s in new}, "round 1's synthesize was skipped"
     assert max(s[0] for s in stages) == 1, "no new round before the failed one was finished"
-    assert decided_rounds(catalog, run_id) == 1
+    assert catalog.last_decided_round(run_id) == 1
     assert catalog.query("SELECT status FROM runs WHERE run_id = ?", [run_id])[0]["status"] == "completed"

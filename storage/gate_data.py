@@ -1,0 +1,199 @@
+"""What a data gate reads: a stage output's frames and aggregates, and the stored outputs of a run.
+
+A gate opens one in-memory DuckDB connection, attaches the Parquet file as the view `data`, and
+asks for the frames its suites check, by name:
+
+    rows          every row as stored (SELECT * FROM data)
+    per_problem   verdicts grouped by problem:
+                  {"problem_id": "9f..", "samples": 8, "judged": 8, "pass_rate": 0.375,
+                   "distinct_answers": 3, "answer_spread": 0.2857}
+    lengths       problems with their text length:
+                  {"problem_id": "9f..", "text": "12+7", "text_length": 4, "level": 1}
+
+    with gate_connection() as con:
+        attach_dataset(con, "runs/demo/round-001/verdicts-5d1e2f3a4b5c.parquet")  # -> 800 rows
+        gate_frame(con, "per_problem")                                            # pandas frame
+
+Frames come back as pandas frames, the input Great Expectations' pandas source takes. DuckDB is
+imported inside the functions, so importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from storage.catalog import Catalog
+
+# The frames a gate suite may run on, each a query over the view `data`.
+FRAME_SQL = {
+    "rows": "SELECT * FROM data",
+    "per_problem": """
+SELECT problem_id,
+       count(*) AS samples,
+       count(reward) AS judged,
+       avg(reward) AS pass_rate,
+       count(DISTINCT answer) + (count(answer) < count(*))::INTEGER AS distinct_answers,
+       CASE WHEN count(*) > 1 THEN
+            (count(DISTINCT answer) + (count(answer) < count(*))::INTEGER - 1) / (count(*) - 1)
+       END AS answer_spread
+FROM data GROUP BY problem_id ORDER BY problem_id
+""",
+    "lengths": "SELECT problem_id, text, length(text) AS text_length, level FROM data",
+}
+FRAMES = tuple(FRAME_SQL)
+
+_ROW_COUNT_SQL = "SELECT count(*) FROM data"
+_MAX_SAMPLES_PER_PROBLEM_SQL = (
+    "SELECT max(n) FROM (SELECT count(*) AS n FROM data GROUP BY problem_id)")
+_PROBLEM_MEANS_SQL = (
+    "SELECT avg(length(text)) AS text_length, avg(level) AS level FROM data")
+_STORED_OUTPUTS_SQL = """
+    SELECT d.round, d.stage, d.kind, d.path, d.fingerprint, s.status, s.started_at
+    FROM datasets d JOIN stages s ON d.run_id = s.run_id AND d.fingerprint = s.fingerprint
+    WHERE d.run_id = ? AND s.status IN ('completed', 'gate_failed') AND d.kind != 'checkpoint'
+    QUALIFY row_number() OVER (PARTITION BY d.round, d.stage, d.kind
+                               ORDER BY s.finished_at DESC) = 1
+"""
+
+
+def _quoted(text: str) -> str:
+    """`text` as a SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _create_data_view(con: duckdb.DuckDBPyConnection, path: Path | str) -> None:
+    con.execute(f"CREATE VIEW data AS SELECT * FROM read_parquet({_quoted(str(path))})")
+
+
+@contextmanager
+def gate_connection() -> Iterator[duckdb.DuckDBPyConnection]:
+    """An in-memory DuckDB connection for one gate, closed when the block ends.
+
+    Returns
+    -------
+    Iterator[duckdb.DuckDBPyConnection]
+        The connection (used as a context manager: ``with gate_connection() as con``).
+    """
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        yield con
+    finally:
+        con.close()
+
+
+def attach_dataset(con: duckdb.DuckDBPyConnection, path: Path | str) -> int:
+    """Attach a Parquet file as the view `data` of `con` and count its rows.
+
+    Parameters
+    ----------
+    con
+        A connection from `gate_connection`.
+    path
+        The stage output, one Parquet file.
+
+    Returns
+    -------
+    int
+        The number of rows in the file. Raises DuckDB's error when the file cannot be read.
+    """
+    _create_data_view(con, path)
+    return con.sql(_ROW_COUNT_SQL).fetchall()[0][0]
+
+
+def gate_frame(con: duckdb.DuckDBPyConnection, frame: str) -> Any:
+    """One named frame of the attached dataset, as a pandas frame.
+
+    DuckDB gives int64/bool columns numpy dtypes without nulls and nullable Int64/boolean with
+    them; an all-null text column comes back as object and is made `str` like every other text
+    column.
+
+    Parameters
+    ----------
+    con
+        A connection with a dataset attached (`attach_dataset`).
+    frame
+        One of `FRAMES`: ``"rows"``, ``"per_problem"`` (verdicts) or ``"lengths"`` (problems).
+
+    Returns
+    -------
+    pandas.DataFrame
+        The frame's rows. Raises KeyError for an unknown frame, DuckDB's error when the dataset
+        lacks a column the frame needs.
+    """
+    if frame not in FRAME_SQL:
+        msg = f"no gate frame {frame!r} (known: {', '.join(FRAMES)})"
+        raise KeyError(msg)
+    relation = con.sql(FRAME_SQL[frame])
+    df = relation.df()
+    for column, duck_type in zip(relation.columns, relation.types, strict=True):
+        if (str(df[column].dtype) == "object" and str(duck_type) == "VARCHAR"
+                and df[column].isna().all()):
+            df[column] = df[column].astype("str")
+    return df
+
+
+def max_samples_per_problem(con: duckdb.DuckDBPyConnection) -> int | None:
+    """The most rows of one `problem_id` in the attached dataset (verdicts: samples per problem).
+
+    Parameters
+    ----------
+    con
+        A connection with a dataset attached (`attach_dataset`).
+
+    Returns
+    -------
+    int or None
+        The largest group size; None for an empty dataset. Raises DuckDB's error when the
+        dataset has no `problem_id` column.
+    """
+    return con.sql(_MAX_SAMPLES_PER_PROBLEM_SQL).fetchall()[0][0]
+
+
+def problem_means(path: Path | str) -> tuple[float | None, float | None]:
+    """Mean text length and mean level of a problems file (a drift baseline).
+
+    Parameters
+    ----------
+    path
+        A problems dataset, one Parquet file.
+
+    Returns
+    -------
+    tuple[float | None, float | None]
+        ``(mean text length, mean level)``; each None when the file has no rows (or no non-null
+        values). Raises DuckDB's error when the file cannot be read.
+    """
+    with gate_connection() as con:
+        _create_data_view(con, path)
+        length, level = con.sql(_PROBLEM_MEANS_SQL).fetchall()[0]
+    return length, level
+
+
+def stored_stage_outputs(catalog: Catalog, run_id: str) -> list[dict[str, Any]]:
+    """The newest recorded dataset per (round, stage, kind) of a run, checkpoints excluded.
+
+    A dataset counts when its stage attempt is ``completed`` or ``gate_failed`` (the data a
+    failed gate left in place for audit); of several attempts, the one that finished last.
+
+    Parameters
+    ----------
+    catalog
+        The run's catalog.
+    run_id
+        The run.
+
+    Returns
+    -------
+    list[dict[str, Any]]
+        Rows with ``round, stage, kind, path, fingerprint, status, started_at``, in no
+        particular order.
+    """
+    return catalog.query(_STORED_OUTPUTS_SQL, [run_id])
