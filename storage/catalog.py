@@ -10,8 +10,8 @@ Tables
     metrics   (run_id, round, stage, name, value)
     rounds    one row per decided round: incumbent, candidate, accuracies, promoted, reason (one
               line: "accuracy 0.242 >= 0.200 - 0.000", "no training rows"; candidate and its
-              accuracy are null when the round had none; catalogs from before `reason` get the
-              column on the first round they record, and read it as null until then)
+              accuracy are null when the round had none; a `rounds` table without `reason`
+              gets the column when it next records a round, and reads it as null until then)
 
 Views `problems`, `rollouts`, `verdicts`, `curriculum`, `train_rows`, `evals`, `proposals`
 read every Parquet file that a completed stage recorded, across rounds and runs.
@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 import duckdb
 
 from storage.datasets import KINDS, WrittenDataset
-from storage.fingerprint import file_checksum, stable_hash
+from storage.fingerprint import stable_hash
 
 T = TypeVar("T")
 
@@ -70,8 +70,26 @@ def retry_while_locked(open_connection: Callable[[], T], wait: float = LOCK_WAIT
     """Call `open_connection` until no other process holds a conflicting lock on the file.
 
     DuckDB lets one process write or any number read at a time; every connection to the
-    catalog lives for one operation (milliseconds), so a conflict clears quickly. Another
-    error, or a lock held longer than `wait` seconds, is raised."""
+    catalog lives for one operation (milliseconds), so a conflict clears quickly. Between
+    tries it sleeps 5 ms, doubling up to 0.1 s.
+
+    Parameters
+    ----------
+    open_connection
+        Opens the connection (or runs a statement that opens the file, such as ATTACH).
+    wait
+        Seconds to keep trying while the file is locked.
+
+    Returns
+    -------
+    What `open_connection` returned.
+
+    Raises
+    ------
+    duckdb.IOException
+        The file is still locked after `wait` seconds, or opening failed for another reason
+        (which is raised at once).
+    """
     deadline = time.monotonic() + wait
     delay = 0.005
     while True:
@@ -85,12 +103,41 @@ def retry_while_locked(open_connection: Callable[[], T], wait: float = LOCK_WAIT
 
 
 class Catalog:
+    """The catalog of one data root; every method opens its own short-lived connection.
+
+    Parameters
+    ----------
+    data_root
+        The data root; the catalog is `<data-root>/catalog.duckdb`, created (with its
+        tables) by the first writable `connect`.
+    """
+
     def __init__(self, data_root: Path | str):
         self.data_root = Path(data_root)
         self.path = self.data_root / "catalog.duckdb"
 
     @contextmanager
     def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A connection to the catalog for one operation, closed when the block ends.
+
+        A writable connection creates the data root and any missing table first.
+
+        Parameters
+        ----------
+        read_only
+            Open read-only: never creates the file, and other readers can open it meanwhile.
+
+        Yields
+        ------
+        The open connection.
+
+        Raises
+        ------
+        FileNotFoundError
+            `read_only` and there is no catalog yet (the message says to run `flywheel run`).
+        duckdb.IOException
+            Another process holds a conflicting lock for longer than `LOCK_WAIT_SECONDS`.
+        """
         if not read_only:
             self.data_root.mkdir(parents=True, exist_ok=True)
         elif not self.path.exists():
@@ -107,6 +154,18 @@ class Catalog:
     # ---- runs -------------------------------------------------------------------------------
 
     def ensure_run(self, run_id: str, config_json: str) -> None:
+        """Record `run_id` as running with this config, adding its row on the first call.
+
+        An existing row gets the new config, its hash and the current time; `created_at` is
+        kept.
+
+        Parameters
+        ----------
+        run_id
+            The run.
+        config_json
+            The run's config as JSON; its `stable_hash` is stored next to it.
+        """
         now = time.time()
         with self.connect() as con:
             row = con.execute("SELECT config_hash FROM runs WHERE run_id = ?", [run_id]).fetchall()
@@ -123,6 +182,15 @@ class Catalog:
                 )
 
     def set_run_status(self, run_id: str, status: str) -> None:
+        """Set the run's status and `updated_at`; a run without a row is left unrecorded.
+
+        Parameters
+        ----------
+        run_id
+            The run.
+        status
+            "running", "completed", "failed" or "gate_failed".
+        """
         with self.connect() as con:
             con.execute(
                 "UPDATE runs SET status = ?, updated_at = ? WHERE run_id = ?",
@@ -130,12 +198,33 @@ class Catalog:
             )
 
     def run_config_json(self, run_id: str) -> str | None:
+        """The config the run was last started with.
+
+        Parameters
+        ----------
+        run_id
+            The run.
+
+        Returns
+        -------
+        The config as JSON, as `ensure_run` stored it; None when the run has no row.
+
+        Raises
+        ------
+        FileNotFoundError
+            There is no catalog at the data root.
+        """
         with self.connect(read_only=True) as con:
             rows = con.execute("SELECT config_json FROM runs WHERE run_id = ?", [run_id]).fetchall()
         return rows[0][0] if rows else None
 
     def run_status(self, run_id: str) -> str | None:
         """The recorded status of `run_id`.
+
+        Parameters
+        ----------
+        run_id
+            The run.
 
         Returns
         -------
@@ -151,6 +240,11 @@ class Catalog:
     def last_decided_round(self, run_id: str) -> int:
         """The highest self-improvement round of `run_id` with a promotion decision.
 
+        Parameters
+        ----------
+        run_id
+            The run.
+
         Returns
         -------
         The round index; 0 when no round is decided yet (or the catalog does not exist).
@@ -158,13 +252,30 @@ class Catalog:
         if not self.path.exists():
             return 0
         with self.connect(read_only=True) as con:
-            rows = con.execute("SELECT max(round) FROM rounds WHERE run_id = ?", [run_id]).fetchall()
+            rows = con.execute(
+                "SELECT max(round) FROM rounds WHERE run_id = ?", [run_id]).fetchall()
         return int(rows[0][0] or 0)
 
     # ---- stages -----------------------------------------------------------------------------
 
-    def completed_datasets(self, run_id: str, fingerprint: str) -> dict[str, dict[str, Any]] | None:
-        """The datasets of a completed stage, or None when the stage is not recorded as done."""
+    def completed_datasets(
+        self, run_id: str, fingerprint: str
+    ) -> dict[str, dict[str, Any]] | None:
+        """The datasets of a completed stage, or None when the stage is not recorded as done.
+
+        Parameters
+        ----------
+        run_id
+            The run.
+        fingerprint
+            The stage's fingerprint.
+
+        Returns
+        -------
+        Kind -> {"path", "rows", "checksum"} for every dataset row of the stage (empty when
+        it wrote none); None when no completed stage row exists for (run_id, fingerprint).
+        The files themselves are not checked here (see `storage.recovery.check_recorded`).
+        """
         with self.connect() as con:
             done = con.execute(
                 "SELECT count(*) FROM stages WHERE run_id = ? AND fingerprint = ?"
@@ -174,7 +285,8 @@ class Catalog:
             if not done:
                 return None
             rows = con.execute(
-                "SELECT kind, path, rows, checksum FROM datasets WHERE run_id = ? AND fingerprint = ?",
+                "SELECT kind, path, rows, checksum FROM datasets WHERE run_id = ?"
+                " AND fingerprint = ?",
                 [run_id, fingerprint],
             ).fetchall()
         return {kind: {"path": path, "rows": n, "checksum": c} for kind, path, n, c in rows}
@@ -194,9 +306,37 @@ class Catalog:
         error: str | None = None,
     ) -> None:
         """Record a finished stage: datasets, metrics, then the completed stage row, in one
-        transaction, so a crash leaves either all of them or none. status = "gate_failed"
-        records a stage whose outputs failed their gate: its datasets are kept for audit but
-        the stage is not done (views and `completed_datasets` ignore it)."""
+        transaction, so a crash leaves either all of them or none.
+
+        status = "gate_failed" records a stage whose outputs failed their gate: its datasets
+        are kept for audit but the stage is not done (views and `completed_datasets` ignore
+        it). Dataset rows of the same (run_id, fingerprint) and metrics of the same (run_id,
+        round, stage) are replaced; the views are refreshed afterwards.
+
+        Parameters
+        ----------
+        run_id
+            The run.
+        round_index
+            The round the stage belongs to.
+        stage
+            The stage's name.
+        fingerprint
+            The stage's fingerprint.
+        started_at
+            When the stage started (`time.time()`); `seconds` is measured from it.
+        outputs
+            The files the stage wrote (`write_atomic` results); their rows are summed into
+            the stage row.
+        inputs
+            Input names -> the fingerprints they came from (stored as `inputs_json`).
+        metrics
+            Metric name -> value, stored as floats.
+        status
+            "completed", or "gate_failed" (see above).
+        error
+            Why a gate_failed stage failed.
+        """
         finished = time.time()
         with self.connect() as con:
             con.execute("BEGIN")
@@ -210,8 +350,8 @@ class Catalog:
             for out in outputs:
                 con.execute(
                     "INSERT INTO datasets VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    [run_id, round_index, stage, fingerprint, out.kind, str(out.path.resolve()),
-                     out.rows, out.checksum],
+                    [run_id, round_index, stage, fingerprint, out.kind,
+                     str(out.path.resolve()), out.rows, out.checksum],
                 )
             for name, value in (metrics or {}).items():
                 con.execute(
@@ -230,6 +370,26 @@ class Catalog:
         self, *, run_id: str, round_index: int, stage: str, fingerprint: str,
         started_at: float, error: str, status: str = "failed",
     ) -> None:
+        """Record a stage attempt that did not complete: a stage row without rows or inputs.
+
+        Parameters
+        ----------
+        run_id
+            The run.
+        round_index
+            The round the stage belongs to.
+        stage
+            The stage's name.
+        fingerprint
+            The stage's fingerprint.
+        started_at
+            When the attempt started (`time.time()`).
+        error
+            What went wrong, for `flywheel status` and the audit.
+        status
+            "failed" (the stage raised), or "gate_failed" (its stored outputs failed their
+            gate again).
+        """
         finished = time.time()
         with self.connect() as con:
             con.execute(
@@ -240,7 +400,17 @@ class Catalog:
 
     def discard_stage(self, run_id: str, fingerprint: str, reason: str) -> None:
         """Mark a completed stage whose files were found damaged as `discarded` (with the
-        reason in `error`) and forget its datasets, so it is no longer done."""
+        reason in `error`) and forget its datasets, so it is no longer done.
+
+        Parameters
+        ----------
+        run_id
+            The run.
+        fingerprint
+            The stage's fingerprint.
+        reason
+            Why it was discarded (one line).
+        """
         with self.connect() as con:
             con.execute("BEGIN")
             con.execute(
@@ -254,6 +424,23 @@ class Catalog:
             self._refresh_views(con)
 
     def stage_rows(self, run_id: str) -> list[dict[str, Any]]:
+        """Every stage attempt of a run, oldest first.
+
+        Parameters
+        ----------
+        run_id
+            The run.
+
+        Returns
+        -------
+        One dict per stage row with round, stage, fingerprint, status, seconds, rows and
+        error, ordered by start time.
+
+        Raises
+        ------
+        FileNotFoundError
+            There is no catalog at the data root.
+        """
         with self.connect(read_only=True) as con:
             cur = con.execute(
                 "SELECT round, stage, fingerprint, status, seconds, rows, error FROM stages"
@@ -267,15 +454,49 @@ class Catalog:
 
     def record_gate(self, *, run_id: str, round_index: int, stage: str, fingerprint: str,
                     kind: str, success: bool, result_json: str) -> None:
+        """Record one gate run on a dataset, stamped with the current time.
+
+        Parameters
+        ----------
+        run_id
+            The run.
+        round_index
+            The round of the stage whose output was checked.
+        stage
+            The stage's name.
+        fingerprint
+            The stage's fingerprint.
+        kind
+            The dataset kind that was checked.
+        success
+            Whether the dataset passed.
+        result_json
+            The gate's full result as JSON.
+        """
         with self.connect() as con:
             con.execute(
                 "INSERT INTO gates VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [run_id, round_index, stage, fingerprint, kind, success, result_json, time.time()],
             )
 
-    def gate_failed_datasets(self, run_id: str, fingerprint: str) -> dict[str, dict[str, Any]] | None:
+    def gate_failed_datasets(
+        self, run_id: str, fingerprint: str
+    ) -> dict[str, dict[str, Any]] | None:
         """The datasets of a stage whose last attempt failed its gate, or None (see
-        record_completed(status="gate_failed"))."""
+        record_completed(status="gate_failed")).
+
+        Parameters
+        ----------
+        run_id
+            The run.
+        fingerprint
+            The stage's fingerprint.
+
+        Returns
+        -------
+        Kind -> {"path", "rows", "checksum"}; None when the stage's latest row (by finish
+        time) is not gate_failed, or it has no dataset rows.
+        """
         with self.connect() as con:
             last = con.execute(
                 "SELECT status FROM stages WHERE run_id = ? AND fingerprint = ?"
@@ -284,14 +505,30 @@ class Catalog:
             if not last or last[0][0] != "gate_failed":
                 return None
             rows = con.execute(
-                "SELECT kind, path, rows, checksum FROM datasets WHERE run_id = ? AND fingerprint = ?",
+                "SELECT kind, path, rows, checksum FROM datasets WHERE run_id = ?"
+                " AND fingerprint = ?",
                 [run_id, fingerprint],
             ).fetchall()
-        return {kind: {"path": path, "rows": n, "checksum": c} for kind, path, n, c in rows} or None
+        return {
+            kind: {"path": path, "rows": n, "checksum": c} for kind, path, n, c in rows
+        } or None
 
     def record_gate_passed(self, *, run_id: str, fingerprint: str, started_at: float) -> None:
         """A gate_failed stage whose stored outputs now pass (thresholds fixed): add its
-        completed row; its datasets and metrics rows are already there."""
+        completed row; its datasets and metrics rows are already there.
+
+        The new row copies round, stage, rows and inputs from the stage's latest gate_failed
+        row that has inputs; nothing is added when there is none. The views are refreshed.
+
+        Parameters
+        ----------
+        run_id
+            The run.
+        fingerprint
+            The stage's fingerprint.
+        started_at
+            When the re-check started (`time.time()`).
+        """
         finished = time.time()
         with self.connect() as con:
             con.execute(
@@ -304,7 +541,22 @@ class Catalog:
             self._refresh_views(con)
 
     def latest_dataset(self, run_id: str, round_index: int, kind: str) -> str | None:
-        """Path of the newest completed dataset of `kind` in a round of a run (drift baseline)."""
+        """Path of the newest completed dataset of `kind` in a round of a run (drift baseline).
+
+        Parameters
+        ----------
+        run_id
+            The run.
+        round_index
+            The round.
+        kind
+            The dataset kind.
+
+        Returns
+        -------
+        The path recorded by the most recently finished completed stage; None when there is
+        none or no catalog yet.
+        """
         rows = self.query(
             "SELECT d.path FROM datasets d JOIN stages s ON d.run_id = s.run_id"
             " AND d.fingerprint = s.fingerprint AND s.status = 'completed'"
@@ -320,19 +572,60 @@ class Catalog:
         incumbent_accuracy: float, candidate_accuracy: float | None, promoted: bool,
         reason: str | None = None,
     ) -> None:
+        """Record a round's promotion decision, replacing an earlier one for the same round.
+
+        Parameters
+        ----------
+        run_id
+            The run.
+        round_index
+            The round decided.
+        incumbent
+            Fingerprint of the checkpoint that entered the round.
+        candidate
+            Fingerprint of the round's trained checkpoint; None when the round trained none.
+        incumbent_accuracy
+            The incumbent's held-out accuracy.
+        candidate_accuracy
+            The candidate's held-out accuracy; None without a candidate.
+        promoted
+            Whether the candidate replaced the incumbent.
+        reason
+            The decision in one line, e.g. "accuracy 0.242 >= 0.200 - 0.000".
+        """
         with self.connect() as con:
-            con.execute("ALTER TABLE rounds ADD COLUMN IF NOT EXISTS reason VARCHAR")  # older catalogs
+            # a rounds table created without the column gets it here
+            con.execute("ALTER TABLE rounds ADD COLUMN IF NOT EXISTS reason VARCHAR")
             con.execute("BEGIN")
             con.execute("DELETE FROM rounds WHERE run_id = ? AND round = ?", [run_id, round_index])
             con.execute(
                 "INSERT INTO rounds (run_id, round, incumbent, candidate, incumbent_accuracy,"
-                " candidate_accuracy, promoted, decided_at, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " candidate_accuracy, promoted, decided_at, reason)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [run_id, round_index, incumbent, candidate, incumbent_accuracy,
                  candidate_accuracy, promoted, time.time(), reason],
             )
             con.execute("COMMIT")
 
     def query(self, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
+        """Run one read-only statement on the catalog (tables and views) and fetch its rows.
+
+        Parameters
+        ----------
+        sql
+            The statement, with `?` placeholders.
+        params
+            Values for the placeholders.
+
+        Returns
+        -------
+        One dict per row, keyed by column name.
+
+        Raises
+        ------
+        FileNotFoundError
+            There is no catalog at the data root.
+        """
         with self.connect(read_only=True) as con:
             cur = con.execute(sql, params or [])
             names = [d[0] for d in cur.description]
@@ -358,13 +651,26 @@ class Catalog:
 
 def create_parquet_view(con: duckdb.DuckDBPyConnection, name: str, paths: list[str], *,
                         replace: bool = False) -> None:
-    """A view over Parquet files whose columns are the union of theirs (union_by_name): files
-    written before a nullable column was added to their kind read it as null. That reads every
-    file's footer (about 0.1 ms each); when one cannot be read (a damaged file, which the stage
+    """A view over Parquet files whose columns are the union of theirs (union_by_name): a file
+    without one of its kind's nullable columns reads it as null. That reads every file's
+    footer (about 0.1 ms each); when one cannot be read (a damaged file, which the stage
     runner reports and recomputes) the view binds on the first file only, as plain
-    read_parquet does."""
+    read_parquet does.
+
+    Parameters
+    ----------
+    con
+        The connection to define the view in.
+    name
+        The view's name (a dataset kind).
+    paths
+        The Parquet files, at least one; quotes in them are escaped.
+    replace
+        Replace an existing view of that name (`CREATE OR REPLACE VIEW`).
+    """
     files = ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
-    create = f"CREATE {'OR REPLACE ' if replace else ''}VIEW {name} AS SELECT * FROM read_parquet([{files}]"
+    create = (f"CREATE {'OR REPLACE ' if replace else ''}VIEW {name} AS SELECT * FROM"
+              f" read_parquet([{files}]")
     try:
         con.execute(create + ", union_by_name = true)")
     except duckdb.Error:

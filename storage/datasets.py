@@ -8,7 +8,7 @@ A sample record per kind (columns beyond these are allowed only by adding them h
 
     proposals   {"proposal_id": "9f..", "run_id": "demo", "round": 1, "prompt": "<propose>L2:",
                  "text": "37+5", "level": 2, "source": "proposer", "problem_id": "a1..",
-                 "drop_reason": None}          # invalid | duplicate | near_duplicate | heldout | None
+                 "drop_reason": None}    # invalid | duplicate | near_duplicate | heldout | None
     problems    {"problem_id": "a1..", "run_id": "demo", "round": 1, "text": "37+5",
                  "reference": "42", "level": 2, "source": "proposer", "proposal_id": "9f.."}
     rollouts    {"rollout_id": "c3..", "run_id": "demo", "round": 1, "problem_id": "a1..",
@@ -19,7 +19,8 @@ A sample record per kind (columns beyond these are allowed only by adding them h
                  "label": "42", "agreement": 0.75}  # label: what the reward compared against
                                 # (method reference: the reference; majority: the problem's
                                 # majority answer); agreement: share of the problem's samples
-                                # giving its majority answer (both modes); null in older files
+                                # giving its majority answer (both modes); both null in files
+                                # written without these columns
     curriculum  {"problem_id": "a1..", "run_id": "demo", "round": 1, "level": 2, "samples": 8,
                  "judged": 8, "pass_rate": 0.25, "reward_std": 0.43, "kept": True,
                  "drop_reason": None}          # too_easy | too_hard | zero_variance | unjudged
@@ -51,36 +52,38 @@ BOOL = pa.bool_()
 
 SCHEMAS: dict[str, pa.Schema] = {
     "proposals": pa.schema(
-        [("proposal_id", STRING), ("run_id", STRING), ("round", INT64), ("prompt", STRING), ("text", STRING),
-         ("level", INT64), ("source", STRING), ("problem_id", STRING), ("drop_reason", STRING)]
+        [("proposal_id", STRING), ("run_id", STRING), ("round", INT64), ("prompt", STRING),
+         ("text", STRING), ("level", INT64), ("source", STRING), ("problem_id", STRING),
+         ("drop_reason", STRING)]
     ),
     "problems": pa.schema(
-        [("problem_id", STRING), ("run_id", STRING), ("round", INT64), ("text", STRING), ("reference", STRING),
-         ("level", INT64), ("source", STRING), ("proposal_id", STRING)]
+        [("problem_id", STRING), ("run_id", STRING), ("round", INT64), ("text", STRING),
+         ("reference", STRING), ("level", INT64), ("source", STRING), ("proposal_id", STRING)]
     ),
     "rollouts": pa.schema(
         [("rollout_id", STRING), ("run_id", STRING), ("round", INT64), ("problem_id", STRING),
-         ("sample_index", INT64), ("prompt", STRING), ("completion", STRING), ("completion_tokens", INT64),
-         ("checkpoint", STRING)]
+         ("sample_index", INT64), ("prompt", STRING), ("completion", STRING),
+         ("completion_tokens", INT64), ("checkpoint", STRING)]
     ),
     "verdicts": pa.schema(
-        [("rollout_id", STRING), ("run_id", STRING), ("round", INT64), ("problem_id", STRING), ("answer", STRING),
-         ("reward", FLOAT64), ("method", STRING), ("label", STRING), ("agreement", FLOAT64)]
+        [("rollout_id", STRING), ("run_id", STRING), ("round", INT64), ("problem_id", STRING),
+         ("answer", STRING), ("reward", FLOAT64), ("method", STRING), ("label", STRING),
+         ("agreement", FLOAT64)]
     ),
     "curriculum": pa.schema(
-        [("problem_id", STRING), ("run_id", STRING), ("round", INT64), ("level", INT64), ("samples", INT64),
-         ("judged", INT64), ("pass_rate", FLOAT64), ("reward_std", FLOAT64), ("kept", BOOL),
-         ("drop_reason", STRING)]
+        [("problem_id", STRING), ("run_id", STRING), ("round", INT64), ("level", INT64),
+         ("samples", INT64), ("judged", INT64), ("pass_rate", FLOAT64), ("reward_std", FLOAT64),
+         ("kept", BOOL), ("drop_reason", STRING)]
     ),
     "train_rows": pa.schema(
-        [("train_row_id", STRING), ("run_id", STRING), ("round", INT64), ("role", STRING), ("prompt", STRING),
-         ("completion", STRING), ("rejected", STRING), ("weight", FLOAT64), ("problem_id", STRING),
-         ("rollout_id", STRING), ("proposal_id", STRING)]
+        [("train_row_id", STRING), ("run_id", STRING), ("round", INT64), ("role", STRING),
+         ("prompt", STRING), ("completion", STRING), ("rejected", STRING), ("weight", FLOAT64),
+         ("problem_id", STRING), ("rollout_id", STRING), ("proposal_id", STRING)]
     ),
     "evals": pa.schema(
-        [("run_id", STRING), ("round", INT64), ("checkpoint", STRING), ("item_id", STRING), ("level", INT64),
-         ("prompt", STRING), ("completion", STRING), ("answer", STRING), ("reference", STRING),
-         ("correct", BOOL)]
+        [("run_id", STRING), ("round", INT64), ("checkpoint", STRING), ("item_id", STRING),
+         ("level", INT64), ("prompt", STRING), ("completion", STRING), ("answer", STRING),
+         ("reference", STRING), ("correct", BOOL)]
     ),
 }
 
@@ -93,6 +96,8 @@ class DatasetError(ValueError):
 
 @dataclass(frozen=True)
 class WrittenDataset:
+    """A file `write_atomic` wrote: what its catalog row records (kind, path, rows, sha256)."""
+
     kind: str
     path: Path
     rows: int
@@ -100,15 +105,69 @@ class WrittenDataset:
 
 
 def round_dir(data_root: Path, run_id: str, round_index: int) -> Path:
+    """The folder of one round of a run, which holds every file its stages write.
+
+    Parameters
+    ----------
+    data_root
+        The data root (holds catalog.duckdb and runs/).
+    run_id
+        The run.
+    round_index
+        The round (0 is the warm-up).
+
+    Returns
+    -------
+    `<data-root>/runs/<run_id>/round-<NNN>` (not created here).
+    """
     return Path(data_root) / "runs" / run_id / f"round-{round_index:03d}"
 
 
-def dataset_path(data_root: Path, run_id: str, round_index: int, kind: str, fingerprint: str) -> Path:
+def dataset_path(
+    data_root: Path, run_id: str, round_index: int, kind: str, fingerprint: str
+) -> Path:
+    """Where a stage's dataset of `kind` lives.
+
+    Parameters
+    ----------
+    data_root
+        The data root (holds catalog.duckdb and runs/).
+    run_id
+        The run.
+    round_index
+        The round the stage belongs to.
+    kind
+        The dataset kind, one of `KINDS`.
+    fingerprint
+        The stage's fingerprint; its first 12 characters name the file.
+
+    Returns
+    -------
+    `<data-root>/runs/<run_id>/round-<NNN>/<kind>-<fingerprint12>.parquet`
+    """
     return round_dir(data_root, run_id, round_index) / f"{kind}-{fingerprint[:12]}.parquet"
 
 
 def to_table(kind: str, rows: list[dict[str, Any]]) -> pa.Table:
-    """Rows (dicts) -> a table with exactly the documented columns of `kind`, in order."""
+    """Rows (dicts) -> a table with exactly the documented columns of `kind`, in order.
+
+    Parameters
+    ----------
+    kind
+        The dataset kind, one of `KINDS`.
+    rows
+        One dict per row, keyed by exactly the columns of `SCHEMAS[kind]`.
+
+    Returns
+    -------
+    A pyarrow table with the schema `SCHEMAS[kind]`.
+
+    Raises
+    ------
+    DatasetError
+        A row lacks a documented column or has one that is not documented; the message names
+        the row's index and the columns.
+    """
     schema = SCHEMAS[kind]
     expected = set(schema.names)
     for index, row in enumerate(rows):
@@ -120,7 +179,29 @@ def to_table(kind: str, rows: list[dict[str, Any]]) -> pa.Table:
 
 
 def write_atomic(kind: str, rows: list[dict[str, Any]], path: Path) -> WrittenDataset:
-    """Write rows as Parquet to `path` via a temp file + fsync + rename; never a partial file."""
+    """Write rows as Parquet to `path` via a temp file + fsync + rename; never a partial file.
+
+    The temporary file `.<name>.tmp-<pid>` sits in the same folder (so the rename is atomic)
+    and is removed if writing fails; `path`'s folder is created when missing.
+
+    Parameters
+    ----------
+    kind
+        The dataset kind, one of `KINDS`.
+    rows
+        The rows, checked by `to_table`.
+    path
+        The destination, usually from `dataset_path`.
+
+    Returns
+    -------
+    The written file's kind, path, row count and sha256, for its catalog row.
+
+    Raises
+    ------
+    DatasetError
+        A row does not match the schema of `kind` (see `to_table`); nothing is written.
+    """
     table = to_table(kind, rows)
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -135,8 +216,30 @@ def write_atomic(kind: str, rows: list[dict[str, Any]], path: Path) -> WrittenDa
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
+    """Every row of a Parquet dataset as a dict.
+
+    Parameters
+    ----------
+    path
+        The Parquet file.
+
+    Returns
+    -------
+    One dict per row, keyed by column name, in file order.
+    """
     return pq.read_table(path).to_pylist()
 
 
 def read_table(path: Path) -> pa.Table:
+    """A Parquet dataset as a pyarrow table.
+
+    Parameters
+    ----------
+    path
+        The Parquet file.
+
+    Returns
+    -------
+    The whole file, all columns.
+    """
     return pq.read_table(path)

@@ -14,13 +14,38 @@ from typing import Any
 
 
 def stable_hash(value: Any, length: int = 16) -> str:
-    """Hex sha256 of a JSON-serialisable value with sorted keys (stable across processes)."""
+    """Hex sha256 of a JSON-serialisable value with sorted keys (stable across processes).
+
+    Parameters
+    ----------
+    value
+        Any value `json.dumps` accepts; other objects are serialised with `str`.
+    length
+        How many leading hex characters to keep.
+
+    Returns
+    -------
+    The first `length` hex characters of the sha256 of the compact, key-sorted JSON of
+    `value`.
+    """
     blob = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:length]
 
 
 def row_id(kind: str, *parts: Any) -> str:
-    """Id of a row of `kind` derived from its content, e.g. row_id("problem", "arith", "2+3")."""
+    """Id of a row of `kind` derived from its content, e.g. row_id("problem", "arith", "2+3").
+
+    Parameters
+    ----------
+    kind
+        The row's kind; part of the hash, so equal content of two kinds gets two ids.
+    *parts
+        The content the id is derived from (JSON-serialisable).
+
+    Returns
+    -------
+    16 hex characters: `stable_hash([kind, *parts])`.
+    """
     return stable_hash([kind, *parts])
 
 
@@ -31,7 +56,25 @@ def stage_fingerprint(
     seed: int,
     inputs: dict[str, str],
 ) -> str:
-    """Fingerprint of one stage execution; `inputs` maps input names to their fingerprints."""
+    """Fingerprint of one stage execution.
+
+    Parameters
+    ----------
+    stage
+        The stage's name.
+    version
+        The stage's version; bumping it changes every fingerprint of the stage.
+    config
+        The slice of the run config the stage's output depends on.
+    seed
+        The stage's seed.
+    inputs
+        Input names mapped to their fingerprints.
+
+    Returns
+    -------
+    32 hex characters hashing all of the above.
+    """
     return stable_hash(
         {"stage": stage, "version": version, "config": config, "seed": seed, "inputs": inputs},
         length=32,
@@ -39,6 +82,24 @@ def stage_fingerprint(
 
 
 def file_checksum(path: Any, chunk: int = 1 << 20) -> str:
+    """Hex sha256 of a file's bytes, read in chunks so a large file never sits in memory.
+
+    Parameters
+    ----------
+    path
+        The file (anything `open` accepts).
+    chunk
+        Bytes read at a time.
+
+    Returns
+    -------
+    The 64 hex characters of the file's sha256.
+
+    Raises
+    ------
+    OSError
+        The file cannot be opened or read (for example, it does not exist).
+    """
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         while block := handle.read(chunk):

@@ -35,6 +35,8 @@ class RunLocked(RuntimeError):
 
 @dataclass(frozen=True)
 class Holder:
+    """Who holds (or last held) a run's lock: the content of its lock file."""
+
     pid: int
     host: str
     started_at: float
@@ -42,6 +44,19 @@ class Holder:
 
     @classmethod
     def parse(cls, text: str) -> Holder | None:
+        """Read a lock file's content.
+
+        Parameters
+        ----------
+        text
+            The file's content: a JSON object with pid, host, started_at and optionally
+            command.
+
+        Returns
+        -------
+        The holder; None when `text` is empty, not JSON, or lacks a field (a file being
+        written, or emptied by a clean release).
+        """
         try:
             data: Any = json.loads(text)
             return cls(int(data["pid"]), str(data["host"]), float(data["started_at"]),
@@ -50,17 +65,51 @@ class Holder:
             return None
 
     def describe(self) -> str:
+        """The holder in words for a one-line message.
+
+        Returns
+        -------
+        `pid <pid> on <host>, started <YYYY-MM-DD HH:MM:SS>` (local time).
+        """
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started_at))
         return f"pid {self.pid} on {self.host}, started {when}"
 
 
 def lock_path(data_root: Path, run_id: str) -> Path:
+    """Where a run's lock file lives.
+
+    Parameters
+    ----------
+    data_root
+        The data root (holds catalog.duckdb and runs/).
+    run_id
+        The run.
+
+    Returns
+    -------
+    `<data-root>/runs/<run_id>/run.lock`
+    """
     return Path(data_root) / "runs" / run_id / LOCK_NAME
 
 
 def live_holder(data_root: Path, run_id: str) -> Holder | None:
     """The process holding the run's lock, or None when no live process on this host does.
-    Reads the file only (never touches the lock), so `flywheel status` cannot disturb a run."""
+
+    Reads the file only (never touches the lock), so `flywheel status` cannot disturb a run.
+
+    Parameters
+    ----------
+    data_root
+        The data root (holds catalog.duckdb and runs/).
+    run_id
+        The run.
+
+    Returns
+    -------
+    The holder recorded in the lock file when its process is alive on this host, or when it
+    runs on another host (which cannot be checked from here); None when there is no lock
+    file, its content is empty or unreadable, or its process on this host has exited.
+    """
     try:
         holder = Holder.parse(lock_path(data_root, run_id).read_text())
     except OSError:
@@ -80,6 +129,16 @@ class RunLock:
     """`with RunLock(data_root, run_id): ...` holds the run's lock or raises `RunLocked`.
 
     After entering, `taken_over` is the previous holder when it had died holding the lock.
+
+    Parameters
+    ----------
+    data_root
+        The data root (holds catalog.duckdb and runs/).
+    run_id
+        The run to lock.
+    command
+        What the lock file says the holder runs; default: `flywheel` and the first two
+        command-line arguments.
     """
 
     def __init__(self, data_root: Path, run_id: str, command: str | None = None):
@@ -90,7 +149,19 @@ class RunLock:
         self._handle: IO[str] | None = None
 
     def acquire(self) -> Holder | None:
-        """Take the lock; returns the dead previous holder it took over, if any."""
+        """Take the lock and write this process into the lock file.
+
+        Returns
+        -------
+        The previous holder found in the file, which died without releasing the lock (also
+        kept as `taken_over`); None when the file was empty or its content unreadable.
+
+        Raises
+        ------
+        RunLocked
+            Another live process holds the lock; the one-line message names the holder (when
+            the file says who) and says to wait for it or stop it, then run `flywheel resume`.
+        """
         self.path.parent.mkdir(parents=True, exist_ok=True)
         handle = open(self.path, "a+")  # noqa: SIM115 - held until release()
         try:
@@ -117,6 +188,10 @@ class RunLock:
         return self.taken_over
 
     def release(self) -> None:
+        """Empty the lock file and release the lock; does nothing when it is not held.
+
+        An empty file tells the next holder that this process released the lock cleanly.
+        """
         if self._handle is None:
             return
         self._handle.seek(0)

@@ -79,6 +79,14 @@ def notice(line: str) -> None:
 
 
 def remove(path: Path) -> None:
+    """Delete a file, a symlink or a whole folder; a path that is already gone is no error.
+
+    Parameters
+    ----------
+    path
+        What to delete. A folder's contents go with it (errors ignored); a symlink is
+        removed, never followed.
+    """
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)
     else:
@@ -96,12 +104,26 @@ def sweep_run(run_dir: Path, recorded_paths: set[str], kept_fingerprints: set[st
               finished_train_fingerprints: set[str]) -> list[Discarded]:
     """Remove what an interrupted run left half written in `run_dir`'s round folders.
 
-    recorded_paths: resolved paths that a completed stage row lists (kept).
-    kept_fingerprints: 12-character fingerprints whose outputs are kept whatever their catalog
-        rows (stages whose gate failed keep their data for audit).
-    finished_train_fingerprints: 12-character fingerprints of completed train stages; their
-        `.train-*` scratch folders are leftovers. Other scratch folders are kept so that
-        training resumes from its last saved step.
+    Each removal is reported in one line (`notice`). Entries that match none of the patterns
+    of the module docstring are left alone.
+
+    Parameters
+    ----------
+    run_dir
+        `<data-root>/runs/<run_id>`; nothing happens when it does not exist.
+    recorded_paths
+        Resolved paths that a completed stage row lists (kept).
+    kept_fingerprints
+        12-character fingerprints whose outputs are kept whatever their catalog rows (stages
+        whose gate failed keep their data for audit).
+    finished_train_fingerprints
+        12-character fingerprints of completed train stages; their `.train-*` scratch
+        folders are leftovers. Other scratch folders are kept so that training resumes from
+        its last saved step.
+
+    Returns
+    -------
+    What was removed, in folder order, each with the reason.
     """
     found: list[Discarded] = []
     if not run_dir.is_dir():
@@ -129,8 +151,28 @@ def sweep_run(run_dir: Path, recorded_paths: set[str], kept_fingerprints: set[st
 
 @contextmanager
 def guarded_run(data_root: Path, run_id: str) -> Iterator[list[Discarded]]:
-    """Hold the run's lock (raises `RunLocked` when a live process has it), say so when a dead
-    holder's lock is taken over, sweep what an interrupted run left, and yield the findings."""
+    """Hold the run's lock, say so when a dead holder's lock is taken over, sweep what an
+    interrupted run left, and yield the findings.
+
+    When the body finishes without an exception, the run's remaining `.train-*` scratch
+    folders are removed as well; the lock is released either way.
+
+    Parameters
+    ----------
+    data_root
+        The data root (holds catalog.duckdb and runs/).
+    run_id
+        The run to lock and sweep.
+
+    Yields
+    ------
+    What `recover_run` removed.
+
+    Raises
+    ------
+    RunLocked
+        A live process holds the run's lock.
+    """
     with RunLock(data_root, run_id) as lock:
         if lock.taken_over is not None:
             notice(f"flywheel: run {run_id} was interrupted: its last process "
@@ -153,7 +195,21 @@ def plain_notices() -> None:
 
 def recover_run(catalog: Catalog, run_id: str) -> list[Discarded]:
     """`sweep_run` over `<data-root>/runs/<run_id>` with what `catalog` records for the run.
-    Call it only while holding the run's lock (storage.lock.RunLock)."""
+
+    Call it only while holding the run's lock (storage.lock.RunLock).
+
+    Parameters
+    ----------
+    catalog
+        The catalog of the data root; when its file does not exist yet, nothing counts as
+        recorded.
+    run_id
+        The run.
+
+    Returns
+    -------
+    What was removed (see `sweep_run`); empty when the run has no folder.
+    """
     run_dir = catalog.data_root / "runs" / run_id
     if not run_dir.is_dir():
         return []
@@ -166,7 +222,8 @@ def recover_run(catalog: Catalog, run_id: str) -> list[Discarded]:
             " AND d.fingerprint = s.fingerprint WHERE d.run_id = ? AND s.status = 'completed'",
             [run_id])}
         for row in catalog.query(
-                "SELECT DISTINCT stage, status, fingerprint FROM stages WHERE run_id = ?", [run_id]):
+                "SELECT DISTINCT stage, status, fingerprint FROM stages WHERE run_id = ?",
+                [run_id]):
             if row["status"] in KEPT_STATUSES and row["status"] != "completed":
                 kept.add(row["fingerprint"][:12])
             if row["status"] == "completed" and row["stage"] == "train":
@@ -182,6 +239,19 @@ def discard_dependents(catalog: Catalog, run_id: str, fingerprint: str) -> list[
     (another CPU, other thread counts), so nothing that read the old bytes is trusted. Each
     dependent is reported in one line and recomputed when the flow reaches it. Dependents go
     first, so a crash halfway leaves the damaged stage to trigger this again.
+
+    Parameters
+    ----------
+    catalog
+        The catalog of the data root.
+    run_id
+        The run.
+    fingerprint
+        The stage whose recorded output is damaged; it is not discarded here.
+
+    Returns
+    -------
+    The notice line of each discarded dependent, in the order they were discarded.
     """
     rows = catalog.query(
         "SELECT round, stage, fingerprint, inputs_json FROM stages WHERE run_id = ?"
@@ -215,6 +285,16 @@ def check_recorded(datasets: dict[str, dict[str, Any]]) -> tuple[Path, str] | No
     Parquet files are checked for existence, a readable footer (a truncated file has none),
     the recorded row count and the recorded sha256; checkpoint folders for their weights file
     and its checksum.
+
+    Parameters
+    ----------
+    datasets
+        Kind -> {"path", "rows", "checksum"}, as `Catalog.completed_datasets` returns them;
+        checked in order of kind.
+
+    Returns
+    -------
+    None when every output is intact, else the first damaged path and a one-line reason.
     """
     for kind, info in sorted(datasets.items()):
         path = Path(info["path"])
@@ -225,7 +305,8 @@ def check_recorded(datasets: dict[str, dict[str, Any]]) -> tuple[Path, str] | No
             if not weights.exists():
                 return path, "checkpoint folder has no model.safetensors"
             if file_checksum(weights) != info["checksum"]:
-                return path, "checkpoint weights changed since they were recorded (checksum mismatch)"
+                return path, ("checkpoint weights changed since they were recorded"
+                              " (checksum mismatch)")
             continue
         try:
             rows = pq.read_metadata(path).num_rows
@@ -239,12 +320,25 @@ def check_recorded(datasets: dict[str, dict[str, Any]]) -> tuple[Path, str] | No
 
 
 def discard_outputs(datasets: dict[str, dict[str, Any]]) -> None:
+    """Delete every recorded output file or checkpoint folder from disk (see `remove`).
+
+    Parameters
+    ----------
+    datasets
+        Kind -> {"path", ...}, as `Catalog.completed_datasets` returns them.
+    """
     for info in datasets.values():
         remove(Path(info["path"]))
 
 
 def pause_point(point: str) -> None:
-    """Test hook (see the module docstring); does nothing unless FLYWHEEL_TEST_PAUSE_AT == point."""
+    """Test hook (see the module docstring); does nothing unless FLYWHEEL_TEST_PAUSE_AT == point.
+
+    Parameters
+    ----------
+    point
+        The point this code has reached, e.g. `"train:1:step-3"`.
+    """
     if os.environ.get("FLYWHEEL_TEST_PAUSE_AT") != point:
         return
     marker = os.environ.get("FLYWHEEL_TEST_PAUSE_FILE")

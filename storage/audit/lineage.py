@@ -42,7 +42,34 @@ _ID_COLUMNS = (("train_rows", "train_row_id"), ("rollouts", "rollout_id"),
 
 
 def lineage(con: duckdb.DuckDBPyConnection, target: str, *, rows: bool = False) -> Result:
-    """Lineage of a row id or a checkpoint (fingerprint, prefix or folder) in the snapshot `con`."""
+    """Lineage of a row id or a checkpoint (fingerprint, prefix or folder) in the snapshot `con`.
+
+    A checkpoint is looked for first; otherwise `target` is matched as an id prefix against
+    train rows, rollouts, problems and proposals, in that order.
+
+    Parameters
+    ----------
+    con
+        A snapshot from `open_run`.
+    target
+        A train row, rollout, problem or proposal id (or a unique prefix of 4 or more hex
+        characters), or a checkpoint's fingerprint (6 or more characters), folder or
+        folder name.
+    rows
+        For a checkpoint: list every training row it saw instead of counts per round and
+        role.
+
+    Returns
+    -------
+    For a row, its chain (`row_lineage`); for a checkpoint, its training rows
+    (`checkpoint_lineage`).
+
+    Raises
+    ------
+    AuditError
+        `target` is neither an id nor a checkpoint of this run, a prefix matches several
+        ids or checkpoints, or no row has this id.
+    """
     checkpoint = find_checkpoint(con, target)
     if checkpoint is not None:
         return checkpoint_lineage(con, checkpoint, rows=rows)
@@ -52,14 +79,15 @@ def lineage(con: duckdb.DuckDBPyConnection, target: str, *, rows: bool = False) 
                          "folder of this run")
     for view, column in _ID_COLUMNS:
         found = [r[0] for r in con.execute(
-            f"SELECT DISTINCT {column} FROM {view} WHERE starts_with({column}, ?) LIMIT 6", [key]).fetchall()]
+            f"SELECT DISTINCT {column} FROM {view} WHERE starts_with({column}, ?) LIMIT 6",
+            [key]).fetchall()]
         if len(found) > 1 and key not in found:
             raise AuditError(f"lineage {target!r}: ambiguous prefix, {view}.{column} has "
                              f"{', '.join(found[:5])}, ... (give more characters)")
         if found:
             return row_lineage(con, view, key if key in found else found[0])
-    raise AuditError(f"lineage {target!r}: no checkpoint, train row, rollout, problem or proposal of "
-                     "this run has this id (try `flywheel audit RUN samples train_rows`)")
+    raise AuditError(f"lineage {target!r}: no checkpoint, train row, rollout, problem or proposal"
+                     " of this run has this id (try `flywheel audit RUN samples train_rows`)")
 
 
 # ---- rows ------------------------------------------------------------------------------------
@@ -76,6 +104,23 @@ def _clip(text: Any, width: int = 40) -> str:
 
 
 def row_lineage(con: duckdb.DuckDBPyConnection, view: str, row_id: str) -> Result:
+    """The chain of one row back to the proposer sample and the model that wrote it, then
+    forward to the training rows made from it and the checkpoints trained on them.
+
+    Parameters
+    ----------
+    con
+        A snapshot from `open_run`.
+    view
+        Where `row_id` is: "train_rows", "rollouts", "problems" or "proposals".
+    row_id
+        The row's full id.
+
+    Returns
+    -------
+    One row per link (`ROW_COLUMNS`), starting with the row itself; the note lists the kinds
+    along the chain.
+    """
     out: list[dict[str, Any]] = []
 
     def add(link: str, kind: str, id_: Any, round_: Any, detail: str) -> None:
@@ -108,10 +153,12 @@ def row_lineage(con: duckdb.DuckDBPyConnection, view: str, row_id: str) -> Resul
                        [rollout["rollout_id"], rollout["round"]])
         if verdict is not None:
             add("its verdict", "verdict", verdict["rollout_id"], verdict["round"],
-                f"answer={_clip(verdict['answer'])} reward={verdict['reward']} method={verdict['method']}")
+                f"answer={_clip(verdict['answer'])} reward={verdict['reward']}"
+                f" method={verdict['method']}")
         problem_key = (rollout["problem_id"], rollout["round"])
     if problem is None and (train is not None or rollout is not None):
-        problem = _one(con, "SELECT * FROM problems WHERE problem_id = ? AND round = ?", list(problem_key))
+        problem = _one(con, "SELECT * FROM problems WHERE problem_id = ? AND round = ?",
+                       list(problem_key))
     if problem is not None:
         add("start" if not out else "problem it answers", "problem", problem["problem_id"],
             problem["round"], f"{_clip(problem['text'])} reference={_clip(problem['reference'])} "
@@ -120,9 +167,11 @@ def row_lineage(con: duckdb.DuckDBPyConnection, view: str, row_id: str) -> Resul
                         [problem["problem_id"], problem["round"]])
         if decision is not None:
             add("curate decision", "curriculum", decision["problem_id"], decision["round"],
-                f"pass_rate={decision['pass_rate']} over {decision['judged']}/{decision['samples']} "
-                f"judged, kept={decision['kept']} drop_reason={decision['drop_reason']}")
-        proposal = _one(con, "SELECT * FROM proposals WHERE proposal_id = ?", [problem["proposal_id"]])
+                f"pass_rate={decision['pass_rate']} over"
+                f" {decision['judged']}/{decision['samples']} judged, kept={decision['kept']}"
+                f" drop_reason={decision['drop_reason']}")
+        proposal = _one(con, "SELECT * FROM proposals WHERE proposal_id = ?",
+                        [problem["proposal_id"]])
     if proposal is not None:
         add("start" if not out else "proposer sample", "proposal", proposal["proposal_id"],
             proposal["round"], f"{_clip(proposal['prompt'])} -> {_clip(proposal['text'])} "
@@ -135,10 +184,25 @@ def row_lineage(con: duckdb.DuckDBPyConnection, view: str, row_id: str) -> Resul
 
 
 def proposer_of(con: duckdb.DuckDBPyConnection, proposal: dict[str, Any]) -> dict[str, str]:
-    """The model that wrote a proposal: the synthesize stage's input checkpoint of its round."""
+    """The model that wrote a proposal: the synthesize stage's input checkpoint of its round.
+
+    Parameters
+    ----------
+    con
+        A snapshot from `open_run`.
+    proposal
+        A row of `proposals`.
+
+    Returns
+    -------
+    {"id", "detail"}: the domain's generator for seed, generator and pool proposals;
+    otherwise the checkpoint's fingerprint and where it was made ("-" when no completed
+    synthesize stage of the round is recorded).
+    """
     generator = {"seed": "the domain's generator (round-0 warm-up seed)",
                  "generator": "the domain's generator (synthesize.source = generator)",
-                 "pool": "the domain's generator (the fixed prompt pool, synthesize.source = pool)"}
+                 "pool": ("the domain's generator (the fixed prompt pool,"
+                          " synthesize.source = pool)")}
     if proposal["source"] in generator:
         return {"id": proposal["source"], "detail": generator[proposal["source"]]}
     stage = _one(con, "SELECT inputs_json FROM stages WHERE stage = 'synthesize' AND round = ?"
@@ -148,7 +212,8 @@ def proposer_of(con: duckdb.DuckDBPyConnection, proposal: dict[str, Any]) -> dic
         return {"id": "-", "detail": "unknown (no completed synthesize stage recorded)"}
     made = _one(con, "SELECT round, stage, path FROM datasets WHERE kind = 'checkpoint'"
                 " AND fingerprint = ?", [fingerprint])
-    where = f"{made['stage']} stage of round {made['round']}, {made['path']}" if made else "not in this run"
+    where = (f"{made['stage']} stage of round {made['round']}, {made['path']}" if made
+             else "not in this run")
     return {"id": fingerprint, "detail": f"proposer = checkpoint {fingerprint[:12]} ({where})"}
 
 
@@ -161,22 +226,26 @@ def _add_forward(con: duckdb.DuckDBPyConnection, out: list[dict[str, Any]], *, t
         made = fetch(con, "SELECT * FROM train_rows WHERE rollout_id = ? AND round = ?",
                      [rollout["rollout_id"], rollout["round"]])
     elif problem is not None:
-        made = fetch(con, "SELECT * FROM train_rows WHERE problem_id = ? AND round = ? ORDER BY role,"
-                     " train_row_id", [problem["problem_id"], problem["round"]])
+        made = fetch(con, "SELECT * FROM train_rows WHERE problem_id = ? AND round = ?"
+                     " ORDER BY role, train_row_id", [problem["problem_id"], problem["round"]])
     else:
         made = []
-        if proposal is not None and proposal["problem_id"] is not None and proposal["drop_reason"] is None:
-            admitted = _one(con, "SELECT * FROM problems WHERE proposal_id = ?", [proposal["proposal_id"]])
+        if (proposal is not None and proposal["problem_id"] is not None
+                and proposal["drop_reason"] is None):
+            admitted = _one(con, "SELECT * FROM problems WHERE proposal_id = ?",
+                            [proposal["proposal_id"]])
             if admitted is not None:
                 out.append({"link": "used by", "kind": "problem", "id": admitted["problem_id"],
                             "round": admitted["round"], "detail": _clip(admitted["text"])})
     for row in made if train is None else []:
-        out.append({"link": "used by", "kind": "train_row", "id": row["train_row_id"], "round": row["round"],
+        out.append({"link": "used by", "kind": "train_row", "id": row["train_row_id"],
+                    "round": row["round"],
                     "detail": f"role={row['role']} weight={row['weight']:.3f}"})
     if not made:
         return
     # the file each row is in (this run's current train_rows file of its round)
-    file_of = dict(con.execute("SELECT round, fingerprint FROM current_files WHERE kind = 'train_rows'").fetchall())
+    file_of = dict(con.execute(
+        "SELECT round, fingerprint FROM current_files WHERE kind = 'train_rows'").fetchall())
     ids: dict[str, list[str]] = {}
     for checkpoint in train_checkpoints(con):
         plan = training_plan(con, checkpoint, draw=False)
@@ -199,8 +268,8 @@ def _add_forward(con: duckdb.DuckDBPyConnection, out: list[dict[str, Any]], *, t
                 if position is not None and plan.offsets[fingerprint] + position in plan.picked_set:
                     hits, how = hits + 1, "replayed"
         if how:
-            out.append({"link": "trained into", "kind": "checkpoint", "id": checkpoint["fingerprint"],
-                        "round": checkpoint["round"],
+            out.append({"link": "trained into", "kind": "checkpoint",
+                        "id": checkpoint["fingerprint"], "round": checkpoint["round"],
                         "detail": f"{hits} of these rows ({how}); {checkpoint['path']}"})
 
 
@@ -208,36 +277,86 @@ def _add_forward(con: duckdb.DuckDBPyConnection, out: list[dict[str, Any]], *, t
 
 
 def find_checkpoint(con: duckdb.DuckDBPyConnection, target: str) -> dict[str, Any] | None:
-    """The checkpoint named by a fingerprint (or prefix) or a folder path, or None."""
-    checkpoints = fetch(con, "SELECT d.round, d.stage, d.fingerprint, d.path, d.rows FROM datasets d"
-                        " WHERE d.kind = 'checkpoint' ORDER BY d.round, d.stage")
+    """The checkpoint named by a fingerprint (or prefix) or a folder path, or None.
+
+    Parameters
+    ----------
+    con
+        A snapshot from `open_run`.
+    target
+        A folder path or name (contains "/" or starts with "checkpoint-"), else a
+        fingerprint or a prefix of at least 6 characters.
+
+    Returns
+    -------
+    The checkpoint's dataset row (round, stage, fingerprint, path, rows); None when nothing
+    matches.
+
+    Raises
+    ------
+    AuditError
+        `target` matches several checkpoints.
+    """
+    checkpoints = fetch(con, "SELECT d.round, d.stage, d.fingerprint, d.path, d.rows"
+                        " FROM datasets d WHERE d.kind = 'checkpoint' ORDER BY d.round, d.stage")
     text = target.strip().rstrip("/")
     if "/" in text or text.startswith("checkpoint-"):
         resolved, name = str(Path(text).resolve()), Path(text).name
         hits = [c for c in checkpoints if c["path"] == resolved or Path(c["path"]).name == name]
     else:
-        hits = [c for c in checkpoints if len(text) >= 6 and c["fingerprint"].startswith(text.lower())]
+        hits = [c for c in checkpoints
+                if len(text) >= 6 and c["fingerprint"].startswith(text.lower())]
     if len(hits) > 1:
         names = ", ".join(c["fingerprint"][:12] for c in hits)
-        raise AuditError(f"lineage {target!r}: matches several checkpoints ({names}); give more characters")
+        msg = f"lineage {target!r}: matches several checkpoints ({names}); give more characters"
+        raise AuditError(msg)
     return hits[0] if hits else None
 
 
 def train_checkpoints(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
-    return fetch(con, "SELECT d.round, d.stage, d.fingerprint, d.path, d.rows FROM datasets d JOIN current_files c"
-                 " USING (fingerprint, kind) WHERE d.kind = 'checkpoint' AND d.stage = 'train'"
-                 " ORDER BY d.round")
+    """The checkpoints of the run's current train stages.
+
+    Parameters
+    ----------
+    con
+        A snapshot from `open_run`.
+
+    Returns
+    -------
+    Their dataset rows (round, stage, fingerprint, path, rows), ordered by round.
+    """
+    return fetch(con, "SELECT d.round, d.stage, d.fingerprint, d.path, d.rows FROM datasets d"
+                 " JOIN current_files c USING (fingerprint, kind) WHERE d.kind = 'checkpoint'"
+                 " AND d.stage = 'train' ORDER BY d.round")
 
 
 def _train_stage(con: duckdb.DuckDBPyConnection, fingerprint: str) -> dict[str, Any] | None:
-    return _one(con, "SELECT round, inputs_json FROM stages WHERE fingerprint = ? AND status = 'completed'"
-                " ORDER BY finished_at DESC", [fingerprint])
+    return _one(con, "SELECT round, inputs_json FROM stages WHERE fingerprint = ?"
+                " AND status = 'completed' ORDER BY finished_at DESC", [fingerprint])
 
 
 def replayed_sample(pool_size: int, own_size: int, *, ratio: float, config_seed: int,
                     round_index: int) -> list[int]:
     """Indices into the replay pool that `tasks.train.with_replay` drew (same seed,
-    same `random.Random(seed).sample` call; the stage seed as in `RunContext.stage_seed`)."""
+    same `random.Random(seed).sample` call; the stage seed as in `RunContext.stage_seed`).
+
+    Parameters
+    ----------
+    pool_size
+        Rows in the replay pool (earlier rounds' files, in order).
+    own_size
+        Rows of this round's train_rows file.
+    ratio
+        `train.replay_ratio`: replayed rows per row of this round.
+    config_seed
+        The run config's `seed`.
+    round_index
+        The train stage's round.
+
+    Returns
+    -------
+    `min(pool_size, round(ratio * own_size))` distinct pool indices, in draw order.
+    """
     seed = int(stable_hash([config_seed, "train", round_index], length=8), 16)
     count = min(pool_size, round(ratio * own_size))
     return random.Random(seed).sample(range(pool_size), count)
@@ -251,8 +370,10 @@ class TrainingPlan:
     replay   (round, fingerprint) of earlier rounds' files, in the order they form the pool
     offsets  fingerprint -> index of the file's first row in the pool
     picked   pool indices replayed, in draw order; None when not reproducible
-    proposer_rows  whether proposer rows are in the pool (`train.replay_proposer_rows`; runs
-             recorded before the key existed replayed them)
+    picked_set  `picked` as a set (empty when not reproducible)
+    metrics  the train stage's recorded metrics
+    proposer_rows  whether proposer rows are in the pool (`train.replay_proposer_rows`; true
+             when the run's config lacks the key)
     """
 
     own: str | None = None
@@ -264,29 +385,68 @@ class TrainingPlan:
     proposer_rows: bool = True
 
     def in_pool(self, role: str) -> bool:
+        """Whether a replayed file's row of `role` is part of the replay pool.
+
+        Parameters
+        ----------
+        role
+            The row's role ("solver" or "proposer").
+
+        Returns
+        -------
+        False only for proposer rows when the pool leaves them out.
+        """
         return self.proposer_rows or role != "proposer"
 
     def pool_filter(self) -> str:
-        """SQL condition on `role` for the rows of a replayed file that form the pool."""
+        """SQL condition on `role` for the rows of a replayed file that form the pool.
+
+        Returns
+        -------
+        "true", or "role <> 'proposer'" when the pool leaves proposer rows out.
+        """
         return "true" if self.proposer_rows else "role <> 'proposer'"
 
 
 def training_plan(con: duckdb.DuckDBPyConnection, checkpoint: dict[str, Any], *,
                   draw: bool = True) -> TrainingPlan:
-    """The checkpoint's training plan; with draw=False the replay sample is left undrawn."""
+    """The checkpoint's training plan; with draw=False the replay sample is left undrawn.
+
+    Parameters
+    ----------
+    con
+        A snapshot from `open_run`.
+    checkpoint
+        A checkpoint's dataset row (from `find_checkpoint` or `train_checkpoints`).
+    draw
+        Redraw the replay sample and check it against the train stage's recorded metrics.
+
+    Returns
+    -------
+    The plan; an empty one for a checkpoint not made by a completed train stage.
+
+    Raises
+    ------
+    AuditError
+        The train stage read a train_rows file the catalog does not list, or a replayed
+        file is missing from disk.
+    """
     stage = _train_stage(con, checkpoint["fingerprint"])
     if stage is None or checkpoint["stage"] != "train":
         return TrainingPlan()
     inputs = json.loads(stage["inputs_json"] or "{}")
-    sizes = dict(con.execute("SELECT fingerprint, rows FROM datasets WHERE kind = 'train_rows'").fetchall())
+    sizes = dict(con.execute(
+        "SELECT fingerprint, rows FROM datasets WHERE kind = 'train_rows'").fetchall())
     config = run_config(con)
     plan = TrainingPlan(own=inputs.get("train_rows"), replay=sorted(
-        (int(key.rsplit("_", 1)[1]), fp) for key, fp in inputs.items() if key.startswith("replay_round_")),
+        (int(key.rsplit("_", 1)[1]), fp) for key, fp in inputs.items()
+        if key.startswith("replay_round_")),
         proposer_rows=config.get("train", {}).get("replay_proposer_rows", True))
     for fingerprint in [plan.own] + [fp for _, fp in plan.replay]:
         if fingerprint is not None and fingerprint not in sizes:
-            raise AuditError(f"train stage {checkpoint['fingerprint'][:12]} read train_rows {fingerprint[:12]},"
-                             " which the catalog does not list (was the catalog edited?)")
+            raise AuditError(f"train stage {checkpoint['fingerprint'][:12]} read train_rows"
+                             f" {fingerprint[:12]}, which the catalog does not list (was the"
+                             " catalog edited?)")
     pool_size = 0
     for _, fingerprint in plan.replay:
         plan.offsets[fingerprint] = pool_size
@@ -297,8 +457,10 @@ def training_plan(con: duckdb.DuckDBPyConnection, checkpoint: dict[str, Any], *,
     if not draw:
         return plan
     plan.metrics = {r["name"]: r["value"] for r in fetch(
-        con, "SELECT name, value FROM metrics WHERE stage = 'train' AND round = ?", [stage["round"]])}
-    picked = replayed_sample(pool_size, own_size, ratio=config.get("train", {}).get("replay_ratio", 0.0),
+        con, "SELECT name, value FROM metrics WHERE stage = 'train' AND round = ?",
+        [stage["round"]])}
+    picked = replayed_sample(pool_size, own_size,
+                             ratio=config.get("train", {}).get("replay_ratio", 0.0),
                              config_seed=config.get("seed", 0), round_index=stage["round"])
     reproduced = not plan.metrics or (plan.metrics.get("replayed_rows") == len(picked)
                                       and plan.metrics.get("train_rows") == own_size + len(picked))
@@ -308,7 +470,8 @@ def training_plan(con: duckdb.DuckDBPyConnection, checkpoint: dict[str, Any], *,
 
 
 def _path(con: duckdb.DuckDBPyConnection, fingerprint: str) -> str:
-    found = _one(con, "SELECT path FROM datasets WHERE fingerprint = ? AND kind = 'train_rows'", [fingerprint])
+    found = _one(con, "SELECT path FROM datasets WHERE fingerprint = ? AND kind = 'train_rows'",
+                 [fingerprint])
     if found is None or not Path(found["path"]).exists():
         raise AuditError(f"train_rows file of stage {fingerprint[:12]} is missing "
                          f"({found['path'] if found else 'not recorded'}); rerun `flywheel resume`")
@@ -324,7 +487,25 @@ def selected_rows_sql(con: duckdb.DuckDBPyConnection, plan: TrainingPlan) -> tup
     """SQL (and its parameters) for the rows a train stage selected: train_row_id, round, role,
     weight, relation ('this round' | 'replayed'), in the order the train stage listed them
     (this round's file, then the replayed rows in the order they were drawn).
-    Evaluated by DuckDB over the Parquet files, so a pool of millions of rows stays cheap."""
+    Evaluated by DuckDB over the Parquet files, so a pool of millions of rows stays cheap.
+
+    Parameters
+    ----------
+    con
+        A snapshot from `open_run` (to find the files).
+    plan
+        The train stage's plan, from `training_plan`.
+
+    Returns
+    -------
+    The SQL and its parameters; a query with no rows when the plan selects none (or the
+    replayed sample could not be reproduced, when only replayed rows would remain).
+
+    Raises
+    ------
+    AuditError
+        A train_rows file of the plan is missing from disk.
+    """
     parts, params = [], []
     if plan.own is not None:
         parts.append("SELECT train_row_id, round, role, weight, 'this round' AS relation,"
@@ -333,16 +514,22 @@ def selected_rows_sql(con: duckdb.DuckDBPyConnection, plan: TrainingPlan) -> tup
     if plan.replay and plan.picked:
         parts.append(
             "SELECT p.train_row_id, p.round, p.role, p.weight, 'replayed', d.draw FROM"
-            " (SELECT *, row_number() OVER (PARTITION BY filename ORDER BY file_row_number) - 1 AS pool_row"
-            f" FROM read_parquet(?, filename = true, file_row_number = true) WHERE {plan.pool_filter()}) p"
-            " JOIN (SELECT unnest(?::VARCHAR[]) AS filename, unnest(?::BIGINT[]) AS first) f USING (filename)"
-            " JOIN (SELECT unnest(?::BIGINT[]) AS pool_index, generate_subscripts(?::BIGINT[], 1) AS draw) d"
+            " (SELECT *, row_number() OVER (PARTITION BY filename ORDER BY file_row_number) - 1"
+            " AS pool_row"
+            " FROM read_parquet(?, filename = true, file_row_number = true)"
+            f" WHERE {plan.pool_filter()}) p"
+            " JOIN (SELECT unnest(?::VARCHAR[]) AS filename, unnest(?::BIGINT[]) AS first) f"
+            " USING (filename)"
+            " JOIN (SELECT unnest(?::BIGINT[]) AS pool_index,"
+            " generate_subscripts(?::BIGINT[], 1) AS draw) d"
             " ON d.pool_index = f.first + p.pool_row")
         paths = [_path(con, fp) for _, fp in plan.replay]
-        params += [paths, paths, [plan.offsets[fp] for _, fp in plan.replay], plan.picked, plan.picked]
+        params += [paths, paths, [plan.offsets[fp] for _, fp in plan.replay], plan.picked,
+                   plan.picked]
     if not parts:
-        return ("SELECT NULL::VARCHAR AS train_row_id, NULL::BIGINT AS round, NULL::VARCHAR AS role,"
-                " NULL::DOUBLE AS weight, NULL::VARCHAR AS relation WHERE false"), []
+        return ("SELECT NULL::VARCHAR AS train_row_id, NULL::BIGINT AS round,"
+                " NULL::VARCHAR AS role, NULL::DOUBLE AS weight, NULL::VARCHAR AS relation"
+                " WHERE false"), []
     union = " UNION ALL ".join(f"({part})" for part in parts)
     return (f"SELECT train_row_id, round, role, weight, relation FROM ({union})"
             " ORDER BY relation DESC, draw"), params
@@ -350,16 +537,42 @@ def selected_rows_sql(con: duckdb.DuckDBPyConnection, plan: TrainingPlan) -> tup
 
 def checkpoint_lineage(con: duckdb.DuckDBPyConnection, checkpoint: dict[str, Any], *,
                        rows: bool = False) -> Result:
+    """The training rows a checkpoint saw, per round and role, or one by one.
+
+    Parameters
+    ----------
+    con
+        A snapshot from `open_run`.
+    checkpoint
+        The checkpoint's dataset row (from `find_checkpoint`).
+    rows
+        List every selected row (train_row_id, round, role, relation, weight) instead of
+        counts.
+
+    Returns
+    -------
+    Without `rows`: per (round, role, relation) of the files it read, the rows in the file,
+    selected and trained (weight > 0), newest round first; selected and trained are None
+    for replayed files when the sample could not be reproduced. Notes give its path,
+    ancestry and trainer metrics.
+
+    Raises
+    ------
+    AuditError
+        A train_rows file it read is missing from disk or from the catalog.
+    """
     fingerprint = checkpoint["fingerprint"]
     plan = training_plan(con, checkpoint)
-    notes = [(f"checkpoint {fingerprint} ({checkpoint['stage']} stage of round {checkpoint['round']}): "
-              f"{checkpoint['path']}"), "ancestry: " + " <- ".join(_ancestry(con, fingerprint))]
+    notes = [(f"checkpoint {fingerprint} ({checkpoint['stage']} stage of round"
+              f" {checkpoint['round']}): {checkpoint['path']}"),
+             "ancestry: " + " <- ".join(_ancestry(con, fingerprint))]
     if checkpoint["stage"] != "train":
         notes.append("built from the config, trained on no rows")
     m = plan.metrics
     if m:
-        notes.append(f"trainer: {int(m.get('steps', 0))} steps over {int(m.get('train_rows', 0))} selected "
-                     f"rows ({int(m.get('replayed_rows', 0))} replayed from earlier rounds)")
+        notes.append(f"trainer: {int(m.get('steps', 0))} steps over"
+                     f" {int(m.get('train_rows', 0))} selected rows"
+                     f" ({int(m.get('replayed_rows', 0))} replayed from earlier rounds)")
     unknown = plan.picked is None
     if unknown:
         notes.append("the replayed sample could not be reproduced (recorded metrics disagree); "
@@ -369,14 +582,16 @@ def checkpoint_lineage(con: duckdb.DuckDBPyConnection, checkpoint: dict[str, Any
     if rows:
         listed = fetch(con, selected, params)
         return Result(title, ["train_row_id", "round", "role", "relation", "weight"], listed, notes)
-    files = [(plan.own, "this round")] * (plan.own is not None) + [(fp, "replayed") for _, fp in plan.replay]
-    in_files = fetch(con, "SELECT round, role, relation, count(*) AS n FROM read_parquet(?, filename = true)"
-                     " JOIN (SELECT unnest(?::VARCHAR[]) AS filename, unnest(?::VARCHAR[]) AS relation)"
-                     " USING (filename) GROUP BY ALL",
-                     [[_path(con, fp) for fp, _ in files]] * 2 + [[r for _, r in files]]) if files else []
+    files = ([(plan.own, "this round")] * (plan.own is not None)
+             + [(fp, "replayed") for _, fp in plan.replay])
+    in_files = fetch(
+        con, "SELECT round, role, relation, count(*) AS n FROM read_parquet(?, filename = true)"
+        " JOIN (SELECT unnest(?::VARCHAR[]) AS filename, unnest(?::VARCHAR[]) AS relation)"
+        " USING (filename) GROUP BY ALL",
+        [[_path(con, fp) for fp, _ in files]] * 2 + [[r for _, r in files]]) if files else []
     chosen = {(r["round"], r["role"], r["relation"]): r for r in fetch(
-        con, f"SELECT round, role, relation, count(*) AS n, count(*) FILTER (WHERE weight > 0) AS trained"
-        f" FROM ({selected}) GROUP BY ALL", params)}
+        con, f"SELECT round, role, relation, count(*) AS n, count(*) FILTER (WHERE weight > 0)"
+        f" AS trained FROM ({selected}) GROUP BY ALL", params)}
     ordered = []
     for r in sorted(in_files, key=lambda r: (-r["round"], r["role"])):
         key = (r["round"], r["role"], r["relation"])
@@ -392,8 +607,8 @@ def _ancestry(con: duckdb.DuckDBPyConnection, fingerprint: str) -> list[str]:
     chain, seen = [], set()
     while fingerprint and fingerprint not in seen:
         seen.add(fingerprint)
-        made = _one(con, "SELECT round, stage FROM datasets WHERE kind = 'checkpoint' AND fingerprint = ?",
-                    [fingerprint])
+        made = _one(con, "SELECT round, stage FROM datasets WHERE kind = 'checkpoint'"
+                    " AND fingerprint = ?", [fingerprint])
         if made is None:
             chain.append(f"{fingerprint[:12]} (outside this run)")
             break

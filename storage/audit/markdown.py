@@ -19,7 +19,22 @@ def _markdown_table(result: Result) -> str:
 
 def round_markdown(con: duckdb.DuckDBPyConnection, run_id: str, round_index: int) -> str:
     """Markdown for the Prefect UI: the round's funnel, drops and metrics (a pure function of
-    the snapshot `con` from `open_run`)."""
+    the snapshot `con` from `open_run`).
+
+    Parameters
+    ----------
+    con
+        A snapshot from `open_run`.
+    run_id
+        The run, shown in the heading.
+    round_index
+        The round to summarise.
+
+    Returns
+    -------
+    The Markdown document: a heading, then funnel, drops (up to two examples each) and
+    metrics tables, ending in a newline.
+    """
     parts = [f"# Flywheel run `{run_id}`, round {round_index}", "", "## Funnel", ""]
     parts.append(_markdown_table(funnel(con, round_index=round_index)))
     dropped = drops(con, round_index=round_index, examples=2)

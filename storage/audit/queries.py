@@ -11,8 +11,8 @@
               reference, where both exist (pseudo-label precision, as TTRL / EVE log it), over
               all problems and over the kept ones. The vote is recomputed from `answer`, not read
               from `verdicts.label`: that column holds the reference when verify.labels =
-              "reference", and older files lack it; the tie rule is the one verify uses
-              (tasks/curriculum/votes.py), so with majority labels the two agree
+              "reference", and files written without it read null; the tie rule is the one
+              verify uses (tasks/curriculum/votes.py), so with majority labels the two agree
     samples   rows of one view or table, filtered by a SQL `--where` condition
     sql       any SQL over the views and tables
 """
@@ -44,6 +44,20 @@ def funnel(con: duckdb.DuckDBPyConnection, *, round_index: int | None = None) ->
     judged    problems with at least one scored rollout       curriculum.judged > 0
     kept      problems inside the difficulty band             curriculum.kept
     trained   problems with a solver training row             distinct train_rows.problem_id
+
+    Parameters
+    ----------
+    con
+        A snapshot from `open_run`.
+    round_index
+        Only this round; None: every round.
+
+    Returns
+    -------
+    One row per round that ran a stage other than base/baseline, with `FUNNEL_COLUMNS`:
+    the counts above (0 where a step has no rows), the round's training rows by role, the
+    rows replayed into its training, its held-out accuracy, whether it promoted, and its
+    state (`round_states`; "not started" when it has none).
     """
     where, params = _round_filter("round", round_index)
     rows = fetch(con, f"""
@@ -61,30 +75,45 @@ def funnel(con: duckdb.DuckDBPyConnection, *, round_index: int | None = None) ->
                      count(*) FILTER (WHERE role = 'proposer') AS proposer_rows
               FROM train_rows GROUP BY round),
         m AS (SELECT round,
-                     max(value) FILTER (WHERE stage = 'train' AND name = 'replayed_rows') AS replayed_rows,
-                     max(value) FILTER (WHERE stage = 'evaluate' AND name = 'accuracy') AS heldout_accuracy,
+                     max(value) FILTER (WHERE stage = 'train' AND name = 'replayed_rows')
+                         AS replayed_rows,
+                     max(value) FILTER (WHERE stage = 'evaluate' AND name = 'accuracy')
+                         AS heldout_accuracy,
                      max(value) FILTER (WHERE stage = 'promote' AND name = 'promoted') AS promoted
               FROM metrics GROUP BY round)
         SELECT round, coalesce(proposed, 0) AS proposed, coalesce(valid, 0) AS valid,
-               coalesce(novel, 0) AS novel, coalesce(judged, 0) AS judged, coalesce(kept, 0) AS kept,
+               coalesce(novel, 0) AS novel, coalesce(judged, 0) AS judged,
+               coalesce(kept, 0) AS kept,
                coalesce(trained, 0) AS trained, coalesce(train_rows, 0) AS train_rows,
                coalesce(solver_rows, 0) AS solver_rows, coalesce(proposer_rows, 0) AS proposer_rows,
                CAST(replayed_rows AS BIGINT) AS replayed_rows, heldout_accuracy,
                CAST(promoted AS BOOLEAN) AS promoted
-        FROM rounds_seen LEFT JOIN p USING (round) LEFT JOIN q USING (round) LEFT JOIN c USING (round)
+        FROM rounds_seen LEFT JOIN p USING (round) LEFT JOIN q USING (round)
+        LEFT JOIN c USING (round)
         LEFT JOIN t USING (round) LEFT JOIN m USING (round){where}
         ORDER BY round""", params)
     states = round_states(con)
     for row in rows:
         row["state"] = states.get(row["round"], "not started")
-    notes = [("proposed -> valid (parsed) -> novel (not duplicate/held-out) -> judged -> kept (in band)"
-              " -> trained (problems with a solver row); replayed_rows: earlier rounds' rows trained again")]
+    notes = [("proposed -> valid (parsed) -> novel (not duplicate/held-out) -> judged -> kept"
+              " (in band) -> trained (problems with a solver row); replayed_rows: earlier"
+              " rounds' rows trained again")]
     return Result("funnel", FUNNEL_COLUMNS, rows, notes)
 
 
 def round_states(con: duckdb.DuckDBPyConnection) -> dict[int, str]:
     """Per round: 'decided' (promote completed), '<status> at <stage>' when the latest attempt
-    of a stage did not complete (failed, gate_failed, ...), else 'in progress'."""
+    of a stage did not complete (failed, gate_failed, ...), else 'in progress'.
+
+    Parameters
+    ----------
+    con
+        A snapshot from `open_run`.
+
+    Returns
+    -------
+    Round -> state, for every round with a stage other than base/baseline.
+    """
     latest = con.execute(
         "SELECT round, stage, arg_max(status, started_at) FROM stages"
         " WHERE stage NOT IN ('base', 'baseline') GROUP BY round, stage ORDER BY round").fetchall()
@@ -104,13 +133,31 @@ def round_states(con: duckdb.DuckDBPyConnection) -> dict[int, str]:
 
 def drops(con: duckdb.DuckDBPyConnection, *, round_index: int | None = None,
           examples: int = 3) -> Result:
-    """Dropped proposals and curriculum problems per round and reason, with examples; failed gates."""
+    """Dropped proposals and curriculum problems per round and reason, with examples; failed
+    gates.
+
+    Parameters
+    ----------
+    con
+        A snapshot from `open_run`.
+    round_index
+        Only this round; None: every round.
+    examples
+        How many examples per (round, reason): proposal texts, problem texts with their pass
+        rate and level, or the stages whose gate failed.
+
+    Returns
+    -------
+    Rows of dataset ("proposals", "curriculum" or "gates"), round, reason, count, share (of
+    the round's proposals or curriculum problems; null for gates) and examples.
+    """
     where, params = _round_filter("round", round_index)
     and_round = where.replace(" WHERE", " AND")
     k = int(examples)
     rows = fetch(con, f"""
         WITH totals AS (
-            SELECT 'proposals' AS dataset, round, count(*) AS total FROM proposals{where} GROUP BY round
+            SELECT 'proposals' AS dataset, round, count(*) AS total FROM proposals{where}
+            GROUP BY round
             UNION ALL
             SELECT 'curriculum', round, count(*) FROM curriculum{where} GROUP BY round),
         dropped AS (
@@ -125,11 +172,15 @@ def drops(con: duckdb.DuckDBPyConnection, *, round_index: int | None = None,
         ORDER BY round, dataset DESC, count DESC, reason""", params * 4)
     # a dropped problem's example: its text, pass rate and level (looked up for the few shown)
     shown = [pid for r in rows if r["dataset"] == "curriculum" for pid in r["examples"]]
-    described = {r["problem_id"]: f"{r['text'] or r['problem_id']} (p={format_cell(r['pass_rate'])}, level {r['level']})"
-                 for r in fetch(con, """
+    described = {
+        r["problem_id"]: (f"{r['text'] or r['problem_id']} (p={format_cell(r['pass_rate'])},"
+                          f" level {r['level']})")
+        for r in fetch(con, """
         SELECT c.problem_id, c.round, p.text, c.pass_rate, c.level FROM curriculum c
-        LEFT JOIN problems p ON p.problem_id = c.problem_id AND p.run_id = c.run_id AND p.round = c.round
-        WHERE c.problem_id IN (SELECT unnest(?::VARCHAR[]))""", [shown])} if shown else {}
+        LEFT JOIN problems p ON p.problem_id = c.problem_id AND p.run_id = c.run_id
+            AND p.round = c.round
+        WHERE c.problem_id IN (SELECT unnest(?::VARCHAR[]))""", [shown])
+    } if shown else {}
     for r in rows:
         if r["dataset"] == "curriculum":
             r["examples"] = [described.get(pid, pid) for pid in r["examples"]]
@@ -137,7 +188,8 @@ def drops(con: duckdb.DuckDBPyConnection, *, round_index: int | None = None,
         SELECT 'gates' AS dataset, round, 'gate_failed:' || kind AS reason, count(*) AS count,
                NULL AS share, list(stage ORDER BY checked_at)[1:{int(examples)}] AS examples
         FROM gates WHERE NOT success{and_round}
-        GROUP BY round, kind ORDER BY round""", params) if _has_columns(con, "gates", "success") else []
+        GROUP BY round, kind ORDER BY round""", params
+    ) if _has_columns(con, "gates", "success") else []
     notes = ["share: of all proposals (or curriculum problems) of the round"]
     return Result("drops", ["dataset", "round", "reason", "count", "share", "examples"],
                   rows + gate_rows, notes)
@@ -149,7 +201,22 @@ def _has_columns(con: duckdb.DuckDBPyConnection, table: str, *columns: str) -> b
 
 
 def drift(con: duckdb.DuckDBPyConnection, *, round_index: int | None = None) -> Result:
-    """Per round: difficulty level mix, text length, completion length, pass-rate distribution."""
+    """Per round: difficulty level mix, text length, completion length, pass-rate distribution.
+
+    Parameters
+    ----------
+    con
+        A snapshot from `open_run`.
+    round_index
+        Only this round; None: every round.
+
+    Returns
+    -------
+    One row per round with problems: their count, mean level, share per level (`level_N`,
+    one column per level of the run), mean text length, mean completion tokens of the
+    round's rollouts, and the pass-rate mean, quartiles, share at 0 and at 1 over judged
+    problems and mean over kept ones.
+    """
     where, params = _round_filter("round", round_index)
     levels = [r[0] for r in con.execute(
         "SELECT DISTINCT level FROM problems WHERE level IS NOT NULL ORDER BY level").fetchall()]
@@ -160,7 +227,8 @@ def drift(con: duckdb.DuckDBPyConnection, *, round_index: int | None = None) -> 
         WITH q AS (SELECT round, count(*) AS problems, avg(level) AS mean_level,
                           avg(length(text)) AS mean_text_chars{mix}
                    FROM problems GROUP BY round),
-        r AS (SELECT round, avg(completion_tokens) AS mean_completion_tokens FROM rollouts GROUP BY round),
+        r AS (SELECT round, avg(completion_tokens) AS mean_completion_tokens FROM rollouts
+              GROUP BY round),
         c AS (SELECT round, avg(pass_rate) AS pass_rate_mean,
                      quantile_cont(pass_rate, 0.25) AS pass_rate_p25,
                      quantile_cont(pass_rate, 0.5) AS pass_rate_p50,
@@ -169,8 +237,8 @@ def drift(con: duckdb.DuckDBPyConnection, *, round_index: int | None = None) -> 
                      count(*) FILTER (WHERE pass_rate = 1) / count(pass_rate) AS share_p1,
                      avg(pass_rate) FILTER (WHERE kept) AS kept_pass_rate_mean
               FROM curriculum GROUP BY round)
-        SELECT * FROM q LEFT JOIN r USING (round) LEFT JOIN c USING (round){where} ORDER BY round""",
-        params)
+        SELECT * FROM q LEFT JOIN r USING (round) LEFT JOIN c USING (round){where}
+        ORDER BY round""", params)
     columns = ["round", "problems", "mean_level", *level_columns, "mean_text_chars",
                "mean_completion_tokens", "pass_rate_mean", "pass_rate_p25", "pass_rate_p50",
                "pass_rate_p75", "share_p0", "share_p1", "kept_pass_rate_mean"]
@@ -182,7 +250,21 @@ def labels(con: duckdb.DuckDBPyConnection, *, round_index: int | None = None) ->
     """Majority-vote pseudo-labels vs executor references, per round, where both exist.
 
     The vote is over the answers extracted from a problem's rollouts (unextractable answers do
-    not vote); a tie goes to the smallest answer and is counted in `tied`."""
+    not vote); a tie goes to the smallest answer and is counted in `tied`.
+
+    Parameters
+    ----------
+    con
+        A snapshot from `open_run`.
+    round_index
+        Only this round; None: every round.
+
+    Returns
+    -------
+    One row per round: problems with a reference and a vote, how many majority answers
+    equal the reference (count and share), the mean vote share of the majority answer,
+    ties, confident votes (more than half) and their agreement, kept problems and theirs.
+    """
     where, params = _round_filter("m.round", round_index)
     rows = fetch(con, f"""
         WITH votes AS (
@@ -206,16 +288,74 @@ def labels(con: duckdb.DuckDBPyConnection, *, round_index: int | None = None) ->
                count(*) FILTER (WHERE c.kept) AS kept,
                count(*) FILTER (WHERE c.kept AND m.answer = p.reference)
                    / nullif(count(*) FILTER (WHERE c.kept), 0) AS kept_agreement
-        FROM m JOIN problems p ON p.problem_id = m.problem_id AND p.run_id = m.run_id AND p.round = m.round
-        LEFT JOIN curriculum c ON c.problem_id = m.problem_id AND c.run_id = m.run_id AND c.round = m.round
+        FROM m JOIN problems p ON p.problem_id = m.problem_id AND p.run_id = m.run_id
+            AND p.round = m.round
+        LEFT JOIN curriculum c ON c.problem_id = m.problem_id AND c.run_id = m.run_id
+            AND c.round = m.round
         WHERE p.reference IS NOT NULL{where.replace(' WHERE', ' AND')}
         GROUP BY m.round ORDER BY m.round""", params)
     columns = ["round", "problems", "agree", "agreement", "mean_vote_share", "tied", "confident",
                "confident_agreement", "kept", "kept_agreement"]
     notes = [("problems: with a reference and at least one extracted answer; confident: the"
               " majority answer has more than half the votes; kept: in the curriculum (with"
-              " verify.labels = majority, kept_agreement is the precision of the labels trained on)")]
+              " verify.labels = majority, kept_agreement is the precision of the labels"
+              " trained on)")]
     return Result("labels", columns, rows, notes)
+
+
+# ---- the report's tables --------------------------------------------------------------------
+
+
+def heldout_accuracy_metrics(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """The held-out accuracy metrics of the base model and of each round's candidate.
+
+    Parameters
+    ----------
+    con
+        A snapshot from `open_run`.
+
+    Returns
+    -------
+    Rows of round, stage ("baseline" or "evaluate"), name ("accuracy", or
+    "accuracy_level_N" per difficulty level) and value, ordered by round.
+    """
+    return fetch(con, "SELECT round, stage, name, value FROM metrics WHERE stage IN"
+                 " ('baseline', 'evaluate') AND name LIKE 'accuracy%' ORDER BY round")
+
+
+def round_promotions(con: duckdb.DuckDBPyConnection) -> dict[int, bool | None]:
+    """Whether each decided round's candidate replaced the incumbent.
+
+    Parameters
+    ----------
+    con
+        A snapshot from `open_run`.
+
+    Returns
+    -------
+    Round -> `rounds.promoted`, for every round with a recorded decision.
+    """
+    return {r["round"]: r["promoted"] for r in fetch(con, "SELECT round, promoted FROM rounds")}
+
+
+def pass_rate_counts(con: duckdb.DuckDBPyConnection, bins: int) -> list[dict[str, Any]]:
+    """Judged curriculum problems per round and pass-rate bin.
+
+    Parameters
+    ----------
+    con
+        A snapshot from `open_run`.
+    bins
+        How many bins of equal width split [0, 1]; a pass rate of 1 falls in the last one.
+
+    Returns
+    -------
+    Rows of round, bin (the bin's index, 0 to bins - 1, as a float) and n (problems with a
+    pass rate in it), ordered by round, then bin; a bin without problems has no row.
+    """
+    return fetch(con, f"""
+        SELECT round, least(floor(pass_rate * {int(bins)}), {int(bins) - 1}) AS bin, count(*) AS n
+        FROM curriculum WHERE pass_rate IS NOT NULL GROUP BY ALL ORDER BY ALL""")
 
 
 VIEWS = (*KINDS, *TABLES)
@@ -223,7 +363,29 @@ VIEWS = (*KINDS, *TABLES)
 
 def samples(con: duckdb.DuckDBPyConnection, view: str | None, *, where: str | None = None,
             limit: int = 20) -> Result:
-    """Rows of one view (or catalog table), optionally filtered by a SQL condition."""
+    """Rows of one view (or catalog table), optionally filtered by a SQL condition.
+
+    Parameters
+    ----------
+    con
+        A snapshot from `open_run`.
+    view
+        A dataset view or catalog table, one of `VIEWS`.
+    where
+        A SQL condition on the view's columns; None: every row.
+    limit
+        The most rows returned.
+
+    Returns
+    -------
+    Up to `limit` rows, with a note saying how many rows match in all.
+
+    Raises
+    ------
+    AuditError
+        `view` is not one of `VIEWS`, `limit` is below 1, or `where` is not valid SQL for
+        the view (the message lists its columns).
+    """
     if view not in VIEWS:
         raise AuditError(f"samples {view or ''}: name a view or table, one of {', '.join(VIEWS)}")
     if limit < 1:
@@ -235,15 +397,35 @@ def samples(con: duckdb.DuckDBPyConnection, view: str | None, *, where: str | No
         columns = ", ".join(r[0] for r in con.execute(f"DESCRIBE {view}").fetchall())
         first = str(exc).strip().splitlines()[0]
         raise AuditError(f"--where {where!r}: {first} (columns of {view}: {columns})") from None
-    total = con.execute(f"SELECT count(*) FROM {view}" + (f" WHERE ({where})" if where else "")).fetchone()[0]
+    total = con.execute(
+        f"SELECT count(*) FROM {view}" + (f" WHERE ({where})" if where else "")).fetchone()[0]
     result.notes.append(f"{len(result.rows)} of {total} matching rows (--limit {limit})")
     return result
 
 
 def sql(con: duckdb.DuckDBPyConnection, text: str) -> Result:
-    """Any SQL over the views (proposals, problems, rollouts, ...) and tables (runs, stages, ...)."""
+    """Any SQL over the views (proposals, problems, rollouts, ...) and tables (runs, stages, ...).
+
+    Parameters
+    ----------
+    con
+        A snapshot from `open_run`.
+    text
+        The SQL; it runs on the in-memory snapshot, never on the catalog file.
+
+    Returns
+    -------
+    Its rows (none for a statement without rows), titled "sql".
+
+    Raises
+    ------
+    AuditError
+        DuckDB rejects the SQL: the first line of its error, with the names of the views
+        and tables.
+    """
     try:
         return result_from_sql(con, "sql", text)
     except duckdb.Error as exc:
         first = str(exc).strip().splitlines()[0]
-        raise AuditError(f"--sql: {first} (views: {', '.join(KINDS)}; tables: {', '.join(TABLES)})") from None
+        msg = f"--sql: {first} (views: {', '.join(KINDS)}; tables: {', '.join(TABLES)})"
+        raise AuditError(msg) from None

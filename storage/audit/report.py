@@ -17,9 +17,17 @@ from typing import Any
 
 import duckdb
 
+from storage.audit.queries import (
+    drift,
+    drops,
+    funnel,
+    heldout_accuracy_metrics,
+    labels,
+    pass_rate_counts,
+    round_promotions,
+)
+from storage.audit.snapshot import AuditError, Result, format_cell, open_run, run_config, run_status
 from storage.audit.svg import bar_chart, line_chart
-from storage.audit.snapshot import AuditError, Result, fetch, format_cell, open_run, run_config
-from storage.audit.queries import drift, drops, funnel, labels
 
 __all__ = ["AuditError", "build_report", "write_report"]
 
@@ -37,7 +45,29 @@ th { background: #f3f3f3; } td.text { text-align: left; max-width: 420px; overfl
 
 
 def write_report(data_root: Path | str, run_id: str, out_dir: Path | str | None = None) -> Path:
-    """Write `report.html` for the run into `out_dir` (default: the run's folder); its path."""
+    """Write `report.html` for the run into `out_dir` (default: the run's folder).
+
+    The page is written to a temporary file next to it and renamed, so a reader never sees a
+    partial page.
+
+    Parameters
+    ----------
+    data_root
+        The data root (holds catalog.duckdb and runs/).
+    run_id
+        The run.
+    out_dir
+        The folder to write into (created when missing); None: `<data-root>/runs/<run_id>`.
+
+    Returns
+    -------
+    The path of the written `report.html`.
+
+    Raises
+    ------
+    AuditError
+        There is no catalog, or it has no such run (see `open_run`).
+    """
     con = open_run(data_root, run_id)
     try:
         page = build_report(con, run_id)
@@ -59,7 +89,8 @@ def _table(result: Result) -> str:
         cells = []
         for c in result.columns:
             value = row.get(c)
-            text = isinstance(value, str | list) and not str(value).lstrip("-").replace(".", "").isdigit()
+            text = (isinstance(value, str | list)
+                    and not str(value).lstrip("-").replace(".", "").isdigit())
             cells.append(f'<td class="{"text" if text else ""}">{escape(format_cell(value))}</td>')
         body.append("<tr>" + "".join(cells) + "</tr>")
     notes = "".join(f'<p class="note">{escape(n)}</p>' for n in result.notes)
@@ -68,16 +99,27 @@ def _table(result: Result) -> str:
 
 
 def accuracy_table(con: duckdb.DuckDBPyConnection) -> Result:
-    """Held-out accuracy of the base model and of each round's candidate, overall and per level."""
-    metrics = fetch(con, "SELECT round, stage, name, value FROM metrics WHERE stage IN"
-                    " ('baseline', 'evaluate') AND name LIKE 'accuracy%' ORDER BY round")
-    promoted = {r["round"]: r["promoted"] for r in fetch(con, "SELECT round, promoted FROM rounds")}
+    """Held-out accuracy of the base model and of each round's candidate, overall and per level.
+
+    Parameters
+    ----------
+    con
+        A snapshot from `open_run`.
+
+    Returns
+    -------
+    A "base" row, then one row per evaluated round: overall accuracy, one `level_N` column
+    per level, and whether the round promoted its candidate (None for the base row).
+    """
+    metrics = heldout_accuracy_metrics(con)
+    promoted = round_promotions(con)
     rows: dict[str, dict[str, Any]] = {}
     for m in metrics:
         label = "base" if m["stage"] == "baseline" else str(m["round"])
         row = rows.setdefault(label, {"round": label, "promoted": promoted.get(m["round"])
                                       if m["stage"] == "evaluate" else None})
-        row["overall" if m["name"] == "accuracy" else m["name"].replace("accuracy_", "")] = m["value"]
+        column = "overall" if m["name"] == "accuracy" else m["name"].replace("accuracy_", "")
+        row[column] = m["value"]
     levels = sorted({k for r in rows.values() for k in r if k.startswith("level_")},
                     key=lambda k: int(k.split("_")[1]))
     ordered = sorted(rows.values(), key=lambda r: -1 if r["round"] == "base" else int(r["round"]))
@@ -87,16 +129,25 @@ def accuracy_table(con: duckdb.DuckDBPyConnection) -> Result:
 
 
 def pass_rate_histogram(con: duckdb.DuckDBPyConnection) -> Result:
-    """Share of each round's judged problems per pass-rate bin (width 1/PASS_RATE_BINS)."""
-    rows = fetch(con, f"""
-        SELECT round, least(floor(pass_rate * {PASS_RATE_BINS}), {PASS_RATE_BINS - 1}) AS bin, count(*) AS n
-        FROM curriculum WHERE pass_rate IS NOT NULL GROUP BY ALL ORDER BY ALL""")
+    """Share of each round's judged problems per pass-rate bin (width 1/PASS_RATE_BINS).
+
+    Parameters
+    ----------
+    con
+        A snapshot from `open_run`.
+
+    Returns
+    -------
+    One row per bin, labelled "[lo, hi)" (the last "[lo, hi]"), with `round_K` (problems in
+    the bin) and `round_K_share` (of the round's judged problems) per round.
+    """
+    rows = pass_rate_counts(con, PASS_RATE_BINS)
     rounds = sorted({r["round"] for r in rows})
     totals = {k: sum(r["n"] for r in rows if r["round"] == k) for k in rounds}
     table = []
     for b in range(PASS_RATE_BINS):
-        row: dict[str, Any] = {"pass_rate": f"[{b / PASS_RATE_BINS:.1f}, {(b + 1) / PASS_RATE_BINS:.1f}"
-                                              + (")" if b < PASS_RATE_BINS - 1 else "]")}
+        bounds = f"[{b / PASS_RATE_BINS:.1f}, {(b + 1) / PASS_RATE_BINS:.1f}"
+        row: dict[str, Any] = {"pass_rate": bounds + (")" if b < PASS_RATE_BINS - 1 else "]")}
         for k in rounds:
             n = sum(r["n"] for r in rows if r["round"] == k and int(r["bin"]) == b)
             row[f"round_{k}"] = n
@@ -104,7 +155,8 @@ def pass_rate_histogram(con: duckdb.DuckDBPyConnection) -> Result:
         table.append(row)
     columns = ["pass_rate"] + [c for k in rounds for c in (f"round_{k}", f"round_{k}_share")]
     return Result("pass-rate histogram", columns, table,
-                  ["problems per pass-rate bin (pass rate = mean reward over a problem's rollouts)"])
+                  ["problems per pass-rate bin (pass rate = mean reward over a problem's"
+                   " rollouts)"])
 
 
 def _figure(svg: str, result: Result) -> str:
@@ -112,7 +164,20 @@ def _figure(svg: str, result: Result) -> str:
 
 
 def build_report(con: duckdb.DuckDBPyConnection, run_id: str) -> str:
-    """The HTML page for the snapshot `con` of `run_id`."""
+    """The HTML page for the snapshot `con` of `run_id`.
+
+    Parameters
+    ----------
+    con
+        A snapshot from `open_run`.
+    run_id
+        The run, shown in the title.
+
+    Returns
+    -------
+    A self-contained HTML document (inline CSS and SVG, no scripts), stamped with the
+    current local time.
+    """
     accuracy = accuracy_table(con)
     acc_labels = [r["round"] for r in accuracy.rows]
     acc_series = {c: [r.get(c) for r in accuracy.rows] for c in accuracy.columns[1:-1]}
@@ -127,21 +192,28 @@ def build_report(con: duckdb.DuckDBPyConnection, run_id: str) -> str:
     d_labels = [str(r["round"]) for r in drift_result.rows]
     label_result = labels(con)
     config = run_config(con)
-    status = fetch(con, "SELECT status FROM runs")[0]["status"]
+    status = run_status(con)
 
+    written = time.strftime("%Y-%m-%d %H:%M:%S")
+    hist_series = {k.replace("_", " "): [r[f"{k}_share"] for r in hist.rows] for k in rounds}
+    level_mix = {c.replace("_", " "): [r[c] for r in drift_result.rows] for c in level_columns}
+    pass_rates = {"mean pass rate": [r["pass_rate_mean"] for r in drift_result.rows],
+                  "kept: mean pass rate": [r["kept_pass_rate_mean"] for r in drift_result.rows],
+                  "median pass rate": [r["pass_rate_p50"] for r in drift_result.rows]}
     sections = [
         f"<h1>Flywheel run <code>{escape(run_id)}</code></h1>",
-        (f'<p class="note">status: {escape(str(status))}; written {time.strftime("%Y-%m-%d %H:%M:%S")};'
+        (f'<p class="note">status: {escape(str(status))}; written {written};'
          f" rounds in the catalog: {len(f_labels)}</p>"),
         ("<details><summary>run config</summary><pre>"
          + escape(json.dumps(config, indent=2)) + "</pre></details>"),
         "<h2>Held-out accuracy per round</h2>",
-        _figure(line_chart(acc_labels, acc_series, title="held-out accuracy (overall and per level)",
+        _figure(line_chart(acc_labels, acc_series,
+                           title="held-out accuracy (overall and per level)",
                            y_label="accuracy", y_max=1.0, percent=True), accuracy),
         "<h2>Pass-rate histogram per round</h2>",
         _figure(bar_chart([f"{b / PASS_RATE_BINS:.1f}" for b in range(PASS_RATE_BINS)],
-                          {k.replace("_", " "): [r[f"{k}_share"] for r in hist.rows] for k in rounds},
-                          title="share of judged problems by pass rate", y_label="share of problems",
+                          hist_series, title="share of judged problems by pass rate",
+                          y_label="share of problems",
                           x_title=f"pass rate (bins of width {1 / PASS_RATE_BINS:.1f}, labelled by"
                           " their lower edge)", percent=True), hist),
         "<h2>Filter funnel</h2>",
@@ -154,13 +226,10 @@ def build_report(con: duckdb.DuckDBPyConnection, run_id: str) -> str:
             for dataset in ("proposals", "curriculum")) + "</div>" + _table(drop_result),
         "<h2>Difficulty drift</h2>",
         '<div class="row"><div>' + bar_chart(
-            d_labels, {c.replace("_", " "): [r[c] for r in drift_result.rows] for c in level_columns},
-            title="level mix of the round's problems", y_label="share", stacked=True, y_max=1.0,
-            percent=True) + "</div><div>" + line_chart(
-            d_labels, {"mean pass rate": [r["pass_rate_mean"] for r in drift_result.rows],
-                       "kept: mean pass rate": [r["kept_pass_rate_mean"] for r in drift_result.rows],
-                       "median pass rate": [r["pass_rate_p50"] for r in drift_result.rows]},
-            title="pass rate of the round's problems", y_label="pass rate", y_max=1.0) + "</div></div>"
+            d_labels, level_mix, title="level mix of the round's problems", y_label="share",
+            stacked=True, y_max=1.0, percent=True) + "</div><div>" + line_chart(
+            d_labels, pass_rates, title="pass rate of the round's problems",
+            y_label="pass rate", y_max=1.0) + "</div></div>"
         + _table(drift_result),
         "<h2>Pseudo-labels vs references</h2>",
         _table(label_result),
@@ -173,8 +242,10 @@ def build_report(con: duckdb.DuckDBPyConnection, run_id: str) -> str:
 def _drop_chart(result: Result, dataset: str, labels_: list[str]) -> str:
     rows = [r for r in result.rows if r["dataset"] == dataset]
     reasons = sorted({r["reason"] for r in rows})
-    series = {reason: [next((r["count"] for r in rows if r["reason"] == reason and str(r["round"]) == k),
-                            None) for k in labels_] for reason in reasons}
+    series = {reason: [next((r["count"] for r in rows
+                             if r["reason"] == reason and str(r["round"]) == k), None)
+                       for k in labels_] for reason in reasons}
     if not series:
         return f'<p class="note">no {dataset} dropped</p>'
-    return bar_chart(labels_, series, title=f"dropped {dataset} by reason", y_label="count", stacked=True)
+    return bar_chart(labels_, series, title=f"dropped {dataset} by reason", y_label="count",
+                     stacked=True)

@@ -1,4 +1,5 @@
-"""Audit queries over the catalog. Fast to import: DuckDB and pyarrow only, no torch, Prefect or GX.
+"""Audit queries over the catalog. Fast to import: DuckDB and pyarrow only, no torch, Prefect or
+GX.
 
     flywheel audit RUN_ID funnel | drops | lineage ID | drift | labels | samples VIEW --where ..
     flywheel audit RUN_ID --sql "SELECT ..."
@@ -57,7 +58,19 @@ class AuditError(ValueError):
 
 @dataclass
 class Result:
-    """A query's answer: rows (dicts with `columns` as keys) and notes printed above them."""
+    """A query's answer: rows (dicts with `columns` as keys) and notes printed above them.
+
+    Parameters
+    ----------
+    title
+        The first line of the table rendering.
+    columns
+        The columns, in display order.
+    rows
+        One dict per row; a missing key renders as "-".
+    notes
+        One-line explanations shown under the title.
+    """
 
     title: str
     columns: list[str]
@@ -67,7 +80,26 @@ class Result:
 
 def round_summary(catalog: Catalog, run_id: str) -> list[dict[str, Any]]:
     """One row per round with the funnel and held-out accuracy, from the catalog's metrics, and
-    the promotion decision's reason from `rounds` (None in catalogs from before it was kept)."""
+    the promotion decision's reason from `rounds` (None when the round has no recorded reason).
+
+    Parameters
+    ----------
+    catalog
+        The catalog (read directly, not through a snapshot).
+    run_id
+        The run.
+
+    Returns
+    -------
+    Rows keyed by `SUMMARY_COLUMNS`, in round order; first a "base" row with only the base
+    model's held-out accuracy when the baseline was evaluated. A metric a round has not
+    recorded is None; `promoted` is a bool once recorded.
+
+    Raises
+    ------
+    FileNotFoundError
+        There is no catalog at the data root.
+    """
     rows = catalog.query(
         "SELECT round, stage, name, value FROM metrics WHERE run_id = ? ORDER BY round", [run_id]
     )
@@ -79,7 +111,8 @@ def round_summary(catalog: Catalog, run_id: str) -> list[dict[str, Any]]:
     baseline = [r["value"] for r in rows if r["stage"] == "baseline" and r["name"] == "accuracy"]
     out = []
     if baseline:
-        out.append({"round": "base", **{c: None for c in SUMMARY_COLUMNS[1:]}, "held-out acc": baseline[0]})
+        out.append({"round": "base", **{c: None for c in SUMMARY_COLUMNS[1:]},
+                    "held-out acc": baseline[0]})
     for round_index, metrics in sorted(by_round.items()):
         row: dict[str, Any] = {"round": round_index}
         for column, key in _METRIC.items():
@@ -97,7 +130,28 @@ def round_summary(catalog: Catalog, run_id: str) -> list[dict[str, Any]]:
 def open_run(data_root: Path | str, run_id: str) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with the run's catalog rows and views over its files.
 
-    Raises AuditError when there is no catalog or no such run (the message lists known runs)."""
+    The catalog file is attached read-only only while its rows are copied (waiting while a
+    writer holds it, see `retry_while_locked`); the views cover the run's current files
+    (module docstring). A table the catalog lacks is created empty, and a dataset kind
+    without a file becomes an empty table with its documented columns.
+
+    Parameters
+    ----------
+    data_root
+        The data root (holds catalog.duckdb and runs/).
+    run_id
+        The run to snapshot.
+
+    Returns
+    -------
+    The connection; the caller closes it.
+
+    Raises
+    ------
+    AuditError
+        There is no catalog, or it has no such run (the message lists up to five recent
+        runs).
+    """
     catalog = Catalog(data_root)
     if not catalog.path.exists():
         raise AuditError(f"no catalog at {catalog.path} (check --data-root)")
@@ -107,7 +161,8 @@ def open_run(data_root: Path | str, run_id: str) -> duckdb.DuckDBPyConnection:
     retry_while_locked(lambda: con.execute(f"ATTACH '{path}' AS catalog_file (READ_ONLY)"))
     try:
         present = {row[0] for row in con.execute(
-            "SELECT table_name FROM duckdb_tables() WHERE database_name = 'catalog_file'").fetchall()}
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = 'catalog_file'"
+        ).fetchall()}
         for table in TABLES:
             if table in present:
                 con.execute(f"CREATE TABLE {table} AS SELECT * FROM catalog_file.{table}"
@@ -121,7 +176,7 @@ def open_run(data_root: Path | str, run_id: str) -> duckdb.DuckDBPyConnection:
         con.close()
         hint = f"known runs: {', '.join(known)}" if known else "the catalog has no runs yet"
         raise AuditError(f"unknown run id {run_id!r} in {catalog.path} ({hint})")
-    for table in TABLES:  # an older catalog may lack a table: give it an empty one
+    for table in TABLES:  # a catalog without one of the tables gets an empty one here
         if table not in present:
             con.execute(f"CREATE TABLE {table} AS SELECT NULL::VARCHAR AS run_id WHERE false")
     _create_views(con)
@@ -129,7 +184,17 @@ def open_run(data_root: Path | str, run_id: str) -> duckdb.DuckDBPyConnection:
 
 
 def current_stages(con: duckdb.DuckDBPyConnection) -> list[tuple[int, str, str]]:
-    """(round, stage, fingerprint) of the latest completed execution of every (round, stage)."""
+    """(round, stage, fingerprint) of the latest completed execution of every (round, stage).
+
+    Parameters
+    ----------
+    con
+        A snapshot from `open_run`.
+
+    Returns
+    -------
+    One tuple per (round, stage) with a completed execution, ordered by round, then stage.
+    """
     return con.execute(
         "SELECT round, stage, arg_max(fingerprint, finished_at) FROM stages"
         " WHERE status = 'completed' GROUP BY round, stage ORDER BY round, stage"
@@ -147,7 +212,7 @@ def _create_views(con: duckdb.DuckDBPyConnection) -> None:
     for kind in KINDS:
         paths = [p for k, p in files if k == kind and Path(p).exists()]
         if paths:
-            create_parquet_view(con, kind, paths)  # older files read later columns as null
+            create_parquet_view(con, kind, paths)  # a file lacking a column reads it as null
         else:  # no file of this kind yet: an empty table with the documented columns
             columns = ", ".join(f"{f.name} {_SQL_TYPES[str(f.type)]}" for f in SCHEMAS[kind])
             con.execute(f"CREATE TABLE {kind} ({columns})")
@@ -157,21 +222,77 @@ def _create_views(con: duckdb.DuckDBPyConnection) -> None:
 _SQL_TYPES = {"string": "VARCHAR", "int64": "BIGINT", "double": "DOUBLE", "bool": "BOOLEAN"}
 
 
-def fetch(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
+def fetch(
+    con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None
+) -> list[dict[str, Any]]:
+    """Run one statement and fetch its rows as dicts.
+
+    Parameters
+    ----------
+    con
+        The connection (usually a snapshot from `open_run`).
+    sql
+        The statement, with `?` placeholders; it must return rows.
+    params
+        Values for the placeholders.
+
+    Returns
+    -------
+    One dict per row, keyed by column name.
+    """
     cur = con.execute(sql, params or [])
     names = [d[0] for d in cur.description]
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
 
 def run_config(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    """The run's recorded config.
+
+    Parameters
+    ----------
+    con
+        A snapshot from `open_run` (its `runs` table holds the one run).
+
+    Returns
+    -------
+    The config parsed from `runs.config_json`; {} when it is missing or empty.
+    """
     row = con.execute("SELECT config_json FROM runs").fetchone()
     return json.loads(row[0]) if row and row[0] else {}
+
+
+def run_status(con: duckdb.DuckDBPyConnection) -> str | None:
+    """The run's recorded status.
+
+    Parameters
+    ----------
+    con
+        A snapshot from `open_run` (its `runs` table holds the one run).
+
+    Returns
+    -------
+    "running", "completed", "failed" or "gate_failed", as `runs.status` holds it.
+    """
+    return fetch(con, "SELECT status FROM runs")[0]["status"]
 
 
 # ---- output ---------------------------------------------------------------------------------
 
 
 def format_cell(value: Any) -> str:
+    """One value as table text.
+
+    Parameters
+    ----------
+    value
+        A cell of a `Result` row.
+
+    Returns
+    -------
+    "-" for None; "yes"/"no" for a bool; a float with 3 decimals when below 1 or not whole,
+    else as an integer ("nan" for NaN); a list or tuple as its formatted items joined by
+    "; "; anything else as `str(value)`.
+    """
     if value is None:
         return "-"
     if isinstance(value, bool):
@@ -186,12 +307,45 @@ def format_cell(value: Any) -> str:
 
 
 def clip(text: str, width: int) -> str:
+    """Text on one line, cut to `width` characters.
+
+    Parameters
+    ----------
+    text
+        The text; newlines become a literal `\\n`.
+    width
+        The most characters returned.
+
+    Returns
+    -------
+    The text, or its first `width - 1` characters and "…" when it is longer.
+    """
     text = text.replace("\n", "\\n")
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def render(result: Result, fmt: str = "table", *, max_width: int = 60) -> str:
-    """The result as text: an aligned table (with title and notes), JSON rows, or CSV."""
+    """The result as text: an aligned table (with title and notes), JSON rows, or CSV.
+
+    Parameters
+    ----------
+    result
+        What to render.
+    fmt
+        "table", "json" (a list of row objects) or "csv" (list cells joined by "; ").
+    max_width
+        In a table, the most characters of a cell (see `clip`); numeric columns are right
+        aligned.
+
+    Returns
+    -------
+    The text, without a trailing newline.
+
+    Raises
+    ------
+    AuditError
+        `fmt` is not one of `FORMATS`.
+    """
     if fmt == "json":
         return json.dumps(result.rows, indent=2, default=str)
     if fmt == "csv":
@@ -204,7 +358,8 @@ def render(result: Result, fmt: str = "table", *, max_width: int = 60) -> str:
         return out.getvalue().rstrip("\n")
     if fmt != "table":
         raise AuditError(f"--format {fmt!r}: use one of {', '.join(FORMATS)}")
-    cells = [[clip(format_cell(row.get(c)), max_width) for c in result.columns] for row in result.rows]
+    cells = [[clip(format_cell(row.get(c)), max_width) for c in result.columns]
+             for row in result.rows]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(result.columns)]
     numeric = [all(_is_number(row.get(c)) for row in result.rows) for c in result.columns]
 
@@ -223,12 +378,32 @@ def _is_number(value: Any) -> bool:
 
 def result_from_sql(con: duckdb.DuckDBPyConnection, title: str, sql: str,
                     params: list[Any] | None = None) -> Result:
+    """Run one statement and wrap its rows in a `Result` titled `title`.
+
+    Parameters
+    ----------
+    con
+        The connection (usually a snapshot from `open_run`).
+    title
+        The result's title.
+    sql
+        The statement, with `?` placeholders.
+    params
+        Values for the placeholders.
+
+    Returns
+    -------
+    The rows with the statement's columns; no columns and no rows for a statement that
+    returns none (SET, CREATE ...).
+
+    Raises
+    ------
+    duckdb.Error
+        The statement fails (callers turn it into an `AuditError` with a hint).
+    """
     cur = con.execute(sql, params or [])
     if cur.description is None:  # a statement without rows (SET, CREATE ...)
         return Result(title, [], [])
     columns = [d[0] for d in cur.description]
     rows = [dict(zip(columns, row, strict=True)) for row in cur.fetchall()]
     return Result(title, columns, rows)
-
-
-# ---- the Prefect artifact -------------------------------------------------------------------

@@ -48,7 +48,8 @@ def _frame(title: str, y_max: float, y_label: str, *, percent: bool) -> list[str
         value = y_max * i / 4
         y = TOP + plot_h - plot_h * i / 4
         label = f"{value:.0%}" if percent else _number(value)
-        parts.append(f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/>')
+        parts.append(f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y:.1f}" y2="{y:.1f}"'
+                     ' stroke="#ddd"/>')
         parts.append(f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{label}</text>')
     parts.append(f'<line x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{TOP + plot_h}" stroke="#555"/>')
     return parts
@@ -69,7 +70,8 @@ def _x_labels(labels: list[str], centers: list[float], x_title: str) -> list[str
     base = HEIGHT - BOTTOM
     parts = [f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{base}" y2="{base}" stroke="#555"/>']
     for label, x in zip(labels, centers, strict=True):
-        parts.append(f'<text x="{x:.1f}" y="{base + 14}" text-anchor="middle">{escape(label)}</text>')
+        parts.append(f'<text x="{x:.1f}" y="{base + 14}" text-anchor="middle">'
+                     f"{escape(label)}</text>")
     parts.append(f'<text x="{(LEFT + WIDTH - RIGHT) / 2}" y="{base + 30}" text-anchor="middle">'
                  f"{escape(x_title)}</text>")
     return parts
@@ -78,6 +80,29 @@ def _x_labels(labels: list[str], centers: list[float], x_title: str) -> list[str
 def line_chart(labels: list[str], series: dict[str, list[float | None]], *, title: str,
                y_label: str = "", x_title: str = "round", y_max: float | None = None,
                percent: bool = False) -> str:
+    """One line per series through its points (the first series thicker), each point a dot.
+
+    Parameters
+    ----------
+    labels
+        The x-axis labels, one per x position.
+    series
+        Series name -> one value per label; None leaves the point out.
+    title
+        Drawn above the chart, and the SVG's aria-label.
+    y_label
+        The y-axis title.
+    x_title
+        The x-axis title.
+    y_max
+        The top of the y axis; None: a round number at or above the largest value.
+    percent
+        Show y ticks and values as percentages.
+
+    Returns
+    -------
+    The chart as one `<svg>` element, with a legend of the series.
+    """
     values = [v for vs in series.values() for v in vs if v is not None]
     top = y_max if y_max is not None else _nice_max(max(values, default=0))
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
@@ -87,11 +112,14 @@ def line_chart(labels: list[str], series: dict[str, list[float | None]], *, titl
     for index, (name, points) in enumerate(series.items()):
         color = PALETTE[index % len(PALETTE)]
         width = 3 if index == 0 else 1.5
-        xy = [(centers[i], TOP + plot_h - plot_h * v / top) for i, v in enumerate(points) if v is not None]
+        xy = [(centers[i], TOP + plot_h - plot_h * v / top)
+              for i, v in enumerate(points) if v is not None]
         if len(xy) > 1:
             path = " ".join(f"{x:.1f},{y:.1f}" for x, y in xy)
-            parts.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="{width}"/>')
-        for (x, y), (i, v) in zip(xy, [(i, v) for i, v in enumerate(points) if v is not None], strict=True):
+            parts.append(f'<polyline points="{path}" fill="none" stroke="{color}"'
+                         f' stroke-width="{width}"/>')
+        shown_points = [(i, v) for i, v in enumerate(points) if v is not None]
+        for (x, y), (i, v) in zip(xy, shown_points, strict=True):
             shown = f"{v:.1%}" if percent else _number(v)
             parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{width + 1}" fill="{color}">'
                          f"<title>{escape(name)}, {escape(labels[i])}: {shown}</title></circle>")
@@ -102,9 +130,35 @@ def line_chart(labels: list[str], series: dict[str, list[float | None]], *, titl
 def bar_chart(labels: list[str], series: dict[str, list[float | None]], *, title: str,
               y_label: str = "", x_title: str = "round", stacked: bool = False,
               y_max: float | None = None, percent: bool = False) -> str:
-    """Grouped (or stacked) bars: one group per label, one bar (or segment) per series."""
+    """Grouped (or stacked) bars: one group per label, one bar (or segment) per series.
+
+    Parameters
+    ----------
+    labels
+        The x-axis labels, one per group.
+    series
+        Series name -> one value per label; None leaves the bar out.
+    title
+        Drawn above the chart, and the SVG's aria-label.
+    y_label
+        The y-axis title.
+    x_title
+        The x-axis title.
+    stacked
+        Stack the series' segments in one bar per label instead of side by side.
+    y_max
+        The top of the y axis; None: a round number at or above the largest value (or
+        stack).
+    percent
+        Show y ticks and values as percentages.
+
+    Returns
+    -------
+    The chart as one `<svg>` element, with a legend of the series.
+    """
     if stacked:
-        totals = [sum(v or 0 for v in column) for column in zip(*series.values(), strict=True)] or [0]
+        totals = [sum(v or 0 for v in column)
+                  for column in zip(*series.values(), strict=True)] or [0]
         top = y_max if y_max is not None else _nice_max(max(totals))
     else:
         values = [v for vs in series.values() for v in vs if v is not None]
@@ -126,8 +180,9 @@ def bar_chart(labels: list[str], series: dict[str, list[float | None]], *, title
             x = centers[i] - inner / 2 + (0 if stacked else index * bar)
             y = TOP + plot_h - h - (plot_h * stack / top if stacked else 0)
             shown = f"{value:.1%}" if percent else _number(value)
-            parts.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{max(bar - 1, 1):.1f}" height="{h:.1f}"'
-                         f' fill="{color}"><title>{escape(name)}, {escape(label)}: {shown}</title></rect>')
+            parts.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{max(bar - 1, 1):.1f}"'
+                         f' height="{h:.1f}" fill="{color}"><title>{escape(name)},'
+                         f" {escape(label)}: {shown}</title></rect>")
             stack += value if stacked else 0
     parts += _legend(list(series)) + ["</svg>"]
     return "\n".join(parts)
