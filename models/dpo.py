@@ -30,6 +30,27 @@ from models.trainer import (
 )
 
 
+def dpo_pairs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of weight > 0, each a pair; a row without a `rejected` completion, or no pair at
+    all, raises: the caller routes unpaired rows elsewhere (tasks/rows.py `split_for`)."""
+    rows = [r for r in rows if r["weight"] > 0]
+    unpaired = [r for r in rows if r.get("rejected") is None]
+    if unpaired:
+        msg = (f"{len(unpaired)} DPO rows have no rejected completion (first: prompt "
+               f"{unpaired[0]['prompt']!r}); DPO trains chosen/rejected pairs only")
+        raise ValueError(msg)
+    if not rows:
+        msg = "no DPO pairs with weight > 0; nothing to train"
+        raise ValueError(msg)
+    return rows
+
+
+def tokens_per_pair(tokenizer: Any, rows: list[dict[str, Any]]) -> float:
+    """Mean tokens of a pair: the prompt with the chosen plus the prompt with the rejected."""
+    return sum(len(tokenizer(r["prompt"] + r["completion"]).input_ids)
+               + len(tokenizer(r["prompt"] + r["rejected"]).input_ids) for r in rows) / len(rows)
+
+
 def train_dpo(
     *,
     base: Path,
@@ -49,24 +70,17 @@ def train_dpo(
     resume_from: Path | None = None,
     logging_steps: int = 10,
 ) -> TrainResult:
-    """Train `base` with DPO on (prompt, chosen = `completion`, `rejected`) rows; save to `out_dir`.
+    """Train `base` with DPO on (prompt, chosen = `completion`, `rejected`) rows; save to
+    `out_dir`.
 
     `batch_size` pairs per optimizer step in `gradient_accumulation_steps` micro-batches;
-    resumable from a trainer checkpoint like `train_sft`. Rows with weight 0 or no `rejected`
-    completion are not pairs and raise: the caller routes them elsewhere.
+    resumable from a trainer checkpoint like `train_sft`. Rows with weight 0 are left out; a
+    row of weight > 0 without a `rejected` completion is not a pair and raises (`dpo_pairs`).
     """
     from datasets import Dataset
     from trl import DPOConfig, DPOTrainer
 
-    rows = [r for r in rows if r["weight"] > 0]
-    unpaired = [r for r in rows if r.get("rejected") is None]
-    if unpaired:
-        msg = (f"{len(unpaired)} DPO rows have no rejected completion (first: prompt "
-               f"{unpaired[0]['prompt']!r}); DPO trains chosen/rejected pairs only")
-        raise ValueError(msg)
-    if not rows:
-        msg = "no DPO pairs with weight > 0; nothing to train"
-        raise ValueError(msg)
+    rows = dpo_pairs(rows)
     steps = planned_steps(len(rows), epochs=epochs, batch_size=batch_size, max_steps=max_steps)
     micro_batch = batch_size // gradient_accumulation_steps
     dataset = Dataset.from_list([{"prompt": r["prompt"], "chosen": r["completion"],
@@ -88,7 +102,5 @@ def train_dpo(
         callbacks=[report_callback(progress, steps)],
     )
     output = fit(trainer, resume_from)
-    tokens_per_pair = sum(len(tokenizer(r["prompt"] + r["completion"]).input_ids)
-                          + len(tokenizer(r["prompt"] + r["rejected"]).input_ids) for r in rows) / len(rows)
     return finish(trainer, output, tokenizer, out_dir,
-                  trained_tokens=tokens_per_pair * output.global_step * batch_size)
+                  trained_tokens=tokens_per_pair(tokenizer, rows) * output.global_step * batch_size)

@@ -58,6 +58,49 @@ def verifier_reward(domain: Domain) -> RewardFunction:
     return verifier
 
 
+def grpo_prompt_rows(rows: list[dict[str, Any]], *, batch_size: int, num_generations: int
+                     ) -> list[dict[str, Any]]:
+    """The prompt rows of weight > 0; none at all, or a batch that is not whole groups of
+    `num_generations` completions, raises."""
+    rows = [r for r in rows if r["weight"] > 0]
+    if not rows:
+        msg = "no GRPO prompt rows with weight > 0; nothing to train"
+        raise ValueError(msg)
+    if batch_size % num_generations:
+        msg = f"batch_size = {batch_size} must be a multiple of num_generations = {num_generations}"
+        raise ValueError(msg)
+    return rows
+
+
+def whole_batch(rows: list[dict[str, Any]], per_step: int) -> list[dict[str, Any]]:
+    """`rows` repeated up to `per_step` prompts when fewer: TRL's sampler yields whole batches
+    only, and fewer prompts than one step takes would train nothing and exit successfully."""
+    return [rows[i % len(rows)] for i in range(max(len(rows), per_step))]
+
+
+def grpo_config(*, work_dir: Path, steps: int, batch_size: int, gradient_accumulation_steps: int,
+                learning_rate: float, save_steps: int, seed: int, logging_steps: int,
+                num_generations: int, max_completion_length: int, temperature: float,
+                beta: float) -> Any:
+    """TRL's GRPOConfig: the shared training arguments, one generation batch per optimizer step
+    (`batch_size` completions), generation by transformers (no vLLM)."""
+    from trl import GRPOConfig
+
+    return GRPOConfig(
+        **common_arguments(work_dir=work_dir, steps=steps,
+                           micro_batch=batch_size // gradient_accumulation_steps,
+                           gradient_accumulation_steps=gradient_accumulation_steps,
+                           learning_rate=learning_rate, save_steps=save_steps, seed=seed,
+                           logging_steps=logging_steps),
+        num_generations=num_generations,
+        generation_batch_size=batch_size,
+        max_completion_length=max_completion_length,
+        temperature=temperature,
+        beta=beta,
+        use_vllm=False,
+    )
+
+
 def train_grpo(
     *,
     base: Path,
@@ -86,40 +129,24 @@ def train_grpo(
     ...); `verifier_reward(domain)` is the one the flywheel uses. `batch_size` completions per
     optimizer step (a multiple of `num_generations`) in `gradient_accumulation_steps`
     micro-batches; fewer prompts than one step takes are repeated to fill it. Resumable from a
-    trainer checkpoint like `train_sft`. The result's
-    `rewards` are the mean rewards of every logged step (every `logging_steps` steps).
+    trainer checkpoint like `train_sft`. The result's `rewards` are the mean rewards of every
+    logged step (every `logging_steps` steps).
     """
     from datasets import Dataset
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
-    rows = [r for r in rows if r["weight"] > 0]
-    if not rows:
-        msg = "no GRPO prompt rows with weight > 0; nothing to train"
-        raise ValueError(msg)
-    if batch_size % num_generations:
-        msg = f"batch_size = {batch_size} must be a multiple of num_generations = {num_generations}"
-        raise ValueError(msg)
+    rows = grpo_prompt_rows(rows, batch_size=batch_size, num_generations=num_generations)
     steps = planned_steps(len(rows) * num_generations, epochs=epochs, batch_size=batch_size,
                           max_steps=max_steps)
-    # TRL's sampler yields whole batches only: fewer prompts than one step takes would train
-    # nothing and exit successfully, so a short prompt list is repeated up to one batch
-    per_step = batch_size // num_generations
-    rows = [rows[i % len(rows)] for i in range(max(len(rows), per_step))]
-    micro_batch = batch_size // gradient_accumulation_steps
+    rows = whole_batch(rows, batch_size // num_generations)
     dataset = Dataset.from_list([{"prompt": r["prompt"], "label": r["completion"]} for r in rows])
     tokenizer, model = load_policy(base)
-    config = GRPOConfig(
-        **common_arguments(work_dir=work_dir, steps=steps, micro_batch=micro_batch,
-                           gradient_accumulation_steps=gradient_accumulation_steps,
-                           learning_rate=learning_rate, save_steps=save_steps, seed=seed,
-                           logging_steps=logging_steps),
-        num_generations=num_generations,
-        generation_batch_size=batch_size,
-        max_completion_length=max_completion_length,
-        temperature=temperature,
-        beta=beta,
-        use_vllm=False,
-    )
+    config = grpo_config(work_dir=work_dir, steps=steps, batch_size=batch_size,
+                         gradient_accumulation_steps=gradient_accumulation_steps,
+                         learning_rate=learning_rate, save_steps=save_steps, seed=seed,
+                         logging_steps=logging_steps, num_generations=num_generations,
+                         max_completion_length=max_completion_length, temperature=temperature,
+                         beta=beta)
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=[reward],
@@ -132,5 +159,5 @@ def train_grpo(
     if output.global_step != steps:
         msg = f"GRPO stopped at step {output.global_step} of {steps}; nothing was saved"
         raise RuntimeError(msg)
-    return finish(trainer, output, tokenizer, out_dir, trained_tokens=trainer.state.num_input_tokens_seen,
-                  rewards=tuple(logged(trainer, "reward")))
+    return finish(trainer, output, tokenizer, out_dir, rewards=tuple(logged(trainer, "reward")),
+                  trained_tokens=trainer.state.num_input_tokens_seen)

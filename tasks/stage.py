@@ -51,17 +51,35 @@ class StageResult:
 
 @dataclass(frozen=True)
 class StageOutput:
+    """A stage's recorded outputs: the dataset (or checkpoint) path of each kind it wrote."""
+
     stage: str
     round: int
     fingerprint: str
     paths: dict[str, Path]
-    skipped: bool
+    skipped: bool  # found done (or re-gated) instead of computed
 
     def path(self, kind: str) -> Path:
         return self.paths[kind]
 
 
 def checkpoint_dir(ctx: RunContext, round_index: int, fingerprint: str) -> Path:
+    """The checkpoint folder a stage with this fingerprint writes.
+
+    Parameters
+    ----------
+    ctx
+        The run.
+    round_index
+        The round of the stage.
+    fingerprint
+        The stage's fingerprint; its first 12 characters name the folder.
+
+    Returns
+    -------
+    Path
+        `<data-root>/runs/<run_id>/round-<NNN>/checkpoint-<fingerprint12>`.
+    """
     return round_dir(ctx.data_root, ctx.run_id, round_index) / f"checkpoint-{fingerprint[:12]}"
 
 
@@ -75,44 +93,44 @@ def run_stage(
     inputs: dict[str, str],
     compute: Callable[[str], StageResult],
 ) -> StageOutput:
-    """Run `compute(fingerprint)` unless a completed, intact output with this fingerprint exists."""
+    """Run `compute(fingerprint)` unless a completed, intact output with this fingerprint exists.
+
+    A failure while computing or writing records a `failed` stage row and re-raises; a failed
+    gate records `gate_failed` and raises GateFailed (tasks/gates.py).
+
+    Parameters
+    ----------
+    ctx
+        The run.
+    stage
+        The stage's name.
+    version
+        The stage's VERSION: bumped when what the stage computes changes.
+    round_index
+        The round.
+    config
+        The config slice the stage reads (fingerprinted).
+    inputs
+        The fingerprints of its inputs by name (fingerprinted, and recorded with the stage).
+    compute
+        Computes the stage's result from its fingerprint.
+
+    Returns
+    -------
+    StageOutput
+        `skipped` when the output was found done (or its stored data passed a re-run gate).
+    """
     seed = ctx.stage_seed(stage, round_index)
     fingerprint = stage_fingerprint(stage, version, config, seed, inputs)
-    recorded = ctx.catalog.completed_datasets(ctx.run_id, fingerprint)
-    if recorded is not None:
-        damage = check_recorded(recorded)
-        if damage is None:
-            log.info("round %d %s: done (fingerprint %s), skipped", round_index, stage, fingerprint[:12])
-            paths = {kind: Path(info["path"]) for kind, info in recorded.items()}
-            return StageOutput(stage, round_index, fingerprint, paths, skipped=True)
-        notice(str(Discarded(*damage)))  # damaged: one line naming the file, then recompute
-        discard_dependents(ctx.catalog, ctx.run_id, fingerprint)  # nothing stale downstream
-        discard_outputs(recorded)
-        ctx.catalog.discard_stage(ctx.run_id, fingerprint, f"{damage[0]}: {damage[1]}")
-    regated = regate_stored(ctx, stage=stage, round_index=round_index, fingerprint=fingerprint)
-    if regated is not None:  # its gate failed before, its thresholds were fixed: not recomputed
-        return StageOutput(stage, round_index, fingerprint, regated, skipped=True)
-
+    stored = stored_output(ctx, stage=stage, round_index=round_index, fingerprint=fingerprint)
+    if stored is not None:
+        return stored
     started = time.time()
-    point = f"{stage}:{round_index}"
-    pause_point(f"{point}:start")
+    pause_point(f"{stage}:{round_index}:start")
     try:
         result = compute(fingerprint)
-        outputs: list[WrittenDataset] = []
-        for kind, rows in result.datasets.items():
-            path = dataset_path(ctx.data_root, ctx.run_id, round_index, kind, fingerprint)
-            outputs.append(write_atomic(kind, rows, path))
-            pause_point(f"{point}:wrote-{kind}")
-        if result.checkpoint is not None:
-            final = checkpoint_dir(ctx, round_index, fingerprint)
-            if final.exists():
-                shutil.rmtree(final)
-            result.checkpoint.rename(final)
-            weights = final / "model.safetensors"
-            outputs.append(
-                WrittenDataset("checkpoint", final, result.checkpoint_rows, file_checksum(weights))
-            )
-            pause_point(f"{point}:wrote-checkpoint")
+        outputs = write_result(ctx, result, stage=stage, round_index=round_index,
+                               fingerprint=fingerprint)
     except BaseException as exc:
         error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         ctx.catalog.record_failed(
@@ -120,6 +138,126 @@ def run_stage(
             started_at=started, error=error,
         )
         raise
+    return record_result(ctx, result, outputs, stage=stage, round_index=round_index,
+                         fingerprint=fingerprint, inputs=inputs, started=started)
+
+
+def stored_output(ctx: RunContext, *, stage: str, round_index: int, fingerprint: str
+                  ) -> StageOutput | None:
+    """The stage's output as stored, when it need not be computed again.
+
+    A completed output whose files are intact is skipped. A damaged one (missing, truncated,
+    wrong row count or checksum) is reported in one line and discarded with everything computed
+    from it, so nothing stale survives downstream. An output whose gate failed before is
+    re-gated (its thresholds may have been fixed) instead of recomputed.
+
+    Parameters
+    ----------
+    ctx
+        The run.
+    stage
+        The stage's name.
+    round_index
+        The round.
+    fingerprint
+        The stage's fingerprint.
+
+    Returns
+    -------
+    StageOutput or None
+        The stored output (`skipped`), or None when the stage must be computed.
+    """
+    recorded = ctx.catalog.completed_datasets(ctx.run_id, fingerprint)
+    if recorded is not None:
+        damage = check_recorded(recorded)
+        if damage is None:
+            log.info("round %d %s: done (fingerprint %s), skipped", round_index, stage,
+                     fingerprint[:12])
+            paths = {kind: Path(info["path"]) for kind, info in recorded.items()}
+            return StageOutput(stage, round_index, fingerprint, paths, skipped=True)
+        notice(str(Discarded(*damage)))
+        discard_dependents(ctx.catalog, ctx.run_id, fingerprint)
+        discard_outputs(recorded)
+        ctx.catalog.discard_stage(ctx.run_id, fingerprint, f"{damage[0]}: {damage[1]}")
+    regated = regate_stored(ctx, stage=stage, round_index=round_index, fingerprint=fingerprint)
+    if regated is not None:
+        return StageOutput(stage, round_index, fingerprint, regated, skipped=True)
+    return None
+
+
+def write_result(ctx: RunContext, result: StageResult, *, stage: str, round_index: int,
+                 fingerprint: str) -> list[WrittenDataset]:
+    """Write each dataset of `result` atomically, then rename its checkpoint folder into place.
+
+    Parameters
+    ----------
+    ctx
+        The run.
+    result
+        What the stage computed.
+    stage
+        The stage's name.
+    round_index
+        The round.
+    fingerprint
+        The stage's fingerprint; it names the files.
+
+    Returns
+    -------
+    list of WrittenDataset
+        One per dataset kind, then the checkpoint (its rows: `result.checkpoint_rows`, its
+        checksum: the weights file's).
+    """
+    point = f"{stage}:{round_index}"
+    outputs: list[WrittenDataset] = []
+    for kind, rows in result.datasets.items():
+        path = dataset_path(ctx.data_root, ctx.run_id, round_index, kind, fingerprint)
+        outputs.append(write_atomic(kind, rows, path))
+        pause_point(f"{point}:wrote-{kind}")
+    if result.checkpoint is not None:
+        final = checkpoint_dir(ctx, round_index, fingerprint)
+        if final.exists():
+            shutil.rmtree(final)
+        result.checkpoint.rename(final)
+        weights = final / "model.safetensors"
+        outputs.append(
+            WrittenDataset("checkpoint", final, result.checkpoint_rows, file_checksum(weights))
+        )
+        pause_point(f"{point}:wrote-checkpoint")
+    return outputs
+
+
+def record_result(ctx: RunContext, result: StageResult, outputs: list[WrittenDataset], *,
+                  stage: str, round_index: int, fingerprint: str, inputs: dict[str, str],
+                  started: float) -> StageOutput:
+    """Gate the written outputs, then write the stage's catalog row: the row comes last, so its
+    presence means the data is complete.
+
+    Parameters
+    ----------
+    ctx
+        The run.
+    result
+        What the stage computed (its metrics are recorded).
+    outputs
+        What `write_result` wrote.
+    stage
+        The stage's name.
+    round_index
+        The round.
+    fingerprint
+        The stage's fingerprint.
+    inputs
+        The fingerprints of its inputs by name.
+    started
+        When the stage started (epoch seconds).
+
+    Returns
+    -------
+    StageOutput
+        The outputs just written; GateFailed is raised instead when a gate fails (the files
+        stay for audit, nothing downstream runs).
+    """
     gated = failed_gate(stage, round_index, gate_outputs(
         ctx, stage=stage, round_index=round_index, fingerprint=fingerprint,
         paths={o.kind: o.path for o in outputs}))
@@ -129,9 +267,9 @@ def run_stage(
         status="completed" if gated is None else "gate_failed",
         error=None if gated is None else str(gated),
     )
-    if gated is not None:  # files stay for audit; nothing downstream runs (tasks/gates.py)
+    if gated is not None:
         raise gated
-    pause_point(f"{point}:done")
+    pause_point(f"{stage}:{round_index}:done")
     return StageOutput(
         stage, round_index, fingerprint, {o.kind: o.path for o in outputs}, skipped=False
     )

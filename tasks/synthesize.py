@@ -2,12 +2,12 @@
 
 Round 0 is seeded by the domain's own generator (the untrained model cannot write problems
 yet): mostly problems of the levels the warm-up trains the solver on, plus a few of every other
-level so the proposer learns what each level looks like. Every proposer sample is kept in `proposals` with its `drop_reason`: `invalid` (the parser
-rejected it), `duplicate` (seen earlier in this round or in any earlier round of the run) or
-`heldout` (it equals a held-out item, which must never be trained on), or `near_duplicate`
-(`synthesize.near_duplicate_threshold` < 1: a MinHash near duplicate of an earlier problem or of
-one admitted before it in this round; off by default, since for arithmetic 37+5 and 37+6 are
-different problems).
+level so the proposer learns what each level looks like. Every proposer sample is kept in
+`proposals` with its `drop_reason`: `invalid` (the parser rejected it), `duplicate` (seen
+earlier in this round or in any earlier round of the run) or `heldout` (it equals a held-out
+item, which must never be trained on), or `near_duplicate` (`synthesize.near_duplicate_threshold`
+< 1: a MinHash near duplicate of an earlier problem or of one admitted before it in this round;
+off by default, since for arithmetic 37+5 and 37+6 are different problems).
 
 `synthesize.level_scheduler = "bandit"` draws each proposer prompt's level from a bandit over
 levels (tasks.curriculum.bandit), its state recomputed from the earlier rounds' curriculum
@@ -35,6 +35,8 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,13 +44,13 @@ from prefect import task
 from prefect.cache_policies import NONE
 
 from configs import RunConfig
-from tasks.curriculum.bandit import level_probabilities, q_values, sample_levels
-from tasks.curriculum.dedup import near_duplicates
 from domains.base import Domain, Problem
 from models.backends import SamplingParams, make_backend
 from storage.datasets import read_table
 from storage.fingerprint import row_id
 from tasks.context import Checkpoint, RunContext
+from tasks.curriculum.bandit import level_probabilities, q_values, sample_levels
+from tasks.curriculum.dedup import near_duplicates
 from tasks.retry import TRANSIENT
 from tasks.stage import StageOutput, StageResult, run_stage
 
@@ -65,7 +67,8 @@ def seed_levels(domain: Domain, solver_max_level: int) -> list[int]:
     return [level for level in domain.levels for _ in range(4 if level <= solver_max_level else 1)]
 
 
-def seed_proposals(domain: Domain, *, count: int, levels: list[int], seed: int) -> list[tuple[str, str]]:
+def seed_proposals(domain: Domain, *, count: int, levels: list[int], seed: int
+                   ) -> list[tuple[str, str]]:
     """(prompt, text) pairs from the domain generator, cycling through `levels`."""
     rng = random.Random(seed)
     pairs = []
@@ -154,7 +157,8 @@ def propose(domain: Domain, checkpoint: Path, *, count: int, levels: list[int], 
     backend = make_backend("transformers", checkpoint, batch_size=batch_size)
     try:
         outputs = backend.generate(
-            prompts, SamplingParams(n=1, temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
+            prompts, SamplingParams(n=1, temperature=temperature, max_new_tokens=max_new_tokens,
+                                    seed=seed)
         )
     finally:
         backend.close()
@@ -166,7 +170,8 @@ def bandit_levels(ctx: RunContext, curricula: list[StageOutput], levels: list[in
     """One requested level per proposer prompt from the level bandit, whose Q values are replayed
     from the earlier rounds' curriculum files in round order -> (levels, metrics)."""
     cfg = ctx.config.synthesize
-    rounds = [read_table(o.path("curriculum")).select(["level", "pass_rate", "judged"]).to_pylist() for o in curricula]
+    rounds = [read_table(o.path("curriculum")).select(["level", "pass_rate", "judged"]).to_pylist()
+              for o in curricula]
     q = q_values(rounds, levels, alpha=cfg.bandit_alpha, initial_q=cfg.bandit_initial_q)
     drawn = sample_levels(q, cfg.proposals, temperature=cfg.bandit_temperature, seed=seed)
     probabilities = level_probabilities(q, cfg.bandit_temperature)
@@ -178,8 +183,9 @@ def bandit_levels(ctx: RunContext, curricula: list[StageOutput], levels: list[in
     return drawn, metrics
 
 
-def top_up(draw: Callable[[int], list[tuple[str, str]]], count_novel: Callable[[list[tuple[str, str]]], int],
-           *, min_novel: int, max_batches: int) -> list[tuple[str, str]]:
+def top_up(draw: Callable[[int], list[tuple[str, str]]],
+           count_novel: Callable[[list[tuple[str, str]]], int], *, min_novel: int,
+           max_batches: int) -> list[tuple[str, str]]:
     """Batches `draw(0)`, `draw(1)`, ... until `count_novel` of them reaches `min_novel` or
     `max_batches` were drawn; one batch when min_novel is 0."""
     pairs: list[tuple[str, str]] = []
@@ -190,8 +196,9 @@ def top_up(draw: Callable[[int], list[tuple[str, str]]], count_novel: Callable[[
     return pairs
 
 
-def generator_fill(domain: Domain, *, missing: int, exclude: set[str], min_level: int, max_level: int,
-                   seed: int, batch: int, max_batches: int) -> list[tuple[str, str]]:
+def generator_fill(domain: Domain, *, missing: int, exclude: set[str], min_level: int,
+                   max_level: int, seed: int, batch: int, max_batches: int
+                   ) -> list[tuple[str, str]]:
     """Up to `missing` (prompt, text) generator problems whose texts are not in `exclude` and not
     repeated, from at most `max_batches` draws of `batch` (levels in equal shares, seed + draw)."""
     fill: list[tuple[str, str]] = []
@@ -199,7 +206,8 @@ def generator_fill(domain: Domain, *, missing: int, exclude: set[str], min_level
     for draw in range(max_batches):
         if len(fill) >= missing:
             break
-        for prompt, text in seed_proposals(domain, count=batch, levels=list(range(min_level, max_level + 1)),
+        for prompt, text in seed_proposals(domain, count=batch,
+                                           levels=list(range(min_level, max_level + 1)),
                                            seed=seed + draw):
             if len(fill) == missing:
                 break
@@ -209,20 +217,24 @@ def generator_fill(domain: Domain, *, missing: int, exclude: set[str], min_level
     return fill
 
 
-def novel_texts(domain: Domain, pairs: list[tuple[str, str]], seen: set[str], heldout: set[str]) -> set[str]:
+def novel_texts(domain: Domain, pairs: list[tuple[str, str]], seen: set[str], heldout: set[str]
+                ) -> set[str]:
     """Distinct problem texts among `pairs` that `admit` would keep (exact checks only)."""
-    texts = {parsed.text for parsed in (domain.parse(text) for _, text in pairs) if isinstance(parsed, Problem)}
+    texts = {parsed.text for parsed in (domain.parse(text) for _, text in pairs)
+             if isinstance(parsed, Problem)}
     return texts - seen - heldout
 
 
-def novel_count(domain: Domain, pairs: list[tuple[str, str]], seen: set[str], heldout: set[str]) -> int:
+def novel_count(domain: Domain, pairs: list[tuple[str, str]], seen: set[str], heldout: set[str]
+                ) -> int:
     """Distinct problems among `pairs` that `admit` would keep (exact checks only)."""
     return len(novel_texts(domain, pairs, seen, heldout))
 
 
 def synthesize_settings(cfg: RunConfig, *, warmup: bool = False) -> dict[str, Any]:
     """The domain and synthesize sections as fingerprinted: the top-up keys only where a proposer
-    may sample more than one batch (runs fingerprinted before they existed keep their fingerprints)."""
+    may sample more than one batch (runs fingerprinted before they existed keep their
+    fingerprints)."""
     settings = cfg.slice("domain", "synthesize")
     if warmup or cfg.synthesize.source != "proposer" or cfg.synthesize.min_novel_share == 0:
         for key in ("min_novel_share", "max_batches", "top_up"):
@@ -232,6 +244,97 @@ def synthesize_settings(cfg: RunConfig, *, warmup: bool = False) -> dict[str, An
     return settings
 
 
+@dataclass(frozen=True)
+class ProblemChoice:
+    """The (prompt, text) samples a round offers to `admit`, and where they came from."""
+
+    pairs: list[tuple[str, str]]
+    source: str  # the pairs' `source`: seed, proposer, generator or pool
+    # top_up = generator: fresh generator problems, novel by construction, admitted last
+    fill: list[tuple[str, str]] = field(default_factory=list)
+    metrics: dict[str, float] = field(default_factory=dict)  # the bandit's levels, the fill
+
+
+def choose_problems(ctx: RunContext, round_index: int, checkpoint: Path, *, seen: set[str],
+                    heldout: set[str], curricula: list[StageOutput]) -> ProblemChoice:
+    """Where a round's problems come from: the seed generator in round 0, else the proposer
+    (`proposer_problems`) or, for the baselines, `synthesize.source` (`baseline_proposals`).
+
+    `seen` and `heldout` are the texts `admit` drops (they decide the proposer's top-up);
+    `curricula` are the earlier rounds' curate outputs the level bandit replays."""
+    cfg = ctx.config
+    seed = ctx.stage_seed("synthesize", round_index)
+    if round_index == 0:
+        pairs = seed_proposals(ctx.domain, count=cfg.domain.seed_problems,
+                               levels=seed_levels(ctx.domain, cfg.domain.seed_max_level),
+                               seed=seed)
+        return ProblemChoice(pairs, "seed")
+    if cfg.synthesize.source == "proposer":
+        return proposer_problems(ctx, round_index, checkpoint, seed=seed, seen=seen,
+                                 heldout=heldout, curricula=curricula)
+    pairs = baseline_proposals(ctx.domain, cfg.synthesize.source, count=cfg.synthesize.proposals,
+                               min_level=cfg.domain.min_level, max_level=cfg.domain.max_level,
+                               round_seed=seed, pool_seed=ctx.stage_seed("synthesize-pool", 0))
+    return ProblemChoice(pairs, cfg.synthesize.source)
+
+
+def proposer_problems(ctx: RunContext, round_index: int, checkpoint: Path, *, seed: int,
+                      seen: set[str], heldout: set[str], curricula: list[StageOutput]
+                      ) -> ProblemChoice:
+    """The proposer's samples of a round >= 1 (levels cycled, or drawn by the level bandit),
+    kept up to `min_novel_share` novel ones by more batches or by the generator's fill."""
+    cfg, synth = ctx.config, ctx.config.synthesize
+    levels = list(range(cfg.domain.min_level, cfg.domain.max_level + 1))
+    metrics: dict[str, float] = {}
+    if synth.level_scheduler == "bandit":
+        levels, metrics = bandit_levels(ctx, curricula, levels,
+                                        seed=ctx.stage_seed("synthesize-bandit", round_index))
+    min_novel = math.ceil(synth.min_novel_share * synth.proposals)
+    by_generator = synth.top_up == "generator"
+    pairs = top_up(
+        lambda batch: propose(ctx.domain, checkpoint, count=synth.proposals, levels=levels,
+                              temperature=synth.temperature, max_new_tokens=synth.max_new_tokens,
+                              seed=seed + batch, batch_size=cfg.rollout.batch_size),
+        lambda pairs: novel_count(ctx.domain, pairs, seen, heldout),
+        min_novel=0 if by_generator else min_novel, max_batches=synth.max_batches)
+    if not by_generator:
+        return ProblemChoice(pairs, "proposer", metrics=metrics)
+    novel = novel_texts(ctx.domain, pairs, seen, heldout)
+    fill = generator_fill(ctx.domain, missing=min_novel - len(novel),
+                          exclude=seen | heldout | novel, min_level=cfg.domain.min_level,
+                          max_level=cfg.domain.max_level,
+                          seed=ctx.stage_seed("synthesize-fill", round_index),
+                          batch=synth.proposals, max_batches=synth.max_batches)
+    return ProblemChoice(pairs, "proposer", fill=fill,
+                         metrics={**metrics, "generator_fill": float(len(fill))})
+
+
+def synthesize_round(ctx: RunContext, round_index: int, incumbent: Checkpoint,
+                     earlier_problems: list[StageOutput], curricula: list[StageOutput],
+                     fingerprint: str) -> StageResult:
+    """The synthesize stage's computation: choose the round's problems, then admit them."""
+    cfg = ctx.config
+    seen = {text for out in earlier_problems
+            for text in read_table(out.path("problems"))["text"].to_pylist()}
+    heldout = {p.text for p in ctx.domain.heldout(cfg.domain.heldout_per_level)}
+    choice = choose_problems(ctx, round_index, incumbent.path, seen=seen, heldout=heldout,
+                             curricula=curricula)
+    proposals, problems = admit(
+        ctx.domain, choice.pairs + choice.fill,
+        source=[choice.source] * len(choice.pairs) + ["generator"] * len(choice.fill),
+        seen=set() if choice.source == "pool" else seen,  # a fixed prompt set: same every round
+        heldout=heldout, run_id=ctx.run_id, round_index=round_index,
+        near_duplicate_threshold=cfg.synthesize.near_duplicate_threshold,
+        ngram=cfg.synthesize.ngram)
+    reasons = [p["drop_reason"] for p in proposals]
+    return StageResult(
+        datasets={"proposals": proposals, "problems": problems},
+        metrics={"proposed": len(proposals), "valid": sum(r != "invalid" for r in reasons),
+                 "novel": len(problems), "near_duplicates": reasons.count("near_duplicate"),
+                 **choice.metrics},
+    )
+
+
 @task(name="synthesize", cache_policy=NONE, persist_result=False, **TRANSIENT)
 def synthesize(ctx: RunContext, round_index: int, incumbent: Checkpoint,
                earlier_problems: list[StageOutput],
@@ -239,65 +342,15 @@ def synthesize(ctx: RunContext, round_index: int, incumbent: Checkpoint,
     """`earlier_curated`: the earlier rounds' curate outputs, read by the level bandit only."""
     cfg = ctx.config
     bandit = cfg.synthesize.level_scheduler == "bandit" and cfg.synthesize.source == "proposer"
-    curricula = sorted(earlier_curated or [], key=lambda o: o.round) if bandit and round_index else []
-
-    def compute(fingerprint: str) -> StageResult:
-        seed = ctx.stage_seed("synthesize", round_index)
-        level_metrics: dict[str, float] = {}  # the bandit's levels, the generator's fill
-        fill: list[tuple[str, str]] = []  # top_up = generator: novel by construction, admitted last
-        seen = {text for out in earlier_problems for text in read_table(out.path("problems"))["text"].to_pylist()}
-        heldout = {p.text for p in ctx.domain.heldout(cfg.domain.heldout_per_level)}
-        if round_index == 0:
-            pairs = seed_proposals(ctx.domain, count=cfg.domain.seed_problems,
-                                   levels=seed_levels(ctx.domain, cfg.domain.seed_max_level), seed=seed)
-            source = "seed"
-        elif cfg.synthesize.source == "proposer":
-            levels = list(range(cfg.domain.min_level, cfg.domain.max_level + 1))
-            if bandit:
-                levels, level_metrics = bandit_levels(ctx, curricula, levels,
-                                                      seed=ctx.stage_seed("synthesize-bandit", round_index))
-            min_novel = math.ceil(cfg.synthesize.min_novel_share * cfg.synthesize.proposals)
-            by_generator = cfg.synthesize.top_up == "generator"
-            pairs = top_up(
-                lambda batch: propose(ctx.domain, incumbent.path, count=cfg.synthesize.proposals,
-                                      levels=levels, temperature=cfg.synthesize.temperature,
-                                      max_new_tokens=cfg.synthesize.max_new_tokens, seed=seed + batch,
-                                      batch_size=cfg.rollout.batch_size),
-                lambda pairs: novel_count(ctx.domain, pairs, seen, heldout),
-                min_novel=0 if by_generator else min_novel, max_batches=cfg.synthesize.max_batches)
-            if by_generator:
-                novel = novel_texts(ctx.domain, pairs, seen, heldout)
-                fill = generator_fill(ctx.domain, missing=min_novel - len(novel), exclude=seen | heldout | novel,
-                                      min_level=cfg.domain.min_level, max_level=cfg.domain.max_level,
-                                      seed=ctx.stage_seed("synthesize-fill", round_index),
-                                      batch=cfg.synthesize.proposals, max_batches=cfg.synthesize.max_batches)
-                level_metrics["generator_fill"] = float(len(fill))
-            source = "proposer"
-        else:  # baselines without a proposer: see baseline_proposals
-            pairs = baseline_proposals(ctx.domain, cfg.synthesize.source, count=cfg.synthesize.proposals,
-                                       min_level=cfg.domain.min_level, max_level=cfg.domain.max_level,
-                                       round_seed=seed, pool_seed=ctx.stage_seed("synthesize-pool", 0))
-            source = cfg.synthesize.source
-        if source == "pool":  # a fixed prompt set: the same problems again every round
-            seen = set()
-        proposals, problems = admit(ctx.domain, pairs + fill,
-                                    source=[source] * len(pairs) + ["generator"] * len(fill),
-                                    seen=seen, heldout=heldout, run_id=ctx.run_id, round_index=round_index,
-                                    near_duplicate_threshold=cfg.synthesize.near_duplicate_threshold,
-                                    ngram=cfg.synthesize.ngram)
-        reasons = [p["drop_reason"] for p in proposals]
-        return StageResult(
-            datasets={"proposals": proposals, "problems": problems},
-            metrics={"proposed": len(proposals), "valid": sum(r != "invalid" for r in reasons),
-                     "novel": len(problems), "near_duplicates": reasons.count("near_duplicate"),
-                     **level_metrics},
-        )
-
+    curricula = (sorted(earlier_curated or [], key=lambda o: o.round) if bandit and round_index
+                 else [])
     return run_stage(
         ctx, stage="synthesize", version=VERSION, round_index=round_index,
-        config={**synthesize_settings(cfg, warmup=round_index == 0), "batch_size": cfg.rollout.batch_size},
+        config={**synthesize_settings(cfg, warmup=round_index == 0),
+                "batch_size": cfg.rollout.batch_size},
         inputs={"checkpoint": incumbent.fingerprint,
                 **{f"problems_round_{o.round}": o.fingerprint for o in earlier_problems},
                 **{f"curriculum_round_{o.round}": o.fingerprint for o in curricula}},
-        compute=compute,
+        compute=partial(synthesize_round, ctx, round_index, incumbent, earlier_problems,
+                        curricula),
     )

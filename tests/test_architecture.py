@@ -1,6 +1,6 @@
 """The layout's rules, checked on the source: top-level packages are this repository's own, the
 module import graph is acyclic, `storage` imports nothing of the other packages, SQL lives only
-in `storage/`, and no library function is longer than 60 lines.
+in `storage/`, and no library function is longer than 60 lines (its docstring not counted).
 
 Imports are read with `ast`, function-local ones included, so a cycle hidden inside a function
 counts as much as one at the top of a module."""
@@ -158,12 +158,21 @@ def test_sql_pattern_matches_sql_and_not_prose():
     assert not SQL.search("select the problems from the band")
 
 
+def _docstring_lines(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    first = node.body[0]
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+            and isinstance(first.value.value, str):
+        return first.end_lineno - first.lineno + 1
+    return 0
+
+
 def test_no_library_function_over_60_lines():
+    """Lines of code from `def` to the end, the docstring not counted."""
     long = []
     for path in MODULES.values():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                lines = node.end_lineno - node.lineno + 1
+                lines = node.end_lineno - node.lineno + 1 - _docstring_lines(node)
                 if lines > MAX_FUNCTION_LINES:
                     long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines})")
     assert not long

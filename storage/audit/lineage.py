@@ -103,6 +103,21 @@ def _clip(text: Any, width: int = 40) -> str:
     return text if len(text) <= width else text[: width - 2] + "…'"
 
 
+def _add_problem(con: duckdb.DuckDBPyConnection, add: Any, problem: dict[str, Any], *,
+                 first: bool) -> None:
+    """The problem's link and, where curate judged it, its curate decision."""
+    add("start" if first else "problem it answers", "problem", problem["problem_id"],
+        problem["round"], f"{_clip(problem['text'])} reference={_clip(problem['reference'])} "
+        f"level={problem['level']} source={problem['source']}")
+    decision = _one(con, "SELECT * FROM curriculum WHERE problem_id = ? AND round = ?",
+                    [problem["problem_id"], problem["round"]])
+    if decision is not None:
+        add("curate decision", "curriculum", decision["problem_id"], decision["round"],
+            f"pass_rate={decision['pass_rate']} over"
+            f" {decision['judged']}/{decision['samples']} judged, kept={decision['kept']}"
+            f" drop_reason={decision['drop_reason']}")
+
+
 def row_lineage(con: duckdb.DuckDBPyConnection, view: str, row_id: str) -> Result:
     """The chain of one row back to the proposer sample and the model that wrote it, then
     forward to the training rows made from it and the checkpoints trained on them.
@@ -160,16 +175,7 @@ def row_lineage(con: duckdb.DuckDBPyConnection, view: str, row_id: str) -> Resul
         problem = _one(con, "SELECT * FROM problems WHERE problem_id = ? AND round = ?",
                        list(problem_key))
     if problem is not None:
-        add("start" if not out else "problem it answers", "problem", problem["problem_id"],
-            problem["round"], f"{_clip(problem['text'])} reference={_clip(problem['reference'])} "
-            f"level={problem['level']} source={problem['source']}")
-        decision = _one(con, "SELECT * FROM curriculum WHERE problem_id = ? AND round = ?",
-                        [problem["problem_id"], problem["round"]])
-        if decision is not None:
-            add("curate decision", "curriculum", decision["problem_id"], decision["round"],
-                f"pass_rate={decision['pass_rate']} over"
-                f" {decision['judged']}/{decision['samples']} judged, kept={decision['kept']}"
-                f" drop_reason={decision['drop_reason']}")
+        _add_problem(con, add, problem, first=not out)
         proposal = _one(con, "SELECT * FROM proposals WHERE proposal_id = ?",
                         [problem["proposal_id"]])
     if proposal is not None:

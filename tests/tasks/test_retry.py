@@ -5,9 +5,9 @@ import itertools
 import pytest
 from prefect import flow, task
 
+from models.passes import is_out_of_memory
 from storage.datasets import DatasetError
 from tasks.retry import TRANSIENT, is_transient, retry_transient
-from tasks.train import is_out_of_memory
 
 
 class GateFailed(Exception):  # stands in for validators' class: matched by name

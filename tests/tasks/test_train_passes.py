@@ -1,6 +1,11 @@
 """The train stage's passes: which trainer gets which rows."""
 
-from tasks.train import plan_passes
+from functools import partial
+
+from models import passes
+from tasks.rows import split_for
+
+plan_passes = partial(passes.plan_passes, split=split_for)
 
 
 def test_proposer_grpo_takes_this_rounds_proposer_rows_out_of_the_other_passes():

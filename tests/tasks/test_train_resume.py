@@ -9,11 +9,12 @@ import pytest
 
 from configs import load_config
 from models import trainer
+from models.passes import PLAN_FILE, resumable_training
 from models.trainer import TrainResult, last_checkpoint
 from storage.datasets import dataset_path, write_atomic
 from tasks.context import Checkpoint, RunContext
 from tasks.stage import StageOutput
-from tasks.train import PLAN_FILE, resumable_training, train
+from tasks.train import train
 
 
 def _checkpoint(folder, step, complete=True):
