@@ -23,7 +23,15 @@ from typing import Any
 
 import duckdb
 
-from storage.audit.snapshot import TABLES, AuditError, Result, fetch, format_cell, result_from_sql
+from storage.audit.snapshot import (
+    TABLES,
+    AuditError,
+    Result,
+    fetch,
+    format_cell,
+    result_from_relation,
+    result_from_sql,
+)
 from storage.datasets import KINDS
 
 FUNNEL_COLUMNS = ["round", "proposed", "valid", "novel", "judged", "kept", "trained",
@@ -390,21 +398,27 @@ def samples(con: duckdb.DuckDBPyConnection, view: str | None, *, where: str | No
         raise AuditError(f"samples {view or ''}: name a view or table, one of {', '.join(VIEWS)}")
     if limit < 1:
         raise AuditError(f"--limit {limit}: must be at least 1")
-    sql = f"SELECT * FROM {view}" + (f" WHERE ({where})" if where else "") + " LIMIT ?"
-    try:
-        result = result_from_sql(con, f"samples of {view}", sql, [limit])
+    relation = con.table(view)
+    try:  # parsed as one expression, so it cannot close the WHERE and append SQL of its own
+        matching = relation.filter(where) if where else relation
+        result = result_from_relation(f"samples of {view}", matching.limit(limit))
     except duckdb.Error as exc:
-        columns = ", ".join(r[0] for r in con.execute(f"DESCRIBE {view}").fetchall())
         first = str(exc).strip().splitlines()[0]
-        raise AuditError(f"--where {where!r}: {first} (columns of {view}: {columns})") from None
-    total = con.execute(
-        f"SELECT count(*) FROM {view}" + (f" WHERE ({where})" if where else "")).fetchone()[0]
+        msg = (f"--where {where!r}: {first} (a condition on the columns of {view}: "
+               f"{', '.join(relation.columns)})")
+        raise AuditError(msg) from None
+    total = matching.aggregate("count(*)").fetchall()[0][0]
     result.notes.append(f"{len(result.rows)} of {total} matching rows (--limit {limit})")
     return result
 
 
 def sql(con: duckdb.DuckDBPyConnection, text: str) -> Result:
-    """Any SQL over the views (proposals, problems, rollouts, ...) and tables (runs, stages, ...).
+    """One SELECT query over the views (proposals, problems, rollouts, ...) and tables (runs,
+    stages, ...) of a snapshot.
+
+    Read-only twice over: anything but a single SELECT (ATTACH, COPY, INSTALL, SET, DELETE,
+    a second statement, ...) is refused before it runs, and the snapshot itself reads no file
+    outside the run's folder (`open_run`).
 
     Parameters
     ----------
@@ -415,16 +429,25 @@ def sql(con: duckdb.DuckDBPyConnection, text: str) -> Result:
 
     Returns
     -------
-    Its rows (none for a statement without rows), titled "sql".
+    Its rows, titled "sql".
 
     Raises
     ------
     AuditError
-        DuckDB rejects the SQL: the first line of its error, with the names of the views
-        and tables.
+        The text is not one SELECT, reaches for a file outside the run, or DuckDB rejects
+        it: the first line of its error, with the names of the views and tables.
     """
     try:
+        statements = con.extract_statements(text)
+        if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
+            kinds = ", ".join(s.type.name for s in statements) or "nothing"
+            msg = (f"--sql runs one read-only SELECT query; this is {kinds} (the audit cannot "
+                   "change the catalog, the data or any file)")
+            raise AuditError(msg)
         return result_from_sql(con, "sql", text)
+    except duckdb.PermissionException as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise AuditError(f"--sql: {first} (the audit reads this run's own files only)") from None
     except duckdb.Error as exc:
         first = str(exc).strip().splitlines()[0]
         msg = f"--sql: {first} (views: {', '.join(KINDS)}; tables: {', '.join(TABLES)})"

@@ -180,7 +180,25 @@ def open_run(data_root: Path | str, run_id: str) -> duckdb.DuckDBPyConnection:
         if table not in present:
             con.execute(f"CREATE TABLE {table} AS SELECT NULL::VARCHAR AS run_id WHERE false")
     _create_views(con)
+    _read_only(con, Path(data_root) / "runs" / run_id)
     return con
+
+
+def _read_only(con: duckdb.DuckDBPyConnection, run_dir: Path) -> None:
+    """Lock the snapshot down: from here on it reads the run's own files and nothing else.
+
+    No file outside `run_dir` can be read or written (no ATTACH of the catalog, no COPY TO,
+    no read_csv of /etc/passwd), no extension is installed or loaded, and no setting can be
+    changed back (`lock_configuration`). Inside `run_dir` DuckDB could still write (COPY TO),
+    so the audit's queries are also SELECT-only (`storage.audit.queries.sql`)."""
+    directories = sorted({str(run_dir.absolute()) + "/", str(run_dir.resolve()) + "/"})
+    quoted = ", ".join("'" + d.replace("'", "''") + "'" for d in directories)
+    for statement in (f"SET allowed_directories = [{quoted}]",
+                      "SET autoinstall_known_extensions = false",
+                      "SET autoload_known_extensions = false",
+                      "SET enable_external_access = false",
+                      "SET lock_configuration = true"):
+        con.execute(statement)
 
 
 def current_stages(con: duckdb.DuckDBPyConnection) -> list[tuple[int, str, str]]:
@@ -406,4 +424,23 @@ def result_from_sql(con: duckdb.DuckDBPyConnection, title: str, sql: str,
         return Result(title, [], [])
     columns = [d[0] for d in cur.description]
     rows = [dict(zip(columns, row, strict=True)) for row in cur.fetchall()]
+    return Result(title, columns, rows)
+
+
+def result_from_relation(title: str, relation: duckdb.DuckDBPyRelation) -> Result:
+    """The rows of a DuckDB relation as a `Result` titled `title`.
+
+    Parameters
+    ----------
+    title
+        The result's title.
+    relation
+        A relation built with DuckDB's relational API (`con.table(...).filter(...)`).
+
+    Returns
+    -------
+    Its rows with its columns.
+    """
+    columns = list(relation.columns)
+    rows = [dict(zip(columns, row, strict=True)) for row in relation.fetchall()]
     return Result(title, columns, rows)
