@@ -48,8 +48,9 @@ heldout_per_level = 5
 samples_per_problem = 2
 [train]
 batch_size = 16
-warmup_max_steps = 60
 save_steps = 10
+[train.warmup]
+max_steps = 60
 """
 STAGES = ["base", "baseline", "synthesize", "rollout", "verify", "curate", "train", "evaluate",
           "promote"]

@@ -6,8 +6,14 @@ name the key, the bad value and the allowed range:
 
     config error in configs/x.toml: train.learning_rate = -0.1: Input should be greater than 0
 
-Every stage reads only its own slice (`config.rollout`, `config.curate`, ...); that slice is
-what goes into the stage's fingerprint, so changing it reruns that stage and everything after.
+Algorithm settings are nested in sections of their own (TOML sub-tables): `[train.warmup]`,
+`[train.grpo]`, `[train.dpo]`, `[train.proposer]`, `[synthesize.bandit]`, `[curate.diversity]`;
+a dotted override reaches them too (`load_config(path, {"train.grpo.beta": 0.1})`). Every
+stage reads only its own slice (`config.rollout`, `config.curate`, ...); that slice is what goes
+into the stage's fingerprint, so changing it reruns that stage and everything after. A stage
+leaves out only what it does not read in its mode (the warm-up reads no `[train.grpo]` and
+none of the round-only `[synthesize]` settings) and the settings marked "not part of the
+fingerprint" (they never change a result).
 """
 
 from __future__ import annotations
@@ -36,20 +42,22 @@ class ModelConfig(_Section):
     """The model that plays both roles. `path` = None builds the tiny character-level model."""
 
     path: str | None = Field(None, description="local Hugging Face checkpoint folder; None = tiny")
-    hidden_size: int = Field(128, ge=32, le=4096)
-    num_layers: int = Field(4, ge=1, le=64)
-    head_dim: int = Field(32, ge=8, le=256)
-    intermediate_size: int = Field(512, ge=32, le=16384)
-    init_seed: int = Field(0, ge=0)
+    hidden_size: int = Field(128, ge=32, le=4096, description="tiny model: residual stream width")
+    num_layers: int = Field(4, ge=1, le=64, description="tiny model: transformer blocks")
+    head_dim: int = Field(32, ge=8, le=256, description="tiny model: width of one attention head")
+    intermediate_size: int = Field(512, ge=32, le=16384, description="tiny model: width of the MLP")
+    init_seed: int = Field(0, ge=0, description="tiny model: seed of the initial weights")
 
 
 class DomainConfig(_Section):
-    name: Literal["arithmetic"] = "arithmetic"
+    """The problem domain (domains/): its levels, its seed generator and its held-out set."""
+
+    name: Literal["arithmetic"] = Field("arithmetic", description="the domain (domains/)")
     min_level: int = Field(2, ge=1, le=5, description="easiest difficulty level proposed")
     max_level: int = Field(4, ge=1, le=5, description="hardest difficulty level proposed")
     seed_problems: int = Field(8000, ge=1, le=1_000_000, description="round-0 generator problems")
     seed_max_level: int = Field(2, ge=1, le=5, description="hardest level the warm-up trains the solver on")
-    heldout_per_level: int = Field(40, ge=1, le=10_000)
+    heldout_per_level: int = Field(40, ge=1, le=10_000, description="held-out problems per level (evaluate)")
 
     @model_validator(mode="after")
     def _levels_ordered(self) -> DomainConfig:
@@ -59,10 +67,23 @@ class DomainConfig(_Section):
         return self
 
 
+class BanditConfig(_Section):
+    """`[synthesize.bandit]`: the level bandit of `synthesize.level_scheduler = "bandit"`
+    (tasks/curriculum/bandit.py)."""
+
+    alpha: float = Field(0.5, gt=0, le=1, description="TD(0) step size, in (0, 1]")
+    temperature: float = Field(
+        0.1, gt=0, le=100, description="softmax temperature over Q (Q is in [0, 0.5])")
+    initial_q: float = Field(
+        0.25, ge=0, le=1, description="Q of a level before any round measured it")
+
+
 class SynthesizeConfig(_Section):
+    """Where a round's problems come from and which are admitted (tasks/synthesize.py)."""
+
     proposals: int = Field(4096, ge=1, le=10_000_000, description="proposer samples per round")
-    temperature: float = Field(1.2, gt=0, le=5)
-    max_new_tokens: int = Field(16, ge=1, le=4096)
+    temperature: float = Field(1.2, gt=0, le=5, description="proposer sampling temperature")
+    max_new_tokens: int = Field(16, ge=1, le=4096, description="longest proposer completion, tokens")
     source: Literal["proposer", "generator", "pool"] = Field(
         "proposer",
         description="where rounds >= 1 get problems: proposer = the model writes them (default); "
@@ -100,21 +121,20 @@ class SynthesizeConfig(_Section):
     level_scheduler: Literal["cycle", "bandit"] = Field(
         "cycle",
         description="levels the proposer is asked for in rounds >= 1: cycle = min_level..max_level "
-                    "in turn (default); bandit = drawn from softmax(Q / bandit_temperature), Q per "
+                    "in turn (default); bandit = drawn from softmax(Q / bandit.temperature), Q per "
                     "level learned from earlier rounds' mean |advantage| (SEC style)",
     )
-    bandit_alpha: float = Field(0.5, gt=0, le=1, description="bandit: TD(0) step size, in (0, 1]")
-    bandit_temperature: float = Field(
-        0.1, gt=0, le=100, description="bandit: softmax temperature over Q (Q is in [0, 0.5])")
-    bandit_initial_q: float = Field(
-        0.25, ge=0, le=1, description="bandit: Q of a level before any round measured it")
+    bandit: BanditConfig = Field(BanditConfig(), description="the level bandit's settings")
 
 
 class RolloutConfig(_Section):
-    backend: Literal["transformers", "vllm"] = "transformers"
-    samples_per_problem: int = Field(16, ge=1, le=1024)
-    temperature: float = Field(0.8, gt=0, le=5)
-    max_new_tokens: int = Field(8, ge=1, le=32_768)
+    """How the solver samples answers (tasks/rollout.py); evaluate uses the same backend."""
+
+    backend: Literal["transformers", "vllm"] = Field(
+        "transformers", description="transformers (CPU default) or vllm (the `vllm` extra)")
+    samples_per_problem: int = Field(16, ge=1, le=1024, description="k: answers sampled per problem")
+    temperature: float = Field(0.8, gt=0, le=5, description="solver sampling temperature")
+    max_new_tokens: int = Field(8, ge=1, le=32_768, description="longest solver answer, tokens")
     batch_size: int = Field(
         512, ge=1, le=100_000,
         description="sequences per generate call (transformers) or per engine step (vllm max_num_seqs)",
@@ -141,7 +161,33 @@ class RolloutConfig(_Section):
         return self
 
 
+class DiversityConfig(_Section):
+    """`[curate.diversity]`: the proposer's repetition penalty (R-Zero style,
+    tasks/curriculum/rewards.py); it applies to curate's proposer rows and to the online reward
+    of the proposer's GRPO pass."""
+
+    penalty: float = Field(
+        0.0, ge=0, le=1000,
+        description="lambda of the proposer's repetition penalty: weight = max(0, reward - lambda "
+                    "* cluster size / valid proposals of the round); 0 = off",
+    )
+    threshold: float = Field(
+        0.8, gt=0, le=1,
+        description="estimated Jaccard of character n-grams at which two proposals fall in one "
+                    "cluster, in (0, 1]",
+    )
+    ngram: int = Field(3, ge=1, le=64, description="character n-gram size of the clustering")
+    on: Literal["text", "shape"] = Field(
+        "text",
+        description="compare the problems' texts, or their shapes (the domain's form with "
+                    "constants masked: for arithmetic every digit as 0, so many `000-00` "
+                    "problems are repeats of one form)",
+    )
+
+
 class CurateConfig(_Section):
+    """Which problems a round keeps and which training rows it builds (tasks/curate.py)."""
+
     min_pass_rate: float = Field(0.0, ge=0, le=1, description="keep problems with p > this")
     max_pass_rate: float = Field(1.0, ge=0, le=1, description="keep problems with p < this")
     max_answers_per_problem: int = Field(4, ge=1, le=1024, description="verified answers trained per problem")
@@ -174,23 +220,8 @@ class CurateConfig(_Section):
     )
     proposer_band_low: float = Field(0.3, ge=0, le=1, description="band reward: lowest p rewarded")
     proposer_band_high: float = Field(0.8, ge=0, le=1, description="band reward: highest p rewarded")
-    diversity_penalty: float = Field(
-        0.0, ge=0, le=1000,
-        description="lambda of the proposer's repetition penalty: weight = max(0, reward - lambda "
-                    "* cluster size / valid proposals of the round); 0 = off",
-    )
-    diversity_threshold: float = Field(
-        0.8, gt=0, le=1,
-        description="diversity penalty: estimated Jaccard of character n-grams at which two "
-                    "proposals fall in one cluster, in (0, 1]",
-    )
-    diversity_ngram: int = Field(3, ge=1, le=64, description="diversity penalty: character n-gram size")
-    diversity_on: Literal["text", "shape"] = Field(
-        "text",
-        description="diversity penalty: compare the problems' texts, or their shapes (the "
-                    "domain's form with constants masked: for arithmetic every digit as 0, so "
-                    "many `000-00` problems are repeats of one form)",
-    )
+    diversity: DiversityConfig = Field(
+        DiversityConfig(), description="the proposer's repetition penalty")
 
     @model_validator(mode="after")
     def _band_ordered(self) -> CurateConfig:
@@ -204,10 +235,63 @@ class CurateConfig(_Section):
         return self
 
 
+class WarmupConfig(_Section):
+    """`[train.warmup]`: the SFT settings of round 0, the warm-up on the seed references (the
+    rounds after it use `train.learning_rate`, `epochs` and `max_steps`)."""
+
+    learning_rate: float = Field(3e-3, gt=0, le=1, description="learning rate of the warm-up")
+    epochs: float = Field(40.0, gt=0, le=1000, description="passes over the round-0 seed rows")
+    max_steps: int = Field(1000, ge=1, le=10_000_000, description="step cap of the warm-up")
+
+
+class GrpoConfig(_Section):
+    """`[train.grpo]`: the GRPO trainer (models/grpo.py), for the solver's pass under
+    `train.algorithm = "grpo"` and for the proposer's under `train.proposer.algorithm = "grpo"`
+    (which samples up to `synthesize.max_new_tokens` instead of `max_completion_length`)."""
+
+    learning_rate: float = Field(
+        3e-4, gt=0, le=1, description="learning rate (policy gradients want a smaller one than SFT)")
+    num_generations: int = Field(
+        8, ge=2, le=1024,
+        description="completions sampled per prompt (the group); must divide train.batch_size, "
+                    "which counts completions per optimizer step")
+    temperature: float = Field(1.0, gt=0, le=5, description="sampling temperature of the group")
+    max_completion_length: int = Field(
+        8, ge=1, le=32_768, description="longest sampled solver completion, tokens")
+    beta: float = Field(
+        0.0, ge=0, le=10, description="KL coefficient against the incumbent (0 = no reference model)")
+
+
+class DpoConfig(_Section):
+    """`[train.dpo]`: the DPO trainer (models/dpo.py) of `train.algorithm = "dpo"`."""
+
+    learning_rate: float = Field(3e-4, gt=0, le=1, description="learning rate")
+    beta: float = Field(
+        0.1, gt=0, le=10, description="preference temperature (larger = stay closer to the incumbent)")
+    max_pairs_per_problem: int = Field(
+        4, ge=1, le=1024, description="chosen/rejected pairs built per kept problem (curate)")
+
+
+class ProposerTrainConfig(_Section):
+    """`[train.proposer]`: how rounds >= 1 train the proposer rows."""
+
+    algorithm: Literal["sft", "grpo"] = Field(
+        "sft",
+        description="sft (weighted by curate.proposer_reward) or grpo (Absolute Zero / R-Zero: "
+                    "every proposed problem is answered `samples` times by the incumbent solver; "
+                    "reward = curate.proposer_reward of that pass rate; trainer settings from "
+                    "[train.grpo])",
+    )
+    max_steps: int = Field(
+        50, ge=1, le=10_000_000, description="grpo: step cap of the proposer's GRPO pass")
+    samples: int = Field(
+        8, ge=1, le=1024, description="grpo: solver answers per proposed problem (the online pass rate)")
+
+
 class TrainConfig(_Section):
     """How the train stage fine-tunes the incumbent. Round 0 (the warm-up) always trains SFT on
-    the seed references, whatever `algorithm` says: an untrained model samples no right answers,
-    so GRPO would see no reward and DPO no chosen answer."""
+    the seed references with `[train.warmup]`, whatever `algorithm` says: an untrained model
+    samples no right answers, so GRPO would see no reward and DPO no chosen answer."""
 
     algorithm: Literal["sft", "grpo", "dpo"] = Field(
         "sft",
@@ -215,14 +299,12 @@ class TrainConfig(_Section):
                     "the domain verifier as reward), dpo (TRL DPOTrainer on verified chosen / wrong "
                     "rejected pairs)",
     )
-    learning_rate: float = Field(2e-3, gt=0, le=1)
-    warmup_learning_rate: float = Field(3e-3, gt=0, le=1)
-    batch_size: int = Field(64, ge=1, le=65_536)
+    learning_rate: float = Field(2e-3, gt=0, le=1, description="SFT learning rate of rounds >= 1")
+    batch_size: int = Field(
+        64, ge=1, le=65_536, description="rows per optimizer step (GRPO: completions)")
     epochs: float = Field(20.0, gt=0, le=1000, description="passes over a round's training rows")
-    warmup_epochs: float = Field(40.0, gt=0, le=1000, description="passes over the round-0 seed rows")
     max_steps: int = Field(800, ge=1, le=10_000_000, description="step cap of a round's training")
-    warmup_max_steps: int = Field(1000, ge=1, le=10_000_000, description="step cap of the warm-up")
-    max_length: int = Field(48, ge=8, le=131_072)
+    max_length: int = Field(48, ge=8, le=131_072, description="longest training sequence, tokens")
     replay_ratio: float = Field(
         2.0, ge=0, le=100,
         description="replayed rows from earlier rounds per new row (0 = train on this round only)",
@@ -242,48 +324,42 @@ class TrainConfig(_Section):
         description="on out-of-memory, retry once with this per-step batch and gradient "
                     "accumulation up to batch_size (None = no retry). Not part of the fingerprint",
     )
-    grpo_learning_rate: float = Field(
-        3e-4, gt=0, le=1, description="grpo: learning rate (policy gradients want a smaller one than SFT)")
-    num_generations: int = Field(
-        8, ge=2, le=1024,
-        description="grpo: completions sampled per prompt (the group); must divide batch_size, "
-                    "which counts completions per optimizer step")
-    grpo_temperature: float = Field(1.0, gt=0, le=5, description="grpo: sampling temperature of the group")
-    max_completion_length: int = Field(8, ge=1, le=32_768, description="grpo: longest sampled completion, tokens")
-    grpo_beta: float = Field(
-        0.0, ge=0, le=10, description="grpo: KL coefficient against the incumbent (0 = no reference model)")
-    dpo_learning_rate: float = Field(3e-4, gt=0, le=1, description="dpo: learning rate")
-    dpo_beta: float = Field(
-        0.1, gt=0, le=10, description="dpo: preference temperature (larger = stay closer to the incumbent)")
-    max_pairs_per_problem: int = Field(
-        4, ge=1, le=1024, description="dpo: chosen/rejected pairs built per kept problem (curate)")
-    proposer_algorithm: Literal["sft", "grpo"] = Field(
-        "sft",
-        description="rounds >= 1, proposer rows: sft (weighted by curate.proposer_reward) or grpo "
-                    "(Absolute Zero / R-Zero: every proposed problem is answered proposer_samples "
-                    "times by the incumbent solver; reward = curate.proposer_reward of that pass rate)",
-    )
-    proposer_max_steps: int = Field(
-        50, ge=1, le=10_000_000, description="proposer grpo: step cap of the proposer's GRPO pass")
-    proposer_samples: int = Field(
-        8, ge=1, le=1024, description="proposer grpo: solver answers per proposed problem (the online pass rate)")
+    warmup: WarmupConfig = Field(WarmupConfig(), description="round 0's SFT settings")
+    grpo: GrpoConfig = Field(GrpoConfig(), description="the GRPO trainer's settings")
+    dpo: DpoConfig = Field(DpoConfig(), description="the DPO trainer's settings")
+    proposer: ProposerTrainConfig = Field(
+        ProposerTrainConfig(), description="how rounds >= 1 train the proposer rows")
 
     @model_validator(mode="after")
-    def _oom_batch_divides(self) -> TrainConfig:
+    def _batches_fit(self) -> TrainConfig:
         small = self.oom_retry_batch_size
         if small is not None and (small >= self.batch_size or self.batch_size % small):
             msg = (f"oom_retry_batch_size = {small} must be smaller than batch_size = "
                    f"{self.batch_size} and divide it")
             raise ValueError(msg)
-        if "grpo" in (self.algorithm, self.proposer_algorithm) and self.batch_size % self.num_generations:
-            msg = (f"batch_size = {self.batch_size} must be a multiple of num_generations = "
-                   f"{self.num_generations} (grpo: a batch holds whole groups)")
+        group = self.grpo.num_generations
+        if "grpo" in (self.algorithm, self.proposer.algorithm) and self.batch_size % group:
+            msg = (f"train.batch_size = {self.batch_size} must be a multiple of "
+                   f"train.grpo.num_generations = {group} (grpo: a batch holds whole groups)")
+            raise ValueError(msg)
+        return self
+
+    @model_validator(mode="after")
+    def _proposer_grpo_keeps_the_format(self) -> TrainConfig:
+        if (self.proposer.algorithm == "grpo" and self.algorithm == "sft"
+                and not self.replay_proposer_rows):
+            msg = ("train.proposer.algorithm = 'grpo' with an SFT solver needs "
+                   "train.replay_proposer_rows = true: the replayed proposer rows keep the problem "
+                   "format in the solver's SFT pass (without them the model forgets how to write a "
+                   "problem)")
             raise ValueError(msg)
         return self
 
 
 class EvaluateConfig(_Section):
-    max_new_tokens: int = Field(8, ge=1, le=32_768)
+    """The held-out evaluation of every checkpoint (tasks/evaluate.py; greedy answers)."""
+
+    max_new_tokens: int = Field(8, ge=1, le=32_768, description="longest held-out answer, tokens")
 
 
 class VerifyConfig(_Section):
@@ -419,23 +495,27 @@ class ScaleConfig(_Section):
 
 
 class RunConfig(_Section):
+    """A run: the number of rounds, the run's seed and one section per concern."""
+
     rounds: int = Field(3, ge=0, le=10_000, description="self-improvement rounds after warm-up")
-    seed: int = Field(0, ge=0)
-    model: ModelConfig = ModelConfig()
-    domain: DomainConfig = DomainConfig()
-    synthesize: SynthesizeConfig = SynthesizeConfig()
-    rollout: RolloutConfig = RolloutConfig()
-    verify: VerifyConfig = VerifyConfig()
-    curate: CurateConfig = CurateConfig()
-    train: TrainConfig = TrainConfig()
-    evaluate: EvaluateConfig = EvaluateConfig()
-    promote: PromoteConfig = PromoteConfig()
-    gates: GatesConfig = GatesConfig()
-    schedule: ScheduleConfig = ScheduleConfig()
-    scale: ScaleConfig = ScaleConfig()
+    seed: int = Field(
+        0, ge=0, description="the run's seed: every stage seed derives from it, the stage and the "
+                             "round (storage/seeds.py)")
+    model: ModelConfig = Field(ModelConfig(), description="the model that plays both roles")
+    domain: DomainConfig = Field(DomainConfig(), description="the problem domain")
+    synthesize: SynthesizeConfig = Field(SynthesizeConfig(), description="the synthesize stage")
+    rollout: RolloutConfig = Field(RolloutConfig(), description="the rollout stage and its backend")
+    verify: VerifyConfig = Field(VerifyConfig(), description="the verify stage's labels")
+    curate: CurateConfig = Field(CurateConfig(), description="the curate stage")
+    train: TrainConfig = Field(TrainConfig(), description="the train stage")
+    evaluate: EvaluateConfig = Field(EvaluateConfig(), description="the held-out evaluation")
+    promote: PromoteConfig = Field(PromoteConfig(), description="the promotion rule")
+    gates: GatesConfig = Field(GatesConfig(), description="the data-quality gates")
+    schedule: ScheduleConfig = Field(ScheduleConfig(), description="the nightly deployment")
+    scale: ScaleConfig = Field(ScaleConfig(), description="where rollout and verification run")
 
     @model_validator(mode="after")
-    def _shards_need_transformers(self) -> RunConfig:
+    def _sections_agree(self) -> RunConfig:
         if self.scale.rollout_shards > 1 and self.rollout.backend != "transformers":
             msg = (f"scale.rollout_shards = {self.scale.rollout_shards} needs rollout.backend = "
                    f"'transformers' (vLLM batches a whole stage itself); set rollout_shards = 1")
@@ -445,12 +525,6 @@ class RunConfig(_Section):
         if self.curate.solver_targets == "rationalize" and clash:
             msg = (f"curate.solver_targets = 'rationalize' (the default) trains references by SFT; "
                    f"with {clash} set curate.solver_targets = 'verified'")
-            raise ValueError(msg)
-        if (self.train.proposer_algorithm == "grpo" and self.train.algorithm == "sft"
-                and not self.train.replay_proposer_rows):
-            msg = ("train.proposer_algorithm = 'grpo' with an SFT solver needs train.replay_proposer_rows "
-                   "= true: the replayed proposer rows keep the problem format in the solver's SFT pass "
-                   "(without them the model forgets how to write a problem)")
             raise ValueError(msg)
         return self
 

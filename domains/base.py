@@ -105,7 +105,7 @@ class Domain(Protocol):
         """
 
     def shape(self, problem_text: str) -> str:
-        """The problem's form with its constants masked (`curate.diversity_on = "shape"`: the
+        """The problem's form with its constants masked (`curate.diversity.on = "shape"`: the
         repetition penalty compares forms, so many problems of one form count as repeats)."""
 
     def heldout(self, per_level: int) -> list[Problem]:

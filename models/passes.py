@@ -106,7 +106,7 @@ def plan_passes(algorithm: str, proposer_algorithm: str, rows: Rows, round_index
     algorithm
         `train.algorithm` of this round: sft, grpo or dpo.
     proposer_algorithm
-        `train.proposer_algorithm`: sft (proposer rows in the SFT pass) or grpo.
+        `train.proposer.algorithm`: sft (proposer rows in the SFT pass) or grpo.
     rows
         The round's training rows, replayed rows included.
     round_index
@@ -122,10 +122,12 @@ def plan_passes(algorithm: str, proposer_algorithm: str, rows: Rows, round_index
     """
     proposer = [r for r in rows if r["role"] == "proposer"] if proposer_algorithm == "grpo" else []
 
-    def anchor(row: dict[str, Any]) -> bool:
+    def stays_in_solver_sft(row: dict[str, Any]) -> bool:
+        """A replayed proposer row under an SFT solver: it keeps the problem format."""
         return algorithm == "sft" and row["round"] != round_index
 
-    kept = [r for r in rows if r["role"] != "proposer" or anchor(r)] if proposer else rows
+    kept = ([r for r in rows if r["role"] != "proposer" or stays_in_solver_sft(r)] if proposer
+            else rows)
     takes, rest = split(algorithm, kept)
     passes = [(algorithm, takes), ("proposer-grpo", proposer), ("sft", rest)]
     return ([(kind, part) for kind, part in passes if any(r["weight"] > 0 for r in part)]
@@ -134,7 +136,7 @@ def plan_passes(algorithm: str, proposer_algorithm: str, rows: Rows, round_index
 
 def plan_training(train: TrainConfig, rows: Rows, round_index: int, *, split: RowSplit
                   ) -> TrainPlan:
-    """The plan of one train stage: the warm-up's SFT settings in round 0, the round's after.
+    """The plan of one train stage: `[train.warmup]`'s SFT settings in round 0, the round's after.
 
     Parameters
     ----------
@@ -150,17 +152,17 @@ def plan_training(train: TrainConfig, rows: Rows, round_index: int, *, split: Ro
     Returns
     -------
     TrainPlan
-        Its `steps` count completions for the GRPO passes (`num_generations` per prompt) and
-        cap the proposer's GRPO pass at `proposer_max_steps`, as its trainer does.
+        Its `steps` count completions for the GRPO passes (`grpo.num_generations` per prompt)
+        and cap the proposer's GRPO pass at `proposer.max_steps`, as its trainer does.
     """
     warmup = round_index == 0
-    epochs = train.warmup_epochs if warmup else train.epochs
-    max_steps = train.warmup_max_steps if warmup else train.max_steps
+    epochs = train.warmup.epochs if warmup else train.epochs
+    max_steps = train.warmup.max_steps if warmup else train.max_steps
     passes = plan_passes("sft" if warmup else train.algorithm,
-                         "sft" if warmup else train.proposer_algorithm, rows, round_index,
+                         "sft" if warmup else train.proposer.algorithm, rows, round_index,
                          split=split)
-    per_step = {"grpo": train.num_generations, "proposer-grpo": train.num_generations}
-    cap = {"proposer-grpo": train.proposer_max_steps}
+    per_step = {"grpo": train.grpo.num_generations, "proposer-grpo": train.grpo.num_generations}
+    cap = {"proposer-grpo": train.proposer.max_steps}
     steps = sum(planned_steps(sum(r["weight"] > 0 for r in part) * per_step.get(kind, 1),
                               epochs=epochs, batch_size=train.batch_size,
                               max_steps=cap.get(kind, max_steps))

@@ -24,6 +24,7 @@ means the data they describe is complete.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,11 +32,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import duckdb
+import pyarrow.parquet as pq
 
 from storage.datasets import KINDS, WrittenDataset
 from storage.fingerprint import stable_hash
 
 T = TypeVar("T")
+log = logging.getLogger("flywheel.catalog")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -44,7 +47,8 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE TABLE IF NOT EXISTS stages (
     run_id VARCHAR, round INTEGER, stage VARCHAR, fingerprint VARCHAR, status VARCHAR,
     started_at DOUBLE, finished_at DOUBLE, seconds DOUBLE, rows BIGINT, error VARCHAR,
-    inputs_json VARCHAR);
+    inputs_json VARCHAR, outputs INTEGER);
+ALTER TABLE stages ADD COLUMN IF NOT EXISTS outputs INTEGER;
 CREATE TABLE IF NOT EXISTS datasets (
     run_id VARCHAR, round INTEGER, stage VARCHAR, fingerprint VARCHAR, kind VARCHAR,
     path VARCHAR, rows BIGINT, checksum VARCHAR);
@@ -59,6 +63,9 @@ CREATE TABLE IF NOT EXISTS rounds (
     reason VARCHAR);
 """
 
+
+_STAGE_COLUMNS = ("run_id, round, stage, fingerprint, status, started_at, finished_at, seconds,"
+                  " rows, error, inputs_json, outputs")
 
 LOCK_WAIT_SECONDS = 30.0
 # New catalogs use DuckDB 1.0's storage format, so the `duckdb` command line (PyPI `duckdb-cli`,
@@ -113,8 +120,47 @@ class Catalog:
     """
 
     def __init__(self, data_root: Path | str):
-        self.data_root = Path(data_root)
+        self.data_root = Path(data_root).resolve()
         self.path = self.data_root / "catalog.duckdb"
+
+    def relative(self, path: Path | str) -> str:
+        """How a path is recorded: relative to the data root when it lies inside it.
+
+        A copied (`cp -a`) or moved data root then names its own files, not the original's.
+
+        Parameters
+        ----------
+        path
+            A file or folder, absolute or relative to the working directory.
+
+        Returns
+        -------
+        `runs/<run_id>/round-<NNN>/<name>` for a path inside the data root; the absolute
+        path for one outside it (a local model folder).
+        """
+        absolute = Path(path).resolve()
+        return str(absolute.relative_to(self.data_root)) if absolute.is_relative_to(
+            self.data_root) else str(absolute)
+
+    def resolve(self, recorded: str) -> str:
+        """The absolute path a recorded path names in this data root.
+
+        Parameters
+        ----------
+        recorded
+            A `datasets.path` value: relative to the data root, or absolute. An absolute
+            `.../runs/<run_id>/round-<NNN>/<name>` (how catalogs recorded paths before they
+            were relative, migrated by the first writable `connect`) is read as that file of
+            this data root.
+
+        Returns
+        -------
+        The absolute path, as a string.
+        """
+        path = Path(recorded)
+        if not path.is_absolute():
+            return str(self.data_root / path)
+        return str(self.data_root.joinpath(*path.parts[-4:])) if _in_run_folder(path) else recorded
 
     @contextmanager
     def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -147,9 +193,19 @@ class Catalog:
         try:
             if not read_only:
                 con.execute(_SCHEMA)
+                self._migrate_paths(con)
             yield con
         finally:
             con.close()
+
+    def _migrate_paths(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Rewrite absolute paths of files inside run folders as relative ones (`resolve`)."""
+        old = [row[0] for row in con.execute(
+            "SELECT DISTINCT path FROM datasets WHERE path LIKE '/%'").fetchall()]
+        for path in old:
+            if _in_run_folder(Path(path)):
+                con.execute("UPDATE datasets SET path = ? WHERE path = ?",
+                            [str(Path(*Path(path).parts[-4:])), path])
 
     # ---- runs -------------------------------------------------------------------------------
 
@@ -289,7 +345,32 @@ class Catalog:
                 " AND fingerprint = ?",
                 [run_id, fingerprint],
             ).fetchall()
-        return {kind: {"path": path, "rows": n, "checksum": c} for kind, path, n, c in rows}
+        return {kind: {"path": self.resolve(path), "rows": n, "checksum": c}
+                for kind, path, n, c in rows}
+
+    def recorded_output_count(self, run_id: str, fingerprint: str) -> int | None:
+        """How many datasets the latest completed row of a stage says it wrote.
+
+        `completed_datasets` lists the `datasets` rows that are there; when fewer are there
+        than this count, a row was lost and the stage is not done.
+
+        Parameters
+        ----------
+        run_id
+            The run.
+        fingerprint
+            The stage's fingerprint.
+
+        Returns
+        -------
+        The count; None when the stage has no completed row or it predates the count.
+        """
+        with self.connect() as con:
+            rows = con.execute(
+                "SELECT outputs FROM stages WHERE run_id = ? AND fingerprint = ?"
+                " AND status = 'completed' ORDER BY finished_at DESC LIMIT 1",
+                [run_id, fingerprint]).fetchall()
+        return rows[0][0] if rows else None
 
     def record_completed(
         self,
@@ -351,7 +432,7 @@ class Catalog:
                 con.execute(
                     "INSERT INTO datasets VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     [run_id, round_index, stage, fingerprint, out.kind,
-                     str(out.path.resolve()), out.rows, out.checksum],
+                     self.relative(out.path), out.rows, out.checksum],
                 )
             for name, value in (metrics or {}).items():
                 con.execute(
@@ -359,9 +440,10 @@ class Catalog:
                     [run_id, round_index, stage, name, float(value)],
                 )
             con.execute(
-                "INSERT INTO stages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO stages ({_STAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [run_id, round_index, stage, fingerprint, status, started_at, finished,
-                 finished - started_at, sum(o.rows for o in outputs), error, json.dumps(inputs)],
+                 finished - started_at, sum(o.rows for o in outputs), error, json.dumps(inputs),
+                 len(outputs)],
             )
             con.execute("COMMIT")
             self._refresh_views(con)
@@ -393,7 +475,8 @@ class Catalog:
         finished = time.time()
         with self.connect() as con:
             con.execute(
-                "INSERT INTO stages VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, NULL)",
+                f"INSERT INTO stages ({_STAGE_COLUMNS}) VALUES"
+                " (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, NULL, NULL)",
                 [run_id, round_index, stage, fingerprint, status, started_at, finished,
                  finished - started_at, error],
             )
@@ -510,7 +593,8 @@ class Catalog:
                 [run_id, fingerprint],
             ).fetchall()
         return {
-            kind: {"path": path, "rows": n, "checksum": c} for kind, path, n, c in rows
+            kind: {"path": self.resolve(path), "rows": n, "checksum": c}
+            for kind, path, n, c in rows
         } or None
 
     def record_gate_passed(self, *, run_id: str, fingerprint: str, started_at: float) -> None:
@@ -532,8 +616,9 @@ class Catalog:
         finished = time.time()
         with self.connect() as con:
             con.execute(
-                "INSERT INTO stages SELECT run_id, round, stage, fingerprint, 'completed', ?, ?,"
-                " ? - ?, rows, NULL, inputs_json FROM stages WHERE run_id = ? AND fingerprint = ?"
+                f"INSERT INTO stages ({_STAGE_COLUMNS}) SELECT run_id, round, stage, fingerprint,"
+                " 'completed', ?, ?, ? - ?, rows, NULL, inputs_json, outputs FROM stages"
+                " WHERE run_id = ? AND fingerprint = ?"
                 " AND status = 'gate_failed' AND inputs_json IS NOT NULL"
                 " ORDER BY finished_at DESC LIMIT 1",
                 [started_at, finished, finished, started_at, run_id, fingerprint],
@@ -563,7 +648,7 @@ class Catalog:
             " WHERE d.run_id = ? AND d.round = ? AND d.kind = ?"
             " ORDER BY s.finished_at DESC LIMIT 1", [run_id, round_index, kind],
         ) if self.path.exists() else []
-        return rows[0]["path"] if rows else None
+        return self.resolve(rows[0]["path"]) if rows else None
 
     # ---- rounds and metrics -----------------------------------------------------------------
 
@@ -635,27 +720,54 @@ class Catalog:
 
     def _refresh_views(self, con: duckdb.DuckDBPyConnection) -> None:
         for kind in KINDS:
-            paths = [
-                row[0]
-                for row in con.execute(
-                    "SELECT DISTINCT d.path FROM datasets d JOIN stages s"
-                    " ON d.run_id = s.run_id AND d.fingerprint = s.fingerprint"
-                    " WHERE d.kind = ? AND s.status = 'completed' ORDER BY d.path",
-                    [kind],
-                ).fetchall()
-                if Path(row[0]).exists()
-            ]
+            recorded = [self.resolve(row[0]) for row in con.execute(
+                "SELECT DISTINCT d.path FROM datasets d JOIN stages s"
+                " ON d.run_id = s.run_id AND d.fingerprint = s.fingerprint"
+                " WHERE d.kind = ? AND s.status = 'completed' ORDER BY d.path",
+                [kind],
+            ).fetchall()]
+            paths = [path for path in recorded if Path(path).exists()]
             if paths:
                 create_parquet_view(con, kind, paths, replace=True)
 
 
+def _in_run_folder(path: Path) -> bool:
+    """Whether `path` ends in `runs/<run_id>/round-<NNN>/<name>`."""
+    parts = path.parts
+    return len(parts) >= 5 and parts[-4] == "runs" and parts[-2].startswith("round-")
+
+
+def readable_parquet(paths: list[str]) -> tuple[list[str], list[str]]:
+    """Split Parquet files into those whose footer reads and the damaged rest.
+
+    Parameters
+    ----------
+    paths
+        Parquet files.
+
+    Returns
+    -------
+    (readable, damaged), each in the order given.
+    """
+    readable, damaged = [], []
+    for path in paths:
+        try:
+            pq.read_metadata(path)
+        except Exception:  # noqa: BLE001 - any unreadable footer means a damaged file
+            damaged.append(path)
+        else:
+            readable.append(path)
+    return readable, damaged
+
+
 def create_parquet_view(con: duckdb.DuckDBPyConnection, name: str, paths: list[str], *,
-                        replace: bool = False) -> None:
+                        replace: bool = False) -> list[str]:
     """A view over Parquet files whose columns are the union of theirs (union_by_name): a file
-    without one of its kind's nullable columns reads it as null. That reads every file's
-    footer (about 0.1 ms each); when one cannot be read (a damaged file, which the stage
-    runner reports and recomputes) the view binds on the first file only, as plain
-    read_parquet does.
+    without one of its kind's nullable columns reads it as null.
+
+    A damaged file (no readable footer: truncated, overwritten) is left out of the view and
+    named in a warning, so one bad file never makes a data root unreadable; the stage runner
+    recomputes it on the next `resume`. Reading the footers costs about 0.1 ms a file.
 
     Parameters
     ----------
@@ -667,12 +779,18 @@ def create_parquet_view(con: duckdb.DuckDBPyConnection, name: str, paths: list[s
         The Parquet files, at least one; quotes in them are escaped.
     replace
         Replace an existing view of that name (`CREATE OR REPLACE VIEW`).
+
+    Returns
+    -------
+    The damaged files left out; no view is created when every file is damaged.
     """
-    files = ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
-    create = (f"CREATE {'OR REPLACE ' if replace else ''}VIEW {name} AS SELECT * FROM"
-              f" read_parquet([{files}]")
-    try:
-        con.execute(create + ", union_by_name = true)")
-    except duckdb.Error:
-        con.execute(create + ")")
+    readable, damaged = readable_parquet(paths)
+    for path in damaged:
+        log.warning("flywheel: %s view: left out %s (truncated or unreadable Parquet file; "
+                    "`flywheel resume` recomputes it)", name, path)
+    if readable:
+        files = ", ".join("'" + p.replace("'", "''") + "'" for p in readable)
+        con.execute(f"CREATE {'OR REPLACE ' if replace else ''}VIEW {name} AS SELECT * FROM"
+                    f" read_parquet([{files}], union_by_name = true)")
+    return damaged
 

@@ -196,4 +196,5 @@ def stored_stage_outputs(catalog: Catalog, run_id: str) -> list[dict[str, Any]]:
         Rows with ``round, stage, kind, path, fingerprint, status, started_at``, in no
         particular order.
     """
-    return catalog.query(_STORED_OUTPUTS_SQL, [run_id])
+    return [{**row, "path": catalog.resolve(row["path"])}
+            for row in catalog.query(_STORED_OUTPUTS_SQL, [run_id])]

@@ -217,7 +217,7 @@ def recover_run(catalog: Catalog, run_id: str) -> list[Discarded]:
     kept: set[str] = set()
     finished_train: set[str] = set()
     if catalog.path.exists():
-        recorded = {r["path"] for r in catalog.query(
+        recorded = {catalog.resolve(r["path"]) for r in catalog.query(
             "SELECT d.path FROM datasets d JOIN stages s ON d.run_id = s.run_id"
             " AND d.fingerprint = s.fingerprint WHERE d.run_id = ? AND s.status = 'completed'",
             [run_id])}

@@ -8,7 +8,7 @@ from pathlib import Path
 from configs import RunConfig
 from domains import Domain, get_domain
 from storage.catalog import Catalog
-from storage.fingerprint import stable_hash
+from storage.seeds import stage_seed
 
 
 @dataclass(frozen=True)
@@ -37,4 +37,6 @@ class RunContext:
         return self.data_root / "runs" / self.run_id
 
     def stage_seed(self, stage: str, round_index: int) -> int:
-        return int(stable_hash([self.config.seed, stage, round_index], length=8), 16)
+        """The seed of `stage` in `round_index` (storage/seeds.py `stage_seed`): it follows the
+        run's seed, never a fingerprint, so a config change that renames files keeps the rows."""
+        return stage_seed(self.config.seed, stage, round_index)

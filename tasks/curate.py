@@ -16,7 +16,7 @@ Training rows (SFT, rejection sampling in the STaR / ReST-EM style):
               `proposer_reward` (default learnability 1 - p for 0 < p < 1, else 0: the
               hardest problems the solver still solves weigh most; variance, uncertainty,
               band, regret: tasks/curriculum/rewards.py) less
-              `diversity_penalty` x (near-duplicate cluster size / valid proposer samples);
+              `diversity.penalty` x (near-duplicate cluster size / valid proposer samples);
               the `max_proposer_rows` heaviest are kept, so solver rows dominate the loss
 
 With `train.algorithm = "grpo"` or `"dpo"` the solver rows of rounds >= 1 are GRPO prompt rows
@@ -55,7 +55,7 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NONE
 
-from configs import CurateConfig
+from configs import CurateConfig, RunConfig
 from tasks.curriculum.dedup import clusters
 from tasks.curriculum.rewards import diversity_penalties, proposer_weight
 from domains.base import Domain
@@ -64,7 +64,7 @@ from tasks.context import RunContext
 from tasks.rows import solver_rows, train_row
 from tasks.stage import StageOutput, StageResult, run_stage
 
-VERSION = 1
+VERSION = 2
 
 
 def drop_reason(pass_rate: float | None, reward_std: float, curation: CurateConfig) -> str | None:
@@ -177,22 +177,44 @@ def training_rows(domain: Domain, problems: list[dict[str, Any]], rollouts: list
 def repetition_penalties(domain: Domain, proposals: list[dict[str, Any]], curation: CurateConfig) -> dict[str, float]:
     """Diversity penalty per problem_id: the valid proposer samples of the round (exact and near
     duplicates included) clustered by near-duplicate similarity of their texts or, with
-    `diversity_on = "shape"`, of their shapes (Domain.shape); penalty = cluster size / samples."""
+    `diversity.on = "shape"`, of their shapes (Domain.shape); penalty = cluster size / samples."""
+    diversity = curation.diversity
     valid = [(p["problem_id"], domain.parse(p["text"])) for p in proposals if p["problem_id"] is not None]
-    texts = [domain.shape(parsed.text) if curation.diversity_on == "shape" else parsed.text for _, parsed in valid]
-    labels = clusters(texts, threshold=curation.diversity_threshold, ngram=curation.diversity_ngram)
+    texts = [domain.shape(parsed.text) if diversity.on == "shape" else parsed.text for _, parsed in valid]
+    labels = clusters(texts, threshold=diversity.threshold, ngram=diversity.ngram)
     return dict(zip([pid for pid, _ in valid], diversity_penalties(labels), strict=True))
 
 
-def curate_settings(curation: CurateConfig) -> dict[str, Any]:
-    """The curate section as fingerprinted: rationalize_ratio and diversity_on only where they
-    matter (runs fingerprinted before they existed keep their fingerprints)."""
-    settings = curation.model_dump(mode="json")
-    if curation.solver_targets != "rationalize":
-        settings.pop("rationalize_ratio")
-    if curation.diversity_on == "text":
-        settings.pop("diversity_on")
-    return {"curate": settings}
+def curate_settings(config: RunConfig, *, warmup: bool) -> dict[str, Any]:
+    """The config slice the curate stage reads, as its fingerprint covers it.
+
+    `[curate]`, `train.algorithm` (it decides the solver rows' form) and, in rounds >= 1 under
+    DPO, `train.dpo.max_pairs_per_problem`. The warm-up reads no `[curate.diversity]` (it builds
+    no penalty) and no `[train.dpo]` (it trains SFT), but `domain.seed_max_level` (the hardest
+    level it keeps for the solver).
+
+    Parameters
+    ----------
+    config
+        The run's config.
+    warmup
+        Whether the stage is round 0's.
+
+    Returns
+    -------
+    dict
+        {"curate": ..., "algorithm": ..., "warmup": bool} and "warmup_max_level" (round 0) or,
+        under DPO, "max_pairs_per_problem".
+    """
+    curation, train = config.curate, config.train
+    settings: dict[str, Any] = {
+        "curate": curation.model_dump(mode="json", exclude={"diversity"} if warmup else None),
+        "algorithm": train.algorithm, "warmup": warmup}
+    if warmup:
+        settings["warmup_max_level"] = config.domain.seed_max_level
+    elif train.algorithm == "dpo":
+        settings["max_pairs_per_problem"] = train.dpo.max_pairs_per_problem
+    return settings
 
 
 @task(name="curate", cache_policy=NONE, persist_result=False)
@@ -207,11 +229,11 @@ def curate(ctx: RunContext, round_index: int, problems: StageOutput, rollouts: S
         curriculum = curriculum_rows(problem_rows, verdict_rows, curation, warmup=warmup,
                                      warmup_max_level=ctx.config.domain.seed_max_level)
         penalties = (repetition_penalties(ctx.domain, read_rows(problems.path("proposals")), curation)
-                     if curation.diversity_penalty > 0 and not warmup else None)
+                     if curation.diversity.penalty > 0 and not warmup else None)
         rows = training_rows(ctx.domain, problem_rows, read_rows(rollouts.path("rollouts")),
                              verdict_rows, curriculum, curation, warmup=warmup, penalties=penalties,
                              algorithm=ctx.config.train.algorithm,
-                             max_pairs_per_problem=ctx.config.train.max_pairs_per_problem)
+                             max_pairs_per_problem=ctx.config.train.dpo.max_pairs_per_problem)
         judged = [c["pass_rate"] for c in curriculum if c["pass_rate"] is not None]
         return StageResult(
             datasets={"curriculum": curriculum, "train_rows": rows},
@@ -223,10 +245,7 @@ def curate(ctx: RunContext, round_index: int, problems: StageOutput, rollouts: S
 
     return run_stage(
         ctx, stage="curate", version=VERSION, round_index=round_index,
-        config={**curate_settings(curation), "warmup": round_index == 0,
-                "warmup_max_level": ctx.config.domain.seed_max_level,
-                "algorithm": ctx.config.train.algorithm,
-                "max_pairs_per_problem": ctx.config.train.max_pairs_per_problem},
+        config=curate_settings(ctx.config, warmup=round_index == 0),
         inputs={"problems": problems.fingerprint, "rollouts": rollouts.fingerprint,
                 "verdicts": verdicts.fingerprint},
         compute=compute,

@@ -142,6 +142,17 @@ def run_stage(
                          fingerprint=fingerprint, inputs=inputs, started=started)
 
 
+def lost_rows(ctx: RunContext, round_index: int, fingerprint: str,
+              recorded: dict[str, dict[str, Any]]) -> tuple[Path, str] | None:
+    """(the round's folder, why) when the catalog lists fewer datasets of a completed stage
+    than the stage wrote (a `datasets` row was lost), else None: such a stage is not done."""
+    expected = ctx.catalog.recorded_output_count(ctx.run_id, fingerprint)
+    if expected is None or expected == len(recorded):
+        return None
+    return (round_dir(ctx.data_root, ctx.run_id, round_index),
+            f"the catalog lists {len(recorded)} of the stage's {expected} outputs")
+
+
 def stored_output(ctx: RunContext, *, stage: str, round_index: int, fingerprint: str
                   ) -> StageOutput | None:
     """The stage's output as stored, when it need not be computed again.
@@ -169,7 +180,7 @@ def stored_output(ctx: RunContext, *, stage: str, round_index: int, fingerprint:
     """
     recorded = ctx.catalog.completed_datasets(ctx.run_id, fingerprint)
     if recorded is not None:
-        damage = check_recorded(recorded)
+        damage = check_recorded(recorded) or lost_rows(ctx, round_index, fingerprint, recorded)
         if damage is None:
             log.info("round %d %s: done (fingerprint %s), skipped", round_index, stage,
                      fingerprint[:12])

@@ -54,7 +54,7 @@ from tasks.curriculum.dedup import near_duplicates
 from tasks.retry import TRANSIENT
 from tasks.stage import StageOutput, StageResult, run_stage
 
-VERSION = 1
+VERSION = 2
 
 
 def problem_id(domain: Domain, text: str) -> str:
@@ -172,9 +172,10 @@ def bandit_levels(ctx: RunContext, curricula: list[StageOutput], levels: list[in
     cfg = ctx.config.synthesize
     rounds = [read_table(o.path("curriculum")).select(["level", "pass_rate", "judged"]).to_pylist()
               for o in curricula]
-    q = q_values(rounds, levels, alpha=cfg.bandit_alpha, initial_q=cfg.bandit_initial_q)
-    drawn = sample_levels(q, cfg.proposals, temperature=cfg.bandit_temperature, seed=seed)
-    probabilities = level_probabilities(q, cfg.bandit_temperature)
+    bandit = cfg.bandit
+    q = q_values(rounds, levels, alpha=bandit.alpha, initial_q=bandit.initial_q)
+    drawn = sample_levels(q, cfg.proposals, temperature=bandit.temperature, seed=seed)
+    probabilities = level_probabilities(q, bandit.temperature)
     metrics = {}
     for level in levels:
         metrics[f"bandit_q_level_{level}"] = q[level]
@@ -231,17 +232,40 @@ def novel_count(domain: Domain, pairs: list[tuple[str, str]], seen: set[str], he
     return len(novel_texts(domain, pairs, seen, heldout))
 
 
+# The [synthesize] settings round 0 reads: it draws the seed problems from the domain's
+# generator ([domain]) and admits them; the rest of the section is read by rounds >= 1 only.
+SEED_ROUND_KEYS = frozenset({"near_duplicate_threshold", "ngram"})
+
+
 def synthesize_settings(cfg: RunConfig, *, warmup: bool = False) -> dict[str, Any]:
-    """The domain and synthesize sections as fingerprinted: the top-up keys only where a proposer
-    may sample more than one batch (runs fingerprinted before they existed keep their
-    fingerprints)."""
-    settings = cfg.slice("domain", "synthesize")
-    if warmup or cfg.synthesize.source != "proposer" or cfg.synthesize.min_novel_share == 0:
-        for key in ("min_novel_share", "max_batches", "top_up"):
-            settings["synthesize"].pop(key)
-    elif cfg.synthesize.top_up == "proposer":
-        settings["synthesize"].pop("top_up")
-    return settings
+    """The config slice the synthesize stage reads, as its fingerprint covers it.
+
+    Round 0 reads `[domain]` and the admission settings of `SEED_ROUND_KEYS`, so arms that differ
+    only in round-only synthesize settings share one warm-up. Rounds >= 1 read `[domain]` and
+    `[synthesize]`; `[synthesize.bandit]` only when the proposer's levels are drawn by the bandit,
+    and `rollout.batch_size` (the proposer's generate batches) only when the proposer samples.
+
+    Parameters
+    ----------
+    cfg
+        The run's config.
+    warmup
+        Whether the stage is round 0's.
+
+    Returns
+    -------
+    dict
+        {"domain": ..., "synthesize": ...} and, when the proposer samples, "batch_size".
+    """
+    synth = cfg.synthesize
+    if warmup:
+        return {**cfg.slice("domain"),
+                "synthesize": synth.model_dump(mode="json", include=SEED_ROUND_KEYS)}
+    proposer = synth.source == "proposer"
+    bandit = proposer and synth.level_scheduler == "bandit"
+    settings = {**cfg.slice("domain"),
+                "synthesize": synth.model_dump(mode="json", exclude=None if bandit else {"bandit"})}
+    return {**settings, "batch_size": cfg.rollout.batch_size} if proposer else settings
 
 
 @dataclass(frozen=True)
@@ -346,8 +370,7 @@ def synthesize(ctx: RunContext, round_index: int, incumbent: Checkpoint,
                  else [])
     return run_stage(
         ctx, stage="synthesize", version=VERSION, round_index=round_index,
-        config={**synthesize_settings(cfg, warmup=round_index == 0),
-                "batch_size": cfg.rollout.batch_size},
+        config=synthesize_settings(cfg, warmup=round_index == 0),
         inputs={"checkpoint": incumbent.fingerprint,
                 **{f"problems_round_{o.round}": o.fingerprint for o in earlier_problems},
                 **{f"curriculum_round_{o.round}": o.fingerprint for o in curricula}},

@@ -12,16 +12,17 @@ Ids may be given as a unique prefix. Which rows a checkpoint saw comes from its 
 `inputs_json` (the fingerprints of this round's `train_rows` and of each earlier round's, keys
 `train_rows` and `replay_round_N`). All of this round's rows are trained; from earlier rounds
 the train stage replays a seeded sample (`tasks.train.with_replay`) of a pool of
-their rows (solver rows only with `train.replay_proposer_rows = false`), which
-`replayed_sample` reproduces from the run's recorded config and checks against the stage's
-recorded `train_rows` / `replayed_rows` metrics; when they disagree the replayed rows are
-reported as unknown rather than guessed. Rows of weight 0 are selected but not trained on.
+their rows (solver rows only with `train.replay_proposer_rows = false`). The audit redraws it
+with the same rule (storage/seeds.py `replay_indices`) from what the train stage recorded as
+metrics, `replay_seed`, `replay_ratio` and `replay_proposer_rows` (0/1), and checks it against
+the stage's `train_rows` / `replayed_rows` metrics; when these are missing (a stage recorded
+before them) or disagree, the replayed rows are reported as unknown rather than guessed. Rows
+of weight 0 are selected but not trained on.
 """
 
 from __future__ import annotations
 
 import json
-import random
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,8 +32,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from storage.audit.snapshot import AuditError, Result, fetch, run_config
-from storage.fingerprint import stable_hash
+from storage.audit.snapshot import AuditError, Result, fetch
+from storage.seeds import replay_indices
 
 _HEX = re.compile(r"^[0-9a-f]{4,64}$")
 ROW_COLUMNS = ["link", "kind", "id", "round", "detail"]
@@ -341,31 +342,32 @@ def _train_stage(con: duckdb.DuckDBPyConnection, fingerprint: str) -> dict[str, 
                 " AND status = 'completed' ORDER BY finished_at DESC", [fingerprint])
 
 
-def replayed_sample(pool_size: int, own_size: int, *, ratio: float, config_seed: int,
-                    round_index: int) -> list[int]:
-    """Indices into the replay pool that `tasks.train.with_replay` drew (same seed,
-    same `random.Random(seed).sample` call; the stage seed as in `RunContext.stage_seed`).
+@dataclass(frozen=True)
+class ReplaySettings:
+    """What a train stage recorded about its replay sample (its metrics)."""
 
-    Parameters
-    ----------
-    pool_size
-        Rows in the replay pool (earlier rounds' files, in order).
-    own_size
-        Rows of this round's train_rows file.
-    ratio
-        `train.replay_ratio`: replayed rows per row of this round.
-    config_seed
-        The run config's `seed`.
-    round_index
-        The train stage's round.
+    seed: int  # replay_seed: the train stage's seed
+    ratio: float  # replay_ratio: `train.replay_ratio`
+    proposer_rows: bool  # replay_proposer_rows: whether proposer rows were in the pool
 
-    Returns
-    -------
-    `min(pool_size, round(ratio * own_size))` distinct pool indices, in draw order.
-    """
-    seed = int(stable_hash([config_seed, "train", round_index], length=8), 16)
-    count = min(pool_size, round(ratio * own_size))
-    return random.Random(seed).sample(range(pool_size), count)
+    @classmethod
+    def recorded(cls, metrics: dict[str, float]) -> ReplaySettings | None:
+        """The replay settings among a train stage's metrics.
+
+        Parameters
+        ----------
+        metrics
+            The train stage's recorded metrics by name.
+
+        Returns
+        -------
+        The settings; None when the stage did not record them.
+        """
+        try:
+            return cls(seed=int(metrics["replay_seed"]), ratio=metrics["replay_ratio"],
+                       proposer_rows=bool(metrics["replay_proposer_rows"]))
+        except KeyError:
+            return None
 
 
 @dataclass
@@ -378,8 +380,9 @@ class TrainingPlan:
     picked   pool indices replayed, in draw order; None when not reproducible
     picked_set  `picked` as a set (empty when not reproducible)
     metrics  the train stage's recorded metrics
-    proposer_rows  whether proposer rows are in the pool (`train.replay_proposer_rows`; true
-             when the run's config lacks the key)
+    settings the replay settings among them; None when the stage did not record them
+    proposer_rows  whether proposer rows are in the pool (`settings.proposer_rows`; true when
+             not recorded, so the pool counts every row of a replayed file)
     """
 
     own: str | None = None
@@ -388,6 +391,7 @@ class TrainingPlan:
     picked: list[int] | None = field(default_factory=list)
     picked_set: frozenset[int] = frozenset()
     metrics: dict[str, float] = field(default_factory=dict)
+    settings: ReplaySettings | None = None
     proposer_rows: bool = True
 
     def in_pool(self, role: str) -> bool:
@@ -425,11 +429,14 @@ def training_plan(con: duckdb.DuckDBPyConnection, checkpoint: dict[str, Any], *,
     checkpoint
         A checkpoint's dataset row (from `find_checkpoint` or `train_checkpoints`).
     draw
-        Redraw the replay sample and check it against the train stage's recorded metrics.
+        Redraw the replay sample from the train stage's recorded replay settings and check it
+        against its recorded row counts.
 
     Returns
     -------
-    The plan; an empty one for a checkpoint not made by a completed train stage.
+    The plan; an empty one for a checkpoint not made by a completed train stage. Its `picked`
+    is None (not reproducible) when the stage replayed earlier rounds but recorded no replay
+    settings, or when the redrawn sample disagrees with its row counts.
 
     Raises
     ------
@@ -443,11 +450,14 @@ def training_plan(con: duckdb.DuckDBPyConnection, checkpoint: dict[str, Any], *,
     inputs = json.loads(stage["inputs_json"] or "{}")
     sizes = dict(con.execute(
         "SELECT fingerprint, rows FROM datasets WHERE kind = 'train_rows'").fetchall())
-    config = run_config(con)
+    metrics = {r["name"]: r["value"] for r in fetch(
+        con, "SELECT name, value FROM metrics WHERE stage = 'train' AND round = ?",
+        [stage["round"]])}
+    settings = ReplaySettings.recorded(metrics)
     plan = TrainingPlan(own=inputs.get("train_rows"), replay=sorted(
         (int(key.rsplit("_", 1)[1]), fp) for key, fp in inputs.items()
-        if key.startswith("replay_round_")),
-        proposer_rows=config.get("train", {}).get("replay_proposer_rows", True))
+        if key.startswith("replay_round_")), metrics=metrics, settings=settings,
+        proposer_rows=settings is None or settings.proposer_rows)
     for fingerprint in [plan.own] + [fp for _, fp in plan.replay]:
         if fingerprint is not None and fingerprint not in sizes:
             raise AuditError(f"train stage {checkpoint['fingerprint'][:12]} read train_rows"
@@ -460,16 +470,14 @@ def training_plan(con: duckdb.DuckDBPyConnection, checkpoint: dict[str, Any], *,
             f"SELECT count(*) FROM read_parquet(?) WHERE {plan.pool_filter()}",
             [_path(con, fingerprint)]).fetchone()[0]
     own_size = sizes[plan.own] if plan.own else 0
-    if not draw:
+    if not draw or not plan.replay:  # round 0 replays nothing: nothing to redraw
         return plan
-    plan.metrics = {r["name"]: r["value"] for r in fetch(
-        con, "SELECT name, value FROM metrics WHERE stage = 'train' AND round = ?",
-        [stage["round"]])}
-    picked = replayed_sample(pool_size, own_size,
-                             ratio=config.get("train", {}).get("replay_ratio", 0.0),
-                             config_seed=config.get("seed", 0), round_index=stage["round"])
-    reproduced = not plan.metrics or (plan.metrics.get("replayed_rows") == len(picked)
-                                      and plan.metrics.get("train_rows") == own_size + len(picked))
+    if settings is None:
+        plan.picked = None
+        return plan
+    picked = replay_indices(pool_size, own_size, ratio=settings.ratio, seed=settings.seed)
+    reproduced = (metrics.get("replayed_rows") == len(picked)
+                  and metrics.get("train_rows") == own_size + len(picked))
     plan.picked = picked if reproduced else None
     plan.picked_set = frozenset(picked) if reproduced else frozenset()
     return plan
@@ -581,7 +589,9 @@ def checkpoint_lineage(con: duckdb.DuckDBPyConnection, checkpoint: dict[str, Any
                      f" ({int(m.get('replayed_rows', 0))} replayed from earlier rounds)")
     unknown = plan.picked is None
     if unknown:
-        notes.append("the replayed sample could not be reproduced (recorded metrics disagree); "
+        why = ("the train stage recorded no replay settings" if plan.settings is None
+               else "recorded metrics disagree")
+        notes.append(f"the replayed sample could not be reproduced ({why}); "
                      "rows_selected of replay rounds is unknown")
     title = f"training rows seen by checkpoint {fingerprint[:12]}"
     selected, params = selected_rows_sql(con, plan)

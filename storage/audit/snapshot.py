@@ -179,8 +179,11 @@ def open_run(data_root: Path | str, run_id: str) -> duckdb.DuckDBPyConnection:
     for table in TABLES:  # a catalog without one of the tables gets an empty one here
         if table not in present:
             con.execute(f"CREATE TABLE {table} AS SELECT NULL::VARCHAR AS run_id WHERE false")
+    for (recorded,) in con.execute("SELECT DISTINCT path FROM datasets").fetchall():
+        if (path := catalog.resolve(recorded)) != recorded:  # recorded relative to the root
+            con.execute("UPDATE datasets SET path = ? WHERE path = ?", [path, recorded])
     _create_views(con)
-    _read_only(con, Path(data_root) / "runs" / run_id)
+    _read_only(con, catalog.data_root / "runs" / run_id)
     return con
 
 

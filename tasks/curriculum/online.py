@@ -51,9 +51,10 @@ def online_proposer_reward(domain: Domain, solve: Solve, curation: CurateConfig,
         if valid:
             problems = [parsed[i] for i in valid]
             texts = [p.text for p in problems]
-            penalties = (diversity_penalties(clusters(texts, threshold=curation.diversity_threshold,
-                                                      ngram=curation.diversity_ngram))
-                         if curation.diversity_penalty > 0 else [0.0] * len(problems))
+            diversity = curation.diversity
+            penalties = (diversity_penalties(clusters(texts, threshold=diversity.threshold,
+                                                      ngram=diversity.ngram))
+                         if diversity.penalty > 0 else [0.0] * len(problems))
             answers = solve([domain.solver_prompt(text) for text in texts], samples, seed + calls)
             for index, problem, answered, penalty in zip(valid, problems, answers, penalties, strict=True):
                 label = (majority_vote([domain.extract(a) for a in answered]).label if labels == "majority"

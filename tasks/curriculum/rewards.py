@@ -13,7 +13,7 @@ problem's proposer row (rows are ranked by it, `max_proposer_rows` kept, weight 
 
 Diversity penalty (R-Zero's repetition penalty): within a round, the proposer's valid samples
 are clustered by near-duplicate similarity (tasks.curriculum.dedup.clusters) of their texts
-or of their shapes (`curate.diversity_on`: Domain.shape masks constants); a problem in a
+or of their shapes (`curate.diversity.on`: Domain.shape masks constants); a problem in a
 cluster of size c out of a batch of B samples gets penalty c / B and weight
 max(0, reward - lambda c / B).
 """
@@ -110,8 +110,8 @@ def penalized(reward: float, penalty: float, strength: float) -> float:
 
 def proposer_weight(pass_rate: float, rewards: Sequence[float], curation: CurateConfig, *,
                     penalty: float = 0.0) -> float:
-    """`curate.proposer_reward` of one problem less `curate.diversity_penalty` x `penalty`: the
+    """`curate.proposer_reward` of one problem less `curate.diversity.penalty` x `penalty`: the
     weight of its proposer row (curate) or its online GRPO reward (tasks/curriculum/online.py)."""
     value = proposer_reward(curation.proposer_reward, pass_rate, rewards, band_low=curation.proposer_band_low,
                             band_high=curation.proposer_band_high)
-    return penalized(value, penalty, curation.diversity_penalty)
+    return penalized(value, penalty, curation.diversity.penalty)

@@ -2,6 +2,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 from configs import ConfigError, RunConfig, load_config
 
@@ -15,12 +16,37 @@ def test_tiny_cpu_file_equals_builtin_defaults():
 
 def test_every_default_is_spelled_out_in_tiny_cpu_toml():
     data = tomllib.loads((ROOT / "configs" / "tiny-cpu.toml").read_text())
-    dumped = RunConfig().model_dump()
-    for section, values in dumped.items():
-        if isinstance(values, dict):
-            assert set(data[section]) == {k for k, v in values.items() if v is not None}, section
-        else:
-            assert data[section] == values
+
+    def check(written, defaults, where):
+        assert set(written) == {k for k, v in defaults.items() if v is not None}, where
+        for key, value in defaults.items():
+            if isinstance(value, dict):
+                check(written[key], value, f"{where}.{key}".lstrip("."))
+            elif value is not None:
+                assert written[key] == value, f"{where}.{key}"
+
+    check(data, RunConfig().model_dump(), "")
+
+
+def _sections(model, where=""):
+    """(dotted name, field) of every field of `model` and of its sections, recursively."""
+    for name, info in model.model_fields.items():
+        yield f"{where}{name}", info
+        if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
+            yield from _sections(info.annotation, f"{where}{name}.")
+
+
+def test_every_config_field_has_a_description():
+    missing = [name for name, info in _sections(RunConfig) if not info.description]
+    assert not missing, missing
+
+
+def test_algorithm_settings_are_nested_in_sections_of_their_own():
+    nested = {name for name, info in _sections(RunConfig)
+              if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel)
+              and "." in name}
+    assert nested == {"synthesize.bandit", "curate.diversity", "train.warmup", "train.grpo",
+                      "train.dpo", "train.proposer"}
 
 
 @pytest.mark.parametrize(
@@ -39,7 +65,15 @@ def test_every_default_is_spelled_out_in_tiny_cpu_toml():
         ("[train]\nalgorithm = 'dpo'", "(the default) trains references by SFT; with train.algorithm = 'dpo'"),
         ("[curate]\nsolver_targets = 'rationalize'\n[verify]\nlabels = 'majority'",
          "with verify.labels = 'majority' set curate.solver_targets = 'verified'"),
-        ("[train]\nproposer_algorithm = 'grpo'", "needs train.replay_proposer_rows = true"),
+        ("[train.proposer]\nalgorithm = 'grpo'",
+         "train.proposer.algorithm = 'grpo' with an SFT solver needs train.replay_proposer_rows = true"),
+        ("[train.grpo]\nbeta = -1", "`train.grpo.beta` = -1: Input should be greater than or equal to 0"),
+        ("[train]\ngrpo_beta = 0.1", "unknown key `train.grpo_beta`"),
+        ("[curate]\nsolver_targets = 'verified'\n[train]\nalgorithm = 'grpo'\nbatch_size = 12",
+         "train.batch_size = 12 must be a multiple of train.grpo.num_generations = 8"),
+        ("[train]\noom_retry_batch_size = 5", "oom_retry_batch_size = 5 must be smaller than batch_size = 64"),
+        ("[synthesize.bandit]\nalpha = 0", "`synthesize.bandit.alpha` = 0: Input should be greater than 0"),
+        ("[curate.diversity]\non = 'words'", "`curate.diversity.on` = 'words'"),
         ("rounds = [", "not valid TOML"),
     ],
 )
@@ -63,3 +97,18 @@ def test_overrides_apply_dotted_keys():
     cfg = load_config(None, {"rounds": 1, "rollout.samples_per_problem": 2})
     assert cfg.rounds == 1
     assert cfg.rollout.samples_per_problem == 2
+
+
+def test_overrides_reach_nested_sections():
+    cfg = load_config(None, {"train.grpo.beta": 0.1, "curate.diversity.penalty": 1.0,
+                             "synthesize.bandit.alpha": 0.2, "train.warmup.max_steps": 7})
+    assert (cfg.train.grpo.beta, cfg.curate.diversity.penalty) == (0.1, 1.0)
+    assert (cfg.synthesize.bandit.alpha, cfg.train.warmup.max_steps) == (0.2, 7)
+    assert cfg.train.grpo.num_generations == 8  # the rest of the section keeps its defaults
+
+
+def test_a_stored_config_reads_back_through_the_models():
+    from configs import validate_config
+
+    cfg = load_config(ROOT / "configs" / "r-zero.toml")
+    assert validate_config(cfg.model_dump(mode="json"), "stored") == cfg

@@ -56,7 +56,7 @@ def test_failed_night_leaves_resume_hint_and_next_night_finishes_its_round(tmp_p
                                                                           monkeypatch):
     from tasks import rollout as rollout_module
 
-    cfg = load_config(CONFIG, {"train.warmup_max_steps": 10, "train.max_steps": 5,
+    cfg = load_config(CONFIG, {"train.warmup.max_steps": 10, "train.max_steps": 5,
                                "domain.heldout_per_level": 2})  # a smaller night: seconds
     run_id, data_root = cfg.schedule.run_id, tmp_path / "data"
     params = deployment_parameters(data_root, cfg)

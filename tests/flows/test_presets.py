@@ -30,8 +30,8 @@ PRESETS = sorted(p for p in (ROOT / "configs").glob("*.toml") if p.name not in N
 ROUND_STAGES = ["synthesize", "rollout", "verify", "curate", "train", "evaluate", "promote"]
 OVERRIDES = {"rounds": 1, "domain.seed_problems": 200, "domain.min_level": 1, "domain.max_level": 2,
              "domain.heldout_per_level": 3, "synthesize.proposals": 64, "rollout.samples_per_problem": 4,
-             "train.batch_size": 32, "train.warmup_max_steps": 60, "train.max_steps": 4,
-             "train.proposer_max_steps": 2, "train.proposer_samples": 2,
+             "train.batch_size": 32, "train.warmup.max_steps": 60, "train.max_steps": 4,
+             "train.proposer.max_steps": 2, "train.proposer.samples": 2,
              "gates.enabled": False}
 
 
@@ -82,6 +82,7 @@ def test_preset_runs_end_to_end_with_catalog_and_lineage(path, tmp_path, prefect
                           [run_id])
     assert {f["kind"] for f in files} == set(SCHEMAS)
     for f in files:
+        f["path"] = catalog.resolve(f["path"])
         schema = pq.read_schema(f["path"])
         assert schema.names == SCHEMAS[f["kind"]].names, f["path"]
         assert [t.type for t in schema] == [t.type for t in SCHEMAS[f["kind"]]], f["path"]
@@ -101,7 +102,7 @@ def test_preset_runs_end_to_end_with_catalog_and_lineage(path, tmp_path, prefect
     train_metrics = {r["name"] for r in catalog.query(
         "SELECT name FROM metrics WHERE run_id = ? AND round = 1 AND stage = 'train'", [run_id])}
     assert ("grpo_reward_first_quarter" in train_metrics) == (config.train.algorithm == "grpo"), train_metrics
-    proposer_grpo = config.train.proposer_algorithm == "grpo"
+    proposer_grpo = config.train.proposer.algorithm == "grpo"
     assert ("proposer_reward_first_quarter" in train_metrics) == proposer_grpo, train_metrics
     pairs = catalog.query("SELECT count(*) AS n FROM train_rows WHERE run_id = ? AND round = 1"
                           " AND rejected IS NOT NULL", [run_id])[0]["n"]
@@ -120,8 +121,9 @@ def test_preset_runs_end_to_end_with_catalog_and_lineage(path, tmp_path, prefect
         writer = next(r for r in chain.rows if r["kind"] == "model")
         if last > 0 and config.synthesize.source != "proposer":  # the generator wrote it, not a model
             assert writer["id"] == config.synthesize.source, writer
-        checkpoint = catalog.query("SELECT path FROM datasets WHERE run_id = ? AND round = ?"
-                                   " AND kind = 'checkpoint' AND stage = 'train'", [run_id, last])[0]["path"]
+        checkpoint = catalog.resolve(catalog.query(
+            "SELECT path FROM datasets WHERE run_id = ? AND round = ? AND kind = 'checkpoint'"
+            " AND stage = 'train'", [run_id, last])[0]["path"])
         seen = lineage(con, checkpoint)
         assert not any("could not be reproduced" in note for note in seen.notes), seen.notes
         relations = {(r["round"], r["relation"]) for r in seen.rows}

@@ -37,8 +37,9 @@ proposals = 64
 samples_per_problem = 4
 batch_size = 32   # small batches, so both stages of both rounds have at least two shards
 [train]
-warmup_max_steps = 30
 max_steps = 5
+[train.warmup]
+max_steps = 30
 [gates]
 enabled = false
 """
@@ -53,7 +54,7 @@ def _recorded(data_root: Path, run_id: str) -> list[tuple]:
         "WHERE s.run_id = ? AND s.status = 'completed' ORDER BY s.round, s.stage, d.kind",
         [run_id])
     return [(r["round"], r["stage"], r["fingerprint"], r["kind"], r["rows"], r["checksum"],
-             str(Path(r["path"]).relative_to(data_root))) for r in rows]
+             r["path"]) for r in rows]  # recorded relative to the root
 
 
 def _ray_processes(session: str, api_url: str) -> list[str]:

@@ -38,8 +38,9 @@ heldout_per_level = 5
 samples_per_problem = 2
 [train]
 batch_size = 16
-warmup_max_steps = 30
 save_steps = 10
+[train.warmup]
+max_steps = 30
 [gates]
 enabled = false  # Great Expectations costs seconds per process; gates have their own tests
 """
@@ -205,12 +206,13 @@ def test_deleting_prefect_home_between_crash_and_resume_loses_nothing(crashed_an
 
 @pytest.mark.slow
 def test_config_change_mid_run_reruns_downstream_only(crashed_and_reference):
-    """Runs last: it changes the crashed run. train.learning_rate changed -> train, evaluate and
-    promote rerun with new fingerprints; base, baseline, synthesize .. curate are skipped."""
+    """Runs last: it changes the crashed run. train.warmup.learning_rate changed -> train,
+    evaluate and promote rerun with new fingerprints; base, baseline, synthesize .. curate are
+    skipped."""
     crash_root, tmp = crashed_and_reference["crash_root"], crashed_and_reference["tmp"]
     changed = tmp / "changed.toml"
     changed.write_text(crashed_and_reference["config"].read_text().replace(
-        "[train]\n", "[train]\nwarmup_learning_rate = 0.002\n"))
+        "[train.warmup]\n", "[train.warmup]\nlearning_rate = 0.002\n"))
     before = {(s[0], s[1]): s[2] for s in crashed_and_reference["crashed"]["stages"]}
     log = tmp / "changed.log"
     proc = _start(["run", "--config", str(changed), "--run-id", RUN_ID, "--data-root",

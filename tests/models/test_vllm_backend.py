@@ -27,9 +27,10 @@ proposals = 32
 backend = "vllm"
 samples_per_problem = 4
 [train]
-warmup_epochs = 4
-warmup_max_steps = 20
 batch_size = 32
+[train.warmup]
+epochs = 4
+max_steps = 20
 """
 
 
@@ -59,7 +60,7 @@ def vllm_run(tmp_path_factory, prefect_server):
     config = validate_config(tomllib.loads(CONFIG), "test_vllm_backend.CONFIG")
     flywheel_flow(RunSpec(data_root=str(data_root), run_id="vllm", config=config))
     catalog = Catalog(data_root)
-    paths = {r["stage"]: Path(r["path"]) for r in catalog.query(
+    paths = {r["stage"]: Path(catalog.resolve(r["path"])) for r in catalog.query(
         "SELECT stage, path FROM datasets WHERE kind = 'checkpoint' AND run_id = 'vllm' AND round = 0")}
     counts = {"builds": ENGINES.builds - builds, "swaps": ENGINES.swaps - swaps}
     yield catalog, config, {"base": paths["base"], "candidate": paths["train"]}, counts

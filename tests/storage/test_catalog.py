@@ -65,3 +65,37 @@ def test_catalog_is_closed_between_operations(tmp_path):
     other = duckdb.connect(str(catalog.path), read_only=True)
     assert other.execute("SELECT run_id FROM runs").fetchall() == [("r",)]
     other.close()
+
+
+def test_a_damaged_file_is_left_out_of_its_view_not_fatal(tmp_path, caplog):
+    catalog = Catalog(tmp_path)
+    catalog.ensure_run("r", "{}")
+    first = _write(tmp_path, fingerprint="a" * 32)
+    catalog.record_completed(run_id="r", round_index=0, stage="synthesize", fingerprint="a" * 32,
+                             started_at=time.time(), outputs=[first], inputs={})
+    first.path.write_bytes(first.path.read_bytes()[:-10])  # the first file of its kind
+    second = write_atomic("problems", [{"problem_id": "p2", "run_id": "r", "round": 1,
+                                        "text": "2+2", "reference": "4", "level": 1,
+                                        "source": "seed", "proposal_id": "q2"}],
+                          dataset_path(tmp_path, "r", 1, "problems", "b" * 32))
+    with caplog.at_level("WARNING", logger="flywheel.catalog"):
+        catalog.record_completed(run_id="r", round_index=1, stage="synthesize",
+                                 fingerprint="b" * 32, started_at=time.time(), outputs=[second],
+                                 inputs={})
+    assert catalog.query("SELECT problem_id FROM problems") == [{"problem_id": "p2"}]
+    assert any(first.path.name in r.getMessage() for r in caplog.records)
+
+
+def test_paths_are_recorded_relative_to_the_data_root_and_old_ones_migrate(tmp_path):
+    catalog = Catalog(tmp_path / "root")
+    catalog.ensure_run("r", "{}")
+    written = _write(tmp_path / "root")
+    catalog.record_completed(run_id="r", round_index=0, stage="synthesize", fingerprint="f" * 32,
+                             started_at=time.time(), outputs=[written], inputs={})
+    with duckdb.connect(str(catalog.path)) as con:
+        stored = con.execute("SELECT path FROM datasets").fetchone()[0]
+        assert stored == "runs/r/round-000/problems-ffffffffffff.parquet"
+        con.execute("UPDATE datasets SET path = '/elsewhere/old-root/' || path")  # an old catalog
+    assert catalog.completed_datasets("r", "f" * 32)["problems"]["path"] == str(written.path)
+    with duckdb.connect(str(catalog.path), read_only=True) as con:
+        assert con.execute("SELECT path FROM datasets").fetchone()[0] == stored, "migrated"

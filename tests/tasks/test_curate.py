@@ -102,12 +102,27 @@ def test_rationalize_caps_references_per_verified_row_lowest_level_first():
     assert kept(10.0) == ["c", "d", "e", "f"]
 
 
-def test_curate_settings_enter_the_fingerprint_only_when_they_act():
+def test_curate_fingerprint_covers_what_its_round_reads():
+    from configs import load_config
     from tasks.curate import curate_settings
 
-    verified = curate_settings(CurateConfig(solver_targets="verified"))["curate"]
-    assert "rationalize_ratio" not in verified and "diversity_on" not in verified
-    assert curate_settings(CurateConfig(solver_targets="verified", rationalize_ratio=0.5))["curate"] == verified
-    rationalizing = curate_settings(CurateConfig())["curate"]
-    assert rationalizing["rationalize_ratio"] == 1.0
-    assert curate_settings(CurateConfig(diversity_on="shape"))["curate"]["diversity_on"] == "shape"
+    def settings(warmup=False, **overrides):
+        return curate_settings(load_config(None, overrides), warmup=warmup)
+
+    rounds = settings()
+    assert rounds["curate"]["rationalize_ratio"] == 1.0 and rounds["curate"]["diversity"]["on"] == "text"
+    assert rounds["algorithm"] == "sft" and "max_pairs_per_problem" not in rounds
+    for key, value in [("curate.diversity.on", "shape"), ("curate.rationalize_ratio", 0.5)]:
+        assert settings(**{key: value}) != rounds, key  # every [curate] key counts in a round
+    verified = {"curate.solver_targets": "verified"}
+    dpo = settings(**verified, **{"train.algorithm": "dpo"})
+    assert dpo["max_pairs_per_problem"] == 4  # DPO pairs per kept problem
+    assert settings(**verified, **{"train.algorithm": "dpo", "train.dpo.max_pairs_per_problem": 2}) != dpo
+    assert settings(**verified, **{"train.dpo.max_pairs_per_problem": 2}) == settings(**verified)
+    # the warm-up builds no diversity penalty and no pairs; it reads domain.seed_max_level
+    warmup = settings(warmup=True)
+    assert "diversity" not in warmup["curate"] and warmup["warmup_max_level"] == 2
+    assert settings(warmup=True, **{"curate.diversity.penalty": 1.0}) == warmup
+    assert settings(warmup=True, **verified, **{"train.algorithm": "dpo",
+                                                "train.dpo.max_pairs_per_problem": 2}) \
+        == settings(warmup=True, **verified, **{"train.algorithm": "dpo"})

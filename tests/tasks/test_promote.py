@@ -80,7 +80,7 @@ EMPTY_BAND = {"rounds": 2, "domain.seed_problems": 200, "domain.heldout_per_leve
               "synthesize.proposals": 64, "synthesize.source": "generator",
               "verify.labels": "majority", "curate.solver_targets": "verified",
               "rollout.samples_per_problem": 2,
-              "train.warmup_max_steps": 10, "train.max_steps": 5, "train.batch_size": 32,
+              "train.warmup.max_steps": 10, "train.max_steps": 5, "train.batch_size": 32,
               "curate.min_pass_rate": 0.99, "curate.max_pass_rate": 1.0, "gates.enabled": False}
 
 

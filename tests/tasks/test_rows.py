@@ -170,7 +170,7 @@ def stage_inputs(tmp_path):
     def make(algorithm, round_index=1, proposer_algorithm="sft"):
         config = load_config(None, {"rounds": 1, "train.algorithm": algorithm, "train.batch_size": 8,
                                     "curate.solver_targets": "verified",
-                                    "train.proposer_algorithm": proposer_algorithm,
+                                    "train.proposer.algorithm": proposer_algorithm,
                                     "train.replay_proposer_rows": True,
                                     "train.replay_ratio": 0.0, "gates.enabled": False})
         ctx = RunContext(data_root=tmp_path, run_id="r", config=config)

@@ -30,23 +30,31 @@ def test_top_up_draws_batches_until_enough_novel_problems_or_the_cap():
         assert drawn == expected and len(pairs) == 3 * len(expected)
 
 
-def test_top_up_settings_enter_the_fingerprint_only_when_they_act():
-    def settings(**synthesize):
-        return synthesize_settings(load_config(None, {f"synthesize.{k}": v for k, v in synthesize.items()}))
+def test_synthesize_fingerprint_covers_what_its_round_reads():
+    def settings(warmup=False, **synthesize):
+        return synthesize_settings(load_config(None, {f"synthesize.{k}": v for k, v in synthesize.items()}),
+                                   warmup=warmup)
 
-    off = settings(min_novel_share=0.0)
-    assert "min_novel_share" not in off["synthesize"] and "domain" in off  # runs made before the keys existed
-    assert settings(min_novel_share=0.0, max_batches=9) == off
-    on = settings(min_novel_share=0.25)
-    assert on["synthesize"]["min_novel_share"] == 0.25 and on["synthesize"]["max_batches"] == 4
-    assert settings(min_novel_share=0.25, source="generator") == settings(source="generator")
-    assert synthesize_settings(load_config(None), warmup=True) == off  # the seed round samples no proposer
-    assert on["synthesize"]["top_up"] == "generator"  # the default
-    by_proposer = settings(min_novel_share=0.25, top_up="proposer")
-    assert "top_up" not in by_proposer["synthesize"] and by_proposer != on  # runs made before the key existed
-    assert settings(min_novel_share=0.0, top_up="generator") == off  # one proposer batch, nothing to fill
-    assert settings(source="generator", top_up="generator") == settings(source="generator")
-
+    rounds = settings()
+    assert "domain" in rounds and rounds["batch_size"] == 512  # the proposer's generate batches
+    assert rounds["synthesize"]["min_novel_share"] == 0.5 and rounds["synthesize"]["top_up"] == "generator"
+    for key, value in [("min_novel_share", 0.0), ("max_batches", 9), ("top_up", "proposer")]:
+        assert settings(**{key: value}) != rounds, key  # every [synthesize] key counts in a round
+    # [synthesize.bandit] is read only when the proposer's levels come from the bandit
+    assert "bandit" not in rounds["synthesize"] and settings(**{"bandit.alpha": 0.1}) == rounds
+    bandit = settings(level_scheduler="bandit")
+    assert bandit["synthesize"]["bandit"]["alpha"] == 0.5
+    assert settings(level_scheduler="bandit", **{"bandit.alpha": 0.1}) != bandit
+    generator = settings(source="generator", level_scheduler="bandit")
+    assert "bandit" not in generator["synthesize"] and "batch_size" not in generator  # no proposer
+    # the seed round reads [domain] and the admission settings only: arms that differ in
+    # round-only settings share one warm-up
+    warmup = settings(warmup=True)
+    assert warmup == {"domain": rounds["domain"],
+                      "synthesize": {"near_duplicate_threshold": 1.0, "ngram": 3}}
+    assert settings(warmup=True, source="pool", proposals=7, min_novel_share=0.0,
+                    level_scheduler="bandit") == warmup
+    assert settings(warmup=True, ngram=4) != warmup
 
 def test_novel_texts_are_the_problems_novel_count_counts():
     pairs = [("p", "1+2"), ("p", " 7+8"), ("p", "3*4"), ("p", "1+")]

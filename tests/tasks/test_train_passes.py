@@ -32,25 +32,46 @@ def test_replayed_proposer_rows_stay_in_the_solvers_sft_pass_only_under_sft():
     assert plan_passes("dpo", "grpo", rows, 2) == [("proposer-grpo", [new, replayed]), ("sft", [solver])]
 
 
-def test_proposer_grpo_settings_enter_the_fingerprint_only_when_the_proposer_uses_grpo():
+def test_train_fingerprint_covers_the_sub_sections_its_mode_reads():
     from configs import load_config
-    from tasks.train import fingerprinted_settings
+    from tasks.train import SUB_SECTIONS, train_settings
 
-    def settings(**train):
-        return fingerprinted_settings(load_config(None, {f"train.{k}": v for k, v in train.items()})
-                                      .slice("train")["train"])
+    def settings(warmup=False, **train):
+        overrides = {"curate.solver_targets": "verified", **{f"train.{k}": v for k, v in train.items()}}
+        return train_settings(load_config(None, overrides), warmup=warmup)
 
+    nested = {name for name, value in load_config(None).train.model_dump().items()
+              if isinstance(value, dict)}
+    assert nested == SUB_SECTIONS
     sft = settings()
-    assert not any(key.startswith("proposer_") for key in sft)  # runs made before the keys existed
-    assert "save_steps" not in sft and "learning_rate" in sft
-    assert settings(proposer_max_steps=7) == sft
-    assert "replay_proposer_rows" in sft and "replay_proposer_rows" not in settings(replay_proposer_rows=True)
-    grpo = settings(proposer_algorithm="grpo", replay_proposer_rows=True)
-    assert grpo["proposer_algorithm"] == "grpo" and grpo["proposer_samples"] == 8
-    assert settings(proposer_algorithm="grpo", replay_proposer_rows=True, proposer_max_steps=7) != grpo
-    warmup = load_config(None, {"train.proposer_algorithm": "grpo", "train.replay_proposer_rows": True})
-    # the warm-up trains no proposer by GRPO
-    assert fingerprinted_settings(warmup.slice("train")["train"], warmup=True) == settings(replay_proposer_rows=True)
+    assert "save_steps" not in sft["train"] and "oom_retry_batch_size" not in sft["train"]
+    assert settings(save_steps=7) == sft  # operational: never changes a result
+    assert sft["train"]["replay_proposer_rows"] is False and sft["train"]["learning_rate"] == 0.002
+    assert settings(replay_proposer_rows=True) != sft  # every [train] key counts, whatever its value
+    # SFT for both roles reads no [train.grpo], [train.dpo], [train.proposer], nor [train.warmup]
+    assert not SUB_SECTIONS & set(sft["train"]) and "online_reward" not in sft
+    for unread, value in [("grpo.beta", 0.5), ("dpo.beta", 0.5), ("proposer.max_steps", 7),
+                          ("warmup.learning_rate", 0.5)]:
+        assert settings(**{unread: value}) == sft, unread
+    grpo = settings(algorithm="grpo")
+    assert grpo["train"]["grpo"]["num_generations"] == 8 and "dpo" not in grpo["train"]
+    assert settings(algorithm="grpo", **{"grpo.beta": 0.5}) != grpo
+    dpo = settings(algorithm="dpo")
+    assert set(dpo["train"]) & SUB_SECTIONS == {"dpo"}
+    proposer = settings(replay_proposer_rows=True, **{"proposer.algorithm": "grpo"})
+    assert set(proposer["train"]) & SUB_SECTIONS == {"grpo", "proposer"}
+    assert proposer["train"]["proposer"]["samples"] == 8
+    assert settings(replay_proposer_rows=True, **{"proposer.algorithm": "grpo",
+                                                  "proposer.max_steps": 7}) != proposer
+    # the online reward samples the solver and scores with curate's reward
+    assert set(proposer["online_reward"]) == {"rollout", "curate", "labels", "max_completion_length"}
+    # the warm-up reads [train.warmup] only, so arms that differ in an algorithm section share it
+    warmup = settings(warmup=True)
+    assert set(warmup["train"]) & SUB_SECTIONS == {"warmup"} and warmup["warmup"] is True
+    assert settings(warmup=True, replay_proposer_rows=True, **{"proposer.algorithm": "grpo",
+                                                               "grpo.beta": 0.5}) \
+        == settings(warmup=True, replay_proposer_rows=True)
+    assert settings(warmup=True, **{"warmup.max_steps": 7}) != warmup
 
 
 def test_replay_can_leave_out_earlier_proposer_rows():

@@ -196,7 +196,7 @@ def test_fault_stops_the_stage_names_the_expectation_and_keeps_the_file(tmp_path
     assert expectation in {f["expectation"] for f in recorded["failures"]}
     assert recorded["gx"]["rows"]["results"], "the GX result JSON is kept"
     files = ctx.catalog.query("SELECT path FROM datasets WHERE kind = ?", [kind])
-    assert files and all(Path(f["path"]).exists() for f in files)
+    assert files and all(Path(ctx.catalog.resolve(f["path"])).exists() for f in files)
     assert ctx.catalog.completed_datasets(RUN, stage[0]["fingerprint"]) is None  # not done
 
 

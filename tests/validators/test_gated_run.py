@@ -29,8 +29,9 @@ heldout_per_level = 2
 [rollout]
 samples_per_problem = 4
 [train]
-warmup_max_steps = 10
 batch_size = 32
+[train.warmup]
+max_steps = 10
 """
 STRICT = TINY + "[gates]\nmax_kept_fraction = 0.1\n"
 
@@ -75,7 +76,7 @@ def test_reward_fault_in_real_verify_output_stops_the_round(tmp_path, prefect_se
     assert ("verify", "gate_failed") in stages
     assert not {s for s, _ in stages} & {"curate", "train", "promote"}, stages
     base = catalog.query("SELECT path FROM datasets WHERE run_id = 'faulty' AND stage = 'base'")
-    assert [str(p) for p in _checkpoints(tmp_path, "faulty")] == [base[0]["path"]]
+    assert [str(p) for p in _checkpoints(tmp_path, "faulty")] == [catalog.resolve(base[0]["path"])]
     assert catalog.query("SELECT status FROM runs WHERE run_id = 'faulty'")[0]["status"] == "failed"
 
 
@@ -102,7 +103,8 @@ def test_cli_gate_failure_report_resume_with_fixed_config_and_validate(tmp_path,
     assert [c["status"] for c in curate] == ["gate_failed"]
     assert not catalog.query("SELECT * FROM stages WHERE run_id = 'g' AND stage = 'train'")
     assert len(_checkpoints(data, "g")) == 1  # the base model only
-    curriculum = Path(catalog.query("SELECT path FROM datasets WHERE run_id = 'g' AND kind = 'curriculum'")[0]["path"])
+    curriculum = Path(catalog.resolve(catalog.query(
+        "SELECT path FROM datasets WHERE run_id = 'g' AND kind = 'curriculum'")[0]["path"]))
     written = curriculum.stat().st_mtime_ns
 
     again = runner.invoke(app, ["resume", "g", "--config", str(fixed), "--data-root", str(data)])

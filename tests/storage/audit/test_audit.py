@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from configs import load_config
+from configs import load_config, validate_config
 from storage.audit.markdown import round_markdown
 from storage.audit.snapshot import AuditError, open_run, render
 from storage.catalog import Catalog
@@ -36,7 +36,7 @@ RUN = "audit"
 # proposer-written problems (so its training rows lead back to proposer samples). Data gates are
 # off: their suites are tested in tests/validators, and this run must not depend on them.
 OVERRIDES = {"rounds": 1, "domain.seed_problems": 200, "synthesize.proposals": 160,
-             "train.warmup_max_steps": 80, "train.max_steps": 5, "train.batch_size": 32,
+             "train.warmup.max_steps": 80, "train.max_steps": 5, "train.batch_size": 32,
              "domain.heldout_per_level": 3, "domain.min_level": 1, "domain.max_level": 2,
              "gates.enabled": False}
 
@@ -84,7 +84,7 @@ def run(tmp_path_factory, prefect_server):
 
 def _paths(run, kind):
     rows = run["catalog"].query("SELECT round, path FROM datasets WHERE run_id = ? AND kind = ?", [RUN, kind])
-    return {r["round"]: r["path"] for r in rows}
+    return {r["round"]: run["catalog"].resolve(r["path"]) for r in rows}
 
 
 def _files(run, kind):
@@ -111,9 +111,9 @@ def test_funnel_counts_equal_the_row_counts_of_the_files(run):
         assert row["proposed"] >= row["valid"] >= row["novel"] >= row["kept"] >= row["trained"]
         assert row["state"] == "decided"
     assert result[1]["kept"] > 0, "round 1 kept nothing; the fixture's config is too small"
-    train = json.loads(run["catalog"].run_config_json(RUN))["train"]
-    pool = result[0]["train_rows"] if train["replay_proposer_rows"] else result[0]["solver_rows"]
-    assert result[1]["replayed_rows"] == min(pool, round(train["replay_ratio"] * result[1]["train_rows"]))
+    train = validate_config(json.loads(run["catalog"].run_config_json(RUN)), RUN).train
+    pool = result[0]["train_rows"] if train.replay_proposer_rows else result[0]["solver_rows"]
+    assert result[1]["replayed_rows"] == min(pool, round(train.replay_ratio * result[1]["train_rows"]))
 
 
 def test_drops_counts_and_examples_match_the_files(run):
@@ -178,12 +178,17 @@ def test_lineage_of_a_checkpoint_lists_the_rows_it_saw(run):
     assert lineage(con, fingerprint[:12]).rows == result.rows
     own = pq.read_table(_one_path(run, "train_rows", 1)).to_pylist()
     earlier = pq.read_table(_one_path(run, "train_rows", 0)).to_pylist()
-    config = json.loads(run["catalog"].run_config_json(RUN))
-    from storage.fingerprint import stable_hash
+    config = validate_config(json.loads(run["catalog"].run_config_json(RUN)), RUN)
+    from storage.seeds import stage_seed
 
-    seed = int(stable_hash([config["seed"], "train", 1], length=8), 16)
-    trained = with_replay(own, [earlier], ratio=config["train"]["replay_ratio"], seed=seed,
-                          proposer_rows=config["train"]["replay_proposer_rows"])
+    metrics = {r[0]: r[1] for r in con.execute(
+        "SELECT name, value FROM metrics WHERE stage = 'train' AND round = 1").fetchall()}
+    seed = stage_seed(config.seed, "train", 1)
+    # the train stage recorded what it replayed with: the audit redraws from these
+    assert (metrics["replay_seed"], metrics["replay_ratio"], metrics["replay_proposer_rows"]) == (
+        seed, config.train.replay_ratio, float(config.train.replay_proposer_rows))
+    trained = with_replay(own, [earlier], ratio=config.train.replay_ratio, seed=seed,
+                          proposer_rows=config.train.replay_proposer_rows)
     expected = Counter((r["round"], r["role"]) for r in trained)
     selected = {(r["round"], r["role"]): r["rows_selected"] for r in result.rows}
     assert {key: n for key, n in selected.items() if n} == dict(expected)
@@ -194,6 +199,26 @@ def test_lineage_of_a_checkpoint_lists_the_rows_it_saw(run):
     assert [r["train_row_id"] for r in listed.rows] == [r["train_row_id"] for r in trained]
     base = con.execute("SELECT fingerprint FROM datasets WHERE kind = 'checkpoint' AND stage = 'base'").fetchone()[0]
     assert lineage(con, base).rows == []
+
+
+def test_lineage_without_recorded_replay_settings_reports_the_replay_as_unknown(run):
+    """A train stage that recorded no replay settings: the sample is not guessed."""
+    con = run["con"]
+    (fingerprint,) = con.execute(
+        "SELECT fingerprint FROM datasets WHERE kind = 'checkpoint' AND stage = 'train' AND round = 1").fetchone()
+    recorded = ("WHERE stage = 'train' AND round = 1"
+                " AND name IN ('replay_seed', 'replay_ratio', 'replay_proposer_rows')")
+    saved = con.execute(f"SELECT * FROM metrics {recorded}").fetchall()
+    assert len(saved) == 3
+    con.execute(f"DELETE FROM metrics {recorded}")  # the snapshot's copy, not the catalog
+    try:
+        result = lineage(con, fingerprint)
+    finally:
+        con.executemany("INSERT INTO metrics VALUES (?, ?, ?, ?, ?)", saved)
+    assert any("recorded no replay settings" in note for note in result.notes)
+    replayed = [r for r in result.rows if r["round"] == 0]
+    assert replayed and all(r["rows_selected"] is None for r in replayed)
+    assert all(r["rows_selected"] is not None for r in result.rows if r["round"] == 1)
 
 
 def test_lineage_of_a_dropped_proposal_and_unknown_ids(run):

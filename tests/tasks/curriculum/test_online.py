@@ -9,9 +9,9 @@ from domains.arithmetic import ArithmeticDomain
 domain = ArithmeticDomain()
 
 
-def band(reward, **penalty):
+def band(reward, **diversity):
     """The curate settings the online reward reads: its reward and the diversity penalty."""
-    return CurateConfig(proposer_reward=reward, **penalty)
+    return CurateConfig(proposer_reward=reward, diversity=diversity)
 
 
 class FakeSolver:
@@ -73,7 +73,7 @@ def test_every_call_samples_the_solver_with_a_new_seed():
 def test_diversity_penalty_lowers_repeated_problems_within_the_batch():
     solver = FakeSolver({"12+34": 4, "7*8": 4})
     plain = online_proposer_reward(domain, solver, band("variance"), samples=8, seed=0)
-    repetition = band("variance", diversity_penalty=1.0, diversity_threshold=0.8)
+    repetition = band("variance", penalty=1.0, threshold=0.8)
     penalised = online_proposer_reward(domain, solver, repetition, samples=8, seed=0)
     batch = ["12+34", "12+34", "12+34", "7*8"]
     assert plain(completions=batch) == [1.0, 1.0, 1.0, 1.0]

@@ -82,7 +82,7 @@ def test_proposer_weight_follows_the_config():
     band = CurateConfig(proposer_reward="band", proposer_band_low=0.2, proposer_band_high=0.3)
     assert proposer_weight(0.25, [], band) == 1.0
     penalised = CurateConfig(proposer_reward="band", proposer_band_low=0.2, proposer_band_high=0.3,
-                             diversity_penalty=2.0)
+                             diversity={"penalty": 2.0})
     assert proposer_weight(0.25, [], penalised, penalty=0.1) == pytest.approx(0.8)
 
 
@@ -123,7 +123,7 @@ def test_training_rows_weight_proposer_rows_by_the_chosen_reward(config, weights
 
 def test_repeated_proposals_lower_the_proposer_weight():
     domain, problems, rollouts, verdicts = _round()
-    config = CurateConfig(proposer_reward="regret", diversity_penalty=1.0, diversity_threshold=0.35)
+    config = CurateConfig(proposer_reward="regret", diversity={"penalty": 1.0, "threshold": 0.35})
     # the proposer wrote 12+34 three times, a near duplicate (12+35, J = 0.5) once, 56+78 once, garbage once
     samples = ["12+34", "12+34", " 12+34", "12+35", "56+78", "?"]
     proposals = [{"text": t, "problem_id": domain.parse(t).text if t != "?" else None} for t in samples]
@@ -143,7 +143,7 @@ def test_shape_penalty_counts_problems_of_one_form_as_repeats():
     domain = ArithmeticDomain()
     assert domain.shape("512-87") == domain.shape("734-21") == "000-00" != domain.shape("12+34")
     proposals = [{"text": t, "problem_id": pid} for t, pid in [("512-87", "a"), ("734-21", "b"), ("12+34", "c")]]
-    by_text = repetition_penalties(domain, proposals, CurateConfig(diversity_penalty=1.0))
-    by_shape = repetition_penalties(domain, proposals, CurateConfig(diversity_penalty=1.0, diversity_on="shape"))
+    by_text = repetition_penalties(domain, proposals, CurateConfig(diversity={"penalty": 1.0}))
+    by_shape = repetition_penalties(domain, proposals, CurateConfig(diversity={"penalty": 1.0, "on": "shape"}))
     assert by_text == pytest.approx({"a": 1 / 3, "b": 1 / 3, "c": 1 / 3})
     assert by_shape == pytest.approx({"a": 2 / 3, "b": 2 / 3, "c": 1 / 3})
