@@ -163,9 +163,9 @@ def cold_start(data_root: Path, repeats: int) -> dict[str, float]:
 
 
 def query_times(data_root: Path, repeats: int) -> dict[str, float]:
-    from storage.audit.snapshot import open_run
     from storage.audit.lineage import lineage
     from storage.audit.queries import drift, drops, funnel, labels
+    from storage.audit.snapshot import open_run
 
     con = open_run(data_root, RUN_ID)
     last = con.execute("SELECT max(round) FROM train_rows").fetchone()[0]

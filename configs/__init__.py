@@ -24,7 +24,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-
 # A run id names a folder under <data-root>/runs/ and a Prefect deployment: letters, digits,
 # '.', '_' and '-', at most 100, not starting with a punctuation mark.
 RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"

@@ -214,8 +214,8 @@ def audit(
     data_root: DataRoot = Path("flywheel-data"),
 ) -> None:
     """Audit a run's data: funnel, drops, lineage, drift, labels, samples, or --sql."""
-    from storage.audit.snapshot import FORMATS, AuditError, open_run, render
     from storage.audit.answer import answer
+    from storage.audit.snapshot import FORMATS, AuditError, open_run, render
 
     if fmt not in FORMATS:
         fail(f"--format {fmt!r}: use one of {', '.join(FORMATS)}")

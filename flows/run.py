@@ -14,10 +14,10 @@ from pydantic import BaseModel, ConfigDict
 
 from configs import RunConfig
 from flows.runners import check_task_runner, scale_session
-from tasks.incumbent import base_model
 from tasks.context import Checkpoint, RunContext
 from tasks.curate import curate
 from tasks.evaluate import Evaluation, evaluate
+from tasks.incumbent import base_model
 from tasks.promote import NO_TRAINING_ROWS, promote
 from tasks.rollout import rollout
 from tasks.stage import StageOutput

@@ -56,11 +56,11 @@ from prefect import task
 from prefect.cache_policies import NONE
 
 from configs import CurateConfig, RunConfig
-from tasks.curriculum.dedup import clusters
-from tasks.curriculum.rewards import diversity_penalties, proposer_weight
 from domains.base import Domain
 from storage.datasets import read_rows
 from tasks.context import RunContext
+from tasks.curriculum.dedup import clusters
+from tasks.curriculum.rewards import diversity_penalties, proposer_weight
 from tasks.rows import solver_rows, train_row
 from tasks.stage import StageOutput, StageResult, run_stage
 

@@ -35,10 +35,10 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NONE
 
-from tasks.curriculum.votes import label_matches, majority_labels
 from domains.base import Domain
 from storage.datasets import read_rows
 from tasks.context import RunContext
+from tasks.curriculum.votes import label_matches, majority_labels
 from tasks.shards import grouped_ranges, map_shards
 from tasks.stage import StageOutput, StageResult, run_stage
 

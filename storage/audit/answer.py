@@ -9,7 +9,6 @@ from storage.audit.lineage import lineage
 from storage.audit.queries import drift, drops, funnel, labels, samples, sql
 from storage.audit.snapshot import AuditError, Result
 
-
 QUERIES = ("funnel", "drops", "lineage", "drift", "labels", "samples")
 
 

@@ -20,10 +20,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from domains.base import Domain, Problem
 from tasks.curriculum.dedup import clusters
 from tasks.curriculum.rewards import diversity_penalties, proposer_weight
 from tasks.curriculum.votes import majority_vote
-from domains.base import Domain, Problem
 
 if TYPE_CHECKING:
     from configs import CurateConfig

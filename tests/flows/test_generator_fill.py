@@ -15,8 +15,8 @@ from tests.flows.test_presets import OVERRIDES
 @pytest.mark.slow
 def test_generator_fills_the_proposers_shortfall(tmp_path, prefect_server):
     from flows.run import RunSpec, flywheel_flow
-    from storage.audit.snapshot import open_run
     from storage.audit.lineage import lineage
+    from storage.audit.snapshot import open_run
 
     config = load_config(None, {**OVERRIDES, "synthesize.min_novel_share": 1.0,
                                 "synthesize.top_up": "generator"})

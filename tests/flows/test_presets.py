@@ -53,8 +53,8 @@ def test_preset_loads_and_documents_its_sources(path):
 @pytest.mark.parametrize("path", PRESETS, ids=[p.stem for p in PRESETS])
 def test_preset_runs_end_to_end_with_catalog_and_lineage(path, tmp_path, prefect_server):
     from flows.run import RunSpec, flywheel_flow
-    from storage.audit.snapshot import open_run
     from storage.audit.lineage import lineage
+    from storage.audit.snapshot import open_run
 
     config = load_config(path, OVERRIDES)
     run_id = path.stem

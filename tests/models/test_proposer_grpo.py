@@ -15,12 +15,12 @@ import statistics
 import pytest
 
 from configs import CurateConfig
-from tasks.curriculum.online import online_proposer_reward
 from domains.arithmetic import ArithmeticDomain
 from models.backends import SamplingParams, TransformersBackend
 from models.grpo import train_grpo
 from models.tiny import build_tiny_model
 from models.trainer import train_sft
+from tasks.curriculum.online import online_proposer_reward
 
 domain = ArithmeticDomain()
 MIN_GAIN = 0.1

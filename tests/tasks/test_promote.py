@@ -8,9 +8,9 @@ import pytest
 from typer.testing import CliRunner
 
 from configs import ConfigError, PromoteConfig, load_config
+from storage.audit.queries import labels
 from storage.audit.snapshot import open_run
 from storage.catalog import Catalog
-from storage.audit.queries import labels
 from tasks.promote import level_flips, promotion_decision
 
 T, F = True, False

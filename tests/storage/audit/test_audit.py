@@ -22,13 +22,13 @@ import pytest
 from typer.testing import CliRunner
 
 from configs import load_config, validate_config
+from storage.audit.answer import answer
+from storage.audit.lineage import lineage
 from storage.audit.markdown import round_markdown
+from storage.audit.queries import drift, drops, funnel, labels, samples
 from storage.audit.snapshot import AuditError, open_run, render
 from storage.catalog import Catalog
 from storage.datasets import KINDS
-from storage.audit.lineage import lineage
-from storage.audit.answer import answer
-from storage.audit.queries import drift, drops, funnel, labels, samples
 
 ROOT = Path(__file__).resolve().parents[3]
 RUN = "audit"

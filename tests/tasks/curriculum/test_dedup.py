@@ -4,6 +4,7 @@ import time
 import numpy as np
 import pytest
 
+from domains.arithmetic import ArithmeticDomain
 from tasks.curriculum import dedup
 from tasks.curriculum.dedup import (
     clusters,
@@ -12,7 +13,6 @@ from tasks.curriculum.dedup import (
     shingle_hashes,
     signatures,
 )
-from domains.arithmetic import ArithmeticDomain
 from tasks.synthesize import admit
 
 ALPHABET = string.ascii_letters  # 52 distinct characters: no n-gram repeats inside a string

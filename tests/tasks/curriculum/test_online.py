@@ -3,8 +3,8 @@
 import pytest
 
 from configs import CurateConfig
-from tasks.curriculum.online import REWARD_NAME, online_proposer_reward
 from domains.arithmetic import ArithmeticDomain
+from tasks.curriculum.online import REWARD_NAME, online_proposer_reward
 
 domain = ArithmeticDomain()
 

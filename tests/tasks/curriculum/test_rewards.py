@@ -2,6 +2,13 @@ import pytest
 from pydantic import ValidationError
 
 from configs import CurateConfig
+from domains.arithmetic import ArithmeticDomain
+from tasks.curate import (
+    curriculum_rows,
+    proposer_weight,
+    repetition_penalties,
+    training_rows,
+)
 from tasks.curriculum.rewards import (
     band_reward,
     diversity_penalties,
@@ -11,13 +18,6 @@ from tasks.curriculum.rewards import (
     regret_reward,
     uncertainty_reward,
     variance_reward,
-)
-from domains.arithmetic import ArithmeticDomain
-from tasks.curate import (
-    curriculum_rows,
-    proposer_weight,
-    repetition_penalties,
-    training_rows,
 )
 
 P = [0.0, 0.25, 0.5, 0.75, 1.0]
