@@ -51,14 +51,16 @@ def generate(data_root: Path, *, rounds: int, problems: int, samples: int) -> No
     curated: list[tuple[int, str, int]] = []  # (round, curate fingerprint, rows)
     for r in range(rounds):
         started = time.time()
-        fp = {stage: _id("stage", r, stage) * 2 for stage in ("synthesize", "rollout", "verify", "curate")}
+        fp = {stage: _id("stage", r, stage) * 2
+              for stage in ("synthesize", "rollout", "verify", "curate")}
         proposals, problem_rows = [], []
         for i in range(problems * 5 // 4):
             text = f"{i % 997}+{(i * 7 + r) % 991}*{r}"
             pid, qid = _id("problem", r, i), _id("proposal", r, i)
             reason = None if i < problems else ("invalid" if i % 2 else "duplicate")
-            proposals.append({"proposal_id": qid, "run_id": RUN_ID, "round": r, "prompt": "<propose>L3:",
-                              "text": text, "level": None if reason == "invalid" else 1 + i % 5,
+            proposals.append({"proposal_id": qid, "run_id": RUN_ID, "round": r,
+                              "prompt": "<propose>L3:", "text": text,
+                              "level": None if reason == "invalid" else 1 + i % 5,
                               "source": "seed" if r == 0 else "proposer",
                               "problem_id": None if reason else pid, "drop_reason": reason})
             if reason is None:
@@ -66,8 +68,10 @@ def generate(data_root: Path, *, rounds: int, problems: int, samples: int) -> No
                                      "reference": str(i), "level": 1 + i % 5, "source": "proposer",
                                      "proposal_id": qid})
         _record(catalog, r, "synthesize", fp["synthesize"], {"checkpoint": checkpoint}, [
-            write_atomic("proposals", proposals, dataset_path(data_root, RUN_ID, r, "proposals", fp["synthesize"])),
-            write_atomic("problems", problem_rows, dataset_path(data_root, RUN_ID, r, "problems", fp["synthesize"]))],
+            write_atomic("proposals", proposals,
+                         dataset_path(data_root, RUN_ID, r, "proposals", fp["synthesize"])),
+            write_atomic("problems", problem_rows,
+                         dataset_path(data_root, RUN_ID, r, "problems", fp["synthesize"]))],
             started)
         del proposals
         rollouts, verdicts, curriculum, train_rows = [], [], [], []
@@ -76,36 +80,46 @@ def generate(data_root: Path, *, rounds: int, problems: int, samples: int) -> No
             for s in range(samples):
                 rid = _id("rollout", r, i, s)
                 answer = p["reference"] if s < correct else str(s)
-                rollouts.append({"rollout_id": rid, "run_id": RUN_ID, "round": r, "problem_id": p["problem_id"],
-                                 "sample_index": s, "prompt": f"<solve>{p['text']}=", "completion": answer,
+                rollouts.append({"rollout_id": rid, "run_id": RUN_ID, "round": r,
+                                 "problem_id": p["problem_id"], "sample_index": s,
+                                 "prompt": f"<solve>{p['text']}=", "completion": answer,
                                  "completion_tokens": len(answer) + 1, "checkpoint": checkpoint})
-                verdicts.append({"rollout_id": rid, "run_id": RUN_ID, "round": r, "problem_id": p["problem_id"],
-                                 "answer": answer, "reward": float(s < correct), "method": "reference"})
+                verdicts.append({"rollout_id": rid, "run_id": RUN_ID, "round": r,
+                                 "problem_id": p["problem_id"], "answer": answer,
+                                 "reward": float(s < correct), "method": "reference"})
             rate = correct / samples
             reason = "too_hard" if correct == 0 else "too_easy" if correct == samples else None
-            curriculum.append({"problem_id": p["problem_id"], "run_id": RUN_ID, "round": r, "level": p["level"],
-                               "samples": samples, "judged": samples, "pass_rate": rate,
+            curriculum.append({"problem_id": p["problem_id"], "run_id": RUN_ID, "round": r,
+                               "level": p["level"], "samples": samples,
+                               "judged": samples, "pass_rate": rate,
                                "reward_std": (rate * (1 - rate)) ** 0.5, "kept": reason is None,
                                "drop_reason": reason})
             for s in range(min(correct, 2) if reason is None else 0):
-                train_rows.append({"train_row_id": _id("train_row", r, i, s), "run_id": RUN_ID, "round": r,
-                                   "role": "solver", "prompt": f"<solve>{p['text']}=", "completion": p["reference"],
-                                   "weight": 1.0, "problem_id": p["problem_id"],
-                                   "rollout_id": _id("rollout", r, i, s), "proposal_id": p["proposal_id"]})
+                train_rows.append({"train_row_id": _id("train_row", r, i, s), "run_id": RUN_ID,
+                                   "round": r, "role": "solver", "prompt": f"<solve>{p['text']}=",
+                                   "completion": p["reference"], "weight": 1.0,
+                                   "problem_id": p["problem_id"],
+                                   "rollout_id": _id("rollout", r, i, s),
+                                   "proposal_id": p["proposal_id"]})
         for p in problem_rows[:256]:
-            train_rows.append({"train_row_id": _id("train_row", r, p["problem_id"], "proposer"), "run_id": RUN_ID,
-                               "round": r, "role": "proposer", "prompt": "<propose>L3:", "completion": p["text"],
-                               "weight": 0.5, "problem_id": p["problem_id"], "rollout_id": None,
+            train_rows.append({"train_row_id": _id("train_row", r, p["problem_id"], "proposer"),
+                               "run_id": RUN_ID, "round": r, "role": "proposer",
+                               "prompt": "<propose>L3:", "completion": p["text"], "weight": 0.5,
+                               "problem_id": p["problem_id"], "rollout_id": None,
                                "proposal_id": p["proposal_id"]})
         _record(catalog, r, "rollout", fp["rollout"], {"problems": fp["synthesize"]}, [write_atomic(
-            "rollouts", rollouts, dataset_path(data_root, RUN_ID, r, "rollouts", fp["rollout"]))], started)
+            "rollouts", rollouts, dataset_path(data_root, RUN_ID, r, "rollouts", fp["rollout"]))],
+            started)
         del rollouts
         _record(catalog, r, "verify", fp["verify"], {"rollouts": fp["rollout"]}, [write_atomic(
-            "verdicts", verdicts, dataset_path(data_root, RUN_ID, r, "verdicts", fp["verify"]))], started)
+            "verdicts", verdicts, dataset_path(data_root, RUN_ID, r, "verdicts", fp["verify"]))],
+            started)
         del verdicts
         _record(catalog, r, "curate", fp["curate"], {"verdicts": fp["verify"]}, [
-            write_atomic("curriculum", curriculum, dataset_path(data_root, RUN_ID, r, "curriculum", fp["curate"])),
-            write_atomic("train_rows", train_rows, dataset_path(data_root, RUN_ID, r, "train_rows", fp["curate"]))],
+            write_atomic("curriculum", curriculum,
+                         dataset_path(data_root, RUN_ID, r, "curriculum", fp["curate"])),
+            write_atomic("train_rows", train_rows,
+                         dataset_path(data_root, RUN_ID, r, "train_rows", fp["curate"]))],
             started, {"kept": sum(c["kept"] for c in curriculum), "train_rows": len(train_rows)})
         own = len(train_rows)
         pool = sum(n for _, _, n in curated)
@@ -113,10 +127,11 @@ def generate(data_root: Path, *, rounds: int, problems: int, samples: int) -> No
                   **{f"replay_round_{k}": f for k, f, _ in curated}}
         replayed = min(pool, round(1.0 * own))
         checkpoint = _checkpoint(data_root, r, "train", catalog, inputs=inputs,
-                                 metrics={"train_rows": own + replayed, "replayed_rows": replayed, "steps": 1})
+                                 metrics={"train_rows": own + replayed, "replayed_rows": replayed,
+                                          "steps": 1})
         curated.append((r, fp["curate"], own))
-        print(f"  round {r}: {len(problem_rows) * samples:,} rollouts written in {time.time() - started:.1f} s",
-              flush=True)
+        print(f"  round {r}: {len(problem_rows) * samples:,} rollouts written in "
+              f"{time.time() - started:.1f} s", flush=True)
 
 
 def _record(catalog, r, stage, fingerprint, inputs, outputs, started, metrics=None) -> None:
@@ -149,7 +164,8 @@ def cold_start(data_root: Path, repeats: int) -> dict[str, float]:
     env = {**os.environ, "FLYWHEEL_DATA_ROOT": str(data_root)}
     exe = str(Path(sys.executable).with_name("flywheel"))
     out = {}
-    for name, args in {"status": ["status", RUN_ID], "audit_funnel": ["audit", RUN_ID, "funnel"]}.items():
+    for name, args in {"status": ["status", RUN_ID],
+                       "audit_funnel": ["audit", RUN_ID, "funnel"]}.items():
         walls, cpus = [], []
         for _ in range(repeats):
             start, cpu = time.perf_counter(), _children_cpu()
@@ -169,12 +185,12 @@ def query_times(data_root: Path, repeats: int) -> dict[str, float]:
 
     con = open_run(data_root, RUN_ID)
     last = con.execute("SELECT max(round) FROM train_rows").fetchone()[0]
-    row = con.execute("SELECT train_row_id FROM train_rows WHERE role = 'solver' AND round = ? LIMIT 1",
-                      [last]).fetchone()[0]
-    middle = con.execute("SELECT train_row_id FROM train_rows WHERE role = 'solver' AND round = ? LIMIT 1",
-                         [last // 2]).fetchone()[0]
-    checkpoint = con.execute("SELECT fingerprint FROM datasets WHERE kind = 'checkpoint' AND stage = 'train'"
-                             " ORDER BY round DESC LIMIT 1").fetchone()[0]
+    row = con.execute("SELECT train_row_id FROM train_rows WHERE role = 'solver'"
+                      " AND round = ? LIMIT 1", [last]).fetchone()[0]
+    middle = con.execute("SELECT train_row_id FROM train_rows WHERE role = 'solver'"
+                         " AND round = ? LIMIT 1", [last // 2]).fetchone()[0]
+    checkpoint = con.execute("SELECT fingerprint FROM datasets WHERE kind = 'checkpoint'"
+                             " AND stage = 'train' ORDER BY round DESC LIMIT 1").fetchone()[0]
     rollouts = con.execute("SELECT count(*) FROM rollouts").fetchone()[0]
     con.close()
     cases = {
@@ -201,8 +217,8 @@ def query_times(data_root: Path, repeats: int) -> dict[str, float]:
             cpus.append(end_cpu - (cpu if name == "open_run" else opened_cpu))
         out[f"{name}_wall_seconds"] = statistics.median(walls)
         out[f"{name}_cpu_seconds"] = statistics.median(cpus)
-        print(f"  {name:<32} {out[f'{name}_wall_seconds']:.3f} s wall  {out[f'{name}_cpu_seconds']:.3f} s cpu",
-              flush=True)
+        print(f"  {name:<32} {out[f'{name}_wall_seconds']:.3f} s wall  "
+              f"{out[f'{name}_cpu_seconds']:.3f} s cpu", flush=True)
     return out
 
 
@@ -234,7 +250,8 @@ def main() -> None:
     finally:
         if args.data_root is None:
             shutil.rmtree(data_root, ignore_errors=True)
-    size = sum(f.stat().st_size for f in data_root.rglob("*") if f.is_file()) if data_root.exists() else None
+    size = (sum(f.stat().st_size for f in data_root.rglob("*") if f.is_file())
+            if data_root.exists() else None)
     result = {"benchmark": "audit", "rounds": args.rounds, "problems_per_round": args.problems,
               "samples": args.samples, "cpu_count": os.cpu_count(), "data_bytes": size,
               "load_average_1min": os.getloadavg()[0], **cold, **queries}
@@ -250,9 +267,10 @@ def _rollouts(data_root: Path, rounds: int) -> int:
     catalog = Catalog(data_root)
     if not catalog.path.exists():
         return -1
-    rows = catalog.query("SELECT coalesce(sum(d.rows), 0) AS n FROM datasets d WHERE d.kind = 'rollouts'"
-                         " AND d.run_id = ?", [RUN_ID])
-    done = catalog.query("SELECT count(*) AS n FROM stages WHERE run_id = ? AND stage = 'train'", [RUN_ID])
+    rows = catalog.query("SELECT coalesce(sum(d.rows), 0) AS n FROM datasets d"
+                         " WHERE d.kind = 'rollouts' AND d.run_id = ?", [RUN_ID])
+    done = catalog.query("SELECT count(*) AS n FROM stages WHERE run_id = ? AND stage = 'train'",
+                         [RUN_ID])
     return rows[0]["n"] if done[0]["n"] == rounds else -1
 
 

@@ -74,8 +74,8 @@ def snapshot(data_root: Path) -> dict:
 
     catalog = Catalog(data_root)
     stages = catalog.query(
-        "SELECT round, stage, fingerprint, rows FROM stages WHERE run_id = ? AND status = 'completed'",
-        [RUN_ID])
+        "SELECT round, stage, fingerprint, rows FROM stages"
+        " WHERE run_id = ? AND status = 'completed'", [RUN_ID])
     files = catalog.query(
         "SELECT d.round, d.stage, d.kind, d.rows, d.checksum FROM datasets d JOIN stages s"
         " ON d.run_id = s.run_id AND d.fingerprint = s.fingerprint"
@@ -84,7 +84,8 @@ def snapshot(data_root: Path) -> dict:
     names = sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*") if p.name != "run.lock")
     return {
         "stages": sorted((s["round"], s["stage"], s["fingerprint"], s["rows"]) for s in stages),
-        "files": sorted((f["round"], f["stage"], f["kind"], f["rows"], f["checksum"]) for f in files),
+        "files": sorted((f["round"], f["stage"], f["kind"], f["rows"], f["checksum"])
+                        for f in files),
         "names": names,
     }
 
@@ -93,7 +94,8 @@ def stage_seconds(data_root: Path) -> dict[tuple[int, str], float]:
     from storage.catalog import Catalog
 
     rows = Catalog(data_root).query(
-        "SELECT round, stage, seconds FROM stages WHERE run_id = ? AND status = 'completed'", [RUN_ID])
+        "SELECT round, stage, seconds FROM stages WHERE run_id = ? AND status = 'completed'",
+        [RUN_ID])
     return {(r["round"], r["stage"]): r["seconds"] for r in rows}
 
 
@@ -173,10 +175,13 @@ def main() -> None:
             result["identical"] = result["snapshot"] == reference
             result.pop("snapshot")
             results.append(result)
-            print(f"kill {index + 1:>2}/{args.kills}: {result['stage']:<14} +{result['delay_s']:>5.1f} s"
-                  f" {'killed' if result['killed'] else 'FINISHED FIRST'}; resume {result['resume_s']:.1f} s"
+            print(f"kill {index + 1:>2}/{args.kills}: {result['stage']:<14}"
+                  f" +{result['delay_s']:>5.1f} s"
+                  f" {'killed' if result['killed'] else 'FINISHED FIRST'};"
+                  f" resume {result['resume_s']:.1f} s"
                   f" ({result['resume_s'] / per_round:.2f} round); "
-                  f"{'identical' if result['identical'] else 'DIFFERENT'}; {len(result['notices'])} notices",
+                  f"{'identical' if result['identical'] else 'DIFFERENT'};"
+                  f" {len(result['notices'])} notices",
                   flush=True)
 
     identical = sum(r["identical"] for r in results)

@@ -64,15 +64,16 @@ def synthetic_rows(kind: str, n: int, round_index: int = 1, seed: int = 0) -> li
                 rows.append({**base, "problem_id": pid, "text": text, "reference": str(i),
                              "level": level, "source": "proposer", "proposal_id": qid})
             else:
-                rows.append({**base, "proposal_id": qid, "prompt": f"<propose>L{level}:", "text": text,
-                             "level": level, "source": "proposer", "problem_id": pid,
+                rows.append({**base, "proposal_id": qid, "prompt": f"<propose>L{level}:",
+                             "text": text, "level": level, "source": "proposer", "problem_id": pid,
                              "drop_reason": None})
     elif kind in ("rollouts", "verdicts"):
         for i in range(n):
             pid, rid = _id("problem", i // samples), _id("rollout", i)
             answer = str(rng.randint(0, 20))
             if kind == "rollouts":
-                rows.append({**base, "rollout_id": rid, "problem_id": pid, "sample_index": i % samples,
+                rows.append({**base, "rollout_id": rid, "problem_id": pid,
+                             "sample_index": i % samples,
                              "prompt": f"<solve>{i // samples}+7=", "completion": answer,
                              "completion_tokens": len(answer) + 1, "checkpoint": "c" * 16})
             else:
@@ -102,7 +103,8 @@ def synthetic_rows(kind: str, n: int, round_index: int = 1, seed: int = 0) -> li
             answer = str(rng.randint(0, 20))
             rows.append({**base, "checkpoint": "c" * 16, "item_id": _id("heldout", i),
                          "level": 1 + i % 5, "prompt": f"<solve>{i}+7=", "completion": answer,
-                         "answer": answer, "reference": str(i + 7), "correct": answer == str(i + 7)})
+                         "answer": answer, "reference": str(i + 7),
+                         "correct": answer == str(i + 7)})
     else:
         raise KeyError(kind)
     return rows
@@ -124,7 +126,8 @@ def bench_sizes(kinds: list[str], sizes: list[int], repeats: int, folder: Path) 
     rows_out = []
     for kind in kinds:
         for size in sizes:
-            path = write_atomic(kind, synthetic_rows(kind, size), folder / f"{kind}-{size}.parquet").path
+            path = write_atomic(kind, synthetic_rows(kind, size),
+                                folder / f"{kind}-{size}.parquet").path
             times, cpu, result = [], [], None
             for _ in range(repeats):
                 cpu_started = time.process_time()
@@ -145,7 +148,8 @@ def bench_sizes(kinds: list[str], sizes: list[int], repeats: int, folder: Path) 
                     (row["seconds"] - low["seconds"]) / ((size - low["rows"]) / 100_000), 4)
             rows_out.append(row)
             marginal = row.get("marginal_seconds_per_100k_rows")
-            print(f"  {kind:<11} {size:>9,} rows  {row['seconds']:>7.3f} s (cpu {row['cpu_seconds']:.3f})  "
+            print(f"  {kind:<11} {size:>9,} rows  {row['seconds']:>7.3f} s"
+                  f" (cpu {row['cpu_seconds']:.3f})  "
                   f"{per_100k:>7.3f} s/100k rows  x{row['ratio_to_target']:.2f} of target"
                   + (f"  marginal {marginal:.3f} s/100k" if marginal is not None else "")
                   + f"  {result.evaluated} expectations"
@@ -167,19 +171,21 @@ def share_from_catalog(data_root: Path, run_id: str, upto_round: int | None = No
     gates = catalog.query("SELECT stage, kind, success, result_json FROM gates WHERE run_id = ?"
                           " AND round <= ?", [run_id, last])
     stages = catalog.query("SELECT stage, round, status, seconds, rows FROM stages WHERE run_id = ?"
-                           " AND status IN ('completed', 'gate_failed') AND round <= ?", [run_id, last])
+                           " AND status IN ('completed', 'gate_failed') AND round <= ?",
+                           [run_id, last])
     gate_s = sum(json.loads(g["result_json"])["seconds"] for g in gates)
     stage_s = sum(s["seconds"] for s in stages)
     rounds = sorted({s["round"] for s in stages})
-    again = [r for n in rounds for r in validate_stored(catalog, run_id, GatesConfig(), round_index=n)]
+    again = [r for n in rounds
+             for r in validate_stored(catalog, run_id, GatesConfig(), round_index=n)]
     again_s = sum(r.seconds for r in again)
     return {"run_id": run_id, "rounds": rounds, "gates_run": len(gates),
             "gates_failed": sum(not g["success"] for g in gates),
             "gate_seconds": round(gate_s, 3), "stage_seconds": round(stage_s, 3),
             "gate_share_of_stage_time": round(gate_s / stage_s, 4) if stage_s else None,
             "gate_seconds_current_code": round(again_s, 3),
-            "gate_share_of_stage_time_current_code": round(again_s / (stage_s - gate_s + again_s), 4)
-            if stage_s else None,
+            "gate_share_of_stage_time_current_code": (
+                round(again_s / (stage_s - gate_s + again_s), 4) if stage_s else None),
             "gates_failed_current_code": sum(not r.success for r in again),
             "rows_gated": sum(r.rows or 0 for r in again)}
 
@@ -206,7 +212,8 @@ def main() -> None:
     parser.add_argument("--kinds", nargs="+", default=None, help="default: every kind")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--config", type=Path, default=ROOT / "tests" / "flows" / "small.toml")
-    parser.add_argument("--rounds", type=int, default=0, help="self-improvement rounds of the timed run")
+    parser.add_argument("--rounds", type=int, default=0,
+                        help="self-improvement rounds of the timed run")
     parser.add_argument("--skip-round", action="store_true", help="only time gates vs rows")
     parser.add_argument("--from-run", nargs=2, metavar=("DATA_ROOT", "RUN_ID"),
                         help="share of round time from a finished run instead of running one")
@@ -218,13 +225,16 @@ def main() -> None:
     from storage.datasets import KINDS
 
     kinds = args.kinds or list(KINDS)
-    report: dict = {"machine": f"{platform.machine()}, {os.cpu_count()} cpus, {platform.python_version()}",
+    report: dict = {"machine": f"{platform.machine()}, {os.cpu_count()} cpus,"
+                               f" {platform.python_version()}",
                     "target_seconds_per_100k_rows": TARGET_S_PER_100K,
                     "load_average_at_start": os.getloadavg()[0]}
     with tempfile.TemporaryDirectory(prefix="flywheel-bench-gates-") as tmp:
-        print(f"seconds per gate vs rows (best of {args.repeats}; target {TARGET_S_PER_100K} s per 100k rows):")
+        print(f"seconds per gate vs rows (best of {args.repeats};"
+              f" target {TARGET_S_PER_100K} s per 100k rows):")
         report.update(bench_sizes(kinds, args.sizes, args.repeats, Path(tmp)))
-        print(f"  (GX import + first gate of the process: {report['gx_import_and_first_gate_s']:.2f} s)")
+        print("  (GX import + first gate of the process:"
+              f" {report['gx_import_and_first_gate_s']:.2f} s)")
         worst = max(r["seconds_per_100k_rows"] for r in report["gates"] if r["rows"] >= 100_000) \
             if any(r["rows"] >= 100_000 for r in report["gates"]) else None
         report["worst_seconds_per_100k_rows_at_100k_or_more"] = worst
@@ -237,9 +247,11 @@ def main() -> None:
     if "round" in report:
         r = report["round"]
         print(f"share of round time in gates (rounds {r['rounds']}): {r['gate_seconds']:.1f} s of "
-              f"{r['stage_seconds']:.1f} s stage time = {r['gate_share_of_stage_time']:.1%} as recorded "
+              f"{r['stage_seconds']:.1f} s stage time = {r['gate_share_of_stage_time']:.1%}"
+              " as recorded "
               f"({r['gates_run']} gates, {r['gates_failed']} failed); gates re-run now: "
-              f"{r['gate_seconds_current_code']:.1f} s = {r['gate_share_of_stage_time_current_code']:.1%} "
+              f"{r['gate_seconds_current_code']:.1f} s ="
+              f" {r['gate_share_of_stage_time_current_code']:.1%} "
               f"({r['rows_gated']:,} rows, {r['gates_failed_current_code']} failed)")
     report["load_average_at_end"] = os.getloadavg()[0]
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -106,12 +106,14 @@ def parse_arm_roots(items: list[str], arms: list[str]) -> dict[str, Path]:
     for item in items:
         arm, sep, folder = item.partition("=")
         if not sep or arm not in arms or not folder:
-            raise SystemExit(f"--arm-root {item!r}: expected ARM=DIR with ARM one of {', '.join(arms)}")
+            raise SystemExit(f"--arm-root {item!r}: expected ARM=DIR with ARM one of"
+                             f" {', '.join(arms)}")
         out[arm] = Path(folder)
     return out
 
 
-def arm_overrides(arm: str, base: dict[str, Any], *, seed: int, rounds: int, equal_steps: bool) -> dict[str, Any]:
+def arm_overrides(arm: str, base: dict[str, Any], *, seed: int, rounds: int,
+                  equal_steps: bool) -> dict[str, Any]:
     out = {**base, **ARMS[arm], "seed": seed, "rounds": rounds}
     if equal_steps:
         out["train.epochs"] = MAX_EPOCHS
@@ -150,7 +152,8 @@ def measure(data_root: Path, run_id: str, config: Any) -> dict[str, Any]:
             texts.setdefault(r["round"], []).append(r["text"])
         offered: dict[tuple[int, int], tuple[int, int]] = {
             (r["round"], r["level"]): (r["problems"], r["kept"]) for r in fetch(
-                con, "SELECT round, level, count(*) AS problems, count(*) FILTER (WHERE kept) AS kept "
+                con, "SELECT round, level, count(*) AS problems,"
+                " count(*) FILTER (WHERE kept) AS kept "
                 "FROM curriculum GROUP BY round, level")}
     finally:
         con.close()
@@ -162,16 +165,18 @@ def measure(data_root: Path, run_id: str, config: Any) -> dict[str, Any]:
     for n in range(config.rounds + 1):
         row = decided.get(n)
         if row is None:
-            raise SystemExit(f"run {run_id}: round {n} was not decided (see `flywheel status {run_id} "
-                             f"--data-root {data_root}`)")
+            raise SystemExit(f"run {run_id}: round {n} was not decided"
+                             f" (see `flywheel status {run_id} --data-root {data_root}`)")
         after = row["candidate_accuracy"] if row["promoted"] else row["incumbent_accuracy"]
         if row["promoted"]:  # the incumbent's per-level accuracy after the gate
-            by_level = {level: metrics.get((n, "evaluate", f"accuracy_level_{level}")) for level in levels}
+            by_level = {level: metrics.get((n, "evaluate", f"accuracy_level_{level}"))
+                        for level in levels}
         rounds.append({
             "round": n, "accuracy": after, "candidate_accuracy": row["candidate_accuracy"],
             "promoted": bool(row["promoted"]), "reason": row.get("reason"),
             "accuracy_per_level": {str(level): acc for level, acc in by_level.items()},
-            "rolled_out_per_level": {str(lv): c[0] for (m, lv), c in sorted(offered.items()) if m == n},
+            "rolled_out_per_level": {str(lv): c[0] for (m, lv), c in sorted(offered.items())
+                                     if m == n},
             "kept_per_level": {str(lv): c[1] for (m, lv), c in sorted(offered.items()) if m == n},
             "rollout_tokens": int(metrics.get((n, "rollout", "generated_tokens"), 0)),
             "proposer_tokens": proposer_tokens(config, texts.get(n, [])),
@@ -182,7 +187,8 @@ def measure(data_root: Path, run_id: str, config: Any) -> dict[str, Any]:
         })
     final, warm = rounds[-1]["accuracy"], rounds[0]["accuracy"]
     return {"run_id": run_id, "baseline_accuracy": baseline, "rounds": rounds, "gain": final - warm,
-            "generated_tokens": sum(r["rollout_tokens"] + r["proposer_tokens"] for r in rounds[1:]),
+            "generated_tokens": sum(r["rollout_tokens"] + r["proposer_tokens"]
+                                    for r in rounds[1:]),
             "trained_tokens": sum(r["trained_tokens"] for r in rounds[1:]),
             "train_steps": sum(r["train_steps"] for r in rounds[1:])}
 
@@ -196,15 +202,16 @@ def final_checkpoint_and_problems(data_root: Path, run_id: str) -> tuple[Path, s
     try:
         last = con.execute("SELECT CASE WHEN promoted THEN candidate ELSE incumbent END FROM rounds"
                            " ORDER BY round DESC LIMIT 1").fetchone()[0]
-        path = con.execute("SELECT path FROM datasets WHERE kind = 'checkpoint' AND fingerprint = ?",
-                           [last]).fetchone()[0]
+        path = con.execute("SELECT path FROM datasets WHERE kind = 'checkpoint'"
+                           " AND fingerprint = ?", [last]).fetchone()[0]
         texts = {row[0] for row in con.execute("SELECT text FROM problems").fetchall()}
     finally:
         con.close()
     return Path(path), texts
 
 
-def wide_items(domain: Any, per_level: int, *, seen: set[str], gate: list[Any], attempts: int = 50) -> list[Any]:
+def wide_items(domain: Any, per_level: int, *, seen: set[str], gate: list[Any],
+               attempts: int = 50) -> list[Any]:
     """Up to `per_level` distinct problems per level that are not in `seen`: the gate's held-out
     items first (no run trains on them), then fresh generator draws (seeded; `attempts` draws per
     wanted item at most, since a small level such as one-digit sums runs out)."""
@@ -240,15 +247,18 @@ def wide_eval(runs: list[tuple[Path, str]], config: Any, per_level: int) -> dict
     for data_root, run_id in runs:
         finals[run_id], texts = final_checkpoint_and_problems(data_root, run_id)
         seen |= texts
-    items = wide_items(domain, per_level, seen=seen, gate=domain.heldout(config.domain.heldout_per_level))
+    items = wide_items(domain, per_level, seen=seen,
+                       gate=domain.heldout(config.domain.heldout_per_level))
     prompts = [domain.solver_prompt(p.text) for p in items]
-    out: dict[str, Any] = {"items_per_level": {str(lv): sum(p.level == lv for p in items) for lv in domain.levels},
+    out: dict[str, Any] = {"items_per_level": {str(lv): sum(p.level == lv for p in items)
+                                               for lv in domain.levels},
                            "accuracy": {}}
     for run_id, path in finals.items():
         backend = make_backend("transformers", path)
         try:
-            outputs = backend.generate(prompts, SamplingParams(n=1, temperature=1.0, seed=0, greedy=True,
-                                                               max_new_tokens=config.evaluate.max_new_tokens))
+            outputs = backend.generate(prompts, SamplingParams(
+                n=1, temperature=1.0, seed=0, greedy=True,
+                max_new_tokens=config.evaluate.max_new_tokens))
         finally:
             backend.close()
         scores = domain.score([o[0].text for o in outputs], [p.reference for p in items])
@@ -260,7 +270,8 @@ def spread(values: list[float]) -> dict[str, float | None]:
     values = [v for v in values if v is not None]
     if not values:
         return {"mean": None, "sd": None, "min": None, "max": None}
-    return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
+    return {"mean": statistics.fmean(values),
+            "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
             "min": min(values), "max": max(values)}
 
 
@@ -268,8 +279,8 @@ def paired(diffs: list[float], seeds: list[int]) -> dict[str, Any]:
     """Spread of per-seed differences (default - baseline), how many favour default, and the 95%
     Student-t confidence interval of their mean (None for fewer than 2 seeds). An interval that
     contains 0 means the seeds do not tell the arms apart."""
-    out: dict[str, Any] = {**spread(diffs), "seeds": seeds, "default_wins": sum(d > 0 for d in diffs),
-                           "ci95": None}
+    out: dict[str, Any] = {**spread(diffs), "seeds": seeds,
+                           "default_wins": sum(d > 0 for d in diffs), "ci95": None}
     if len(diffs) > 1:
         from scipy.stats import t  # imported here: only the paired summaries need it
 
@@ -282,9 +293,11 @@ def ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None or b <= 0 else a / b
 
 
-def per_level_totals(by_seed: dict[int, dict[str, Any]], key: str) -> dict[str, dict[str, float | None]]:
+def per_level_totals(by_seed: dict[int, dict[str, Any]],
+                     key: str) -> dict[str, dict[str, float | None]]:
     """Problems per level summed over rounds >= 1, spread over seeds."""
-    levels = sorted({lv for r in by_seed.values() for n in r["rounds"][1:] for lv in n[key]}, key=int)
+    levels = sorted({lv for r in by_seed.values() for n in r["rounds"][1:] for lv in n[key]},
+                    key=int)
     return {lv: spread([sum(n[key].get(lv, 0) for n in r["rounds"][1:]) for r in by_seed.values()])
             for lv in levels}
 
@@ -298,7 +311,8 @@ def summarize(runs: dict[str, dict[int, dict[str, Any]]], rounds: int) -> dict[s
                                    for n in range(rounds + 1)],
             "gain": spread([by_seed[s]["gain"] for s in seeds]),
             "final_accuracy_per_level": {
-                level: spread([by_seed[s]["rounds"][-1]["accuracy_per_level"].get(level) for s in seeds])
+                level: spread([by_seed[s]["rounds"][-1]["accuracy_per_level"].get(level)
+                               for s in seeds])
                 for level in by_seed[seeds[0]]["rounds"][-1]["accuracy_per_level"]},
             "generated_tokens": spread([by_seed[s]["generated_tokens"] for s in seeds]),
             "trained_tokens": spread([by_seed[s]["trained_tokens"] for s in seeds]),
@@ -307,16 +321,20 @@ def summarize(runs: dict[str, dict[int, dict[str, Any]]], rounds: int) -> dict[s
             "kept_per_level": per_level_totals(by_seed, "kept_per_level"),
         }
     seeds = sorted({s for by_seed in runs.values() for s in by_seed})
-    warmups = {s: {arm: by_seed[s]["rounds"][0]["accuracy"] for arm, by_seed in runs.items() if s in by_seed}
+    warmups = {s: {arm: by_seed[s]["rounds"][0]["accuracy"]
+                   for arm, by_seed in runs.items() if s in by_seed}
                for s in seeds}
     out: dict[str, Any] = {"arms": arms, "ratios": {}, "paired_gain_difference": {},
                            "warmup_accuracy": warmups,
-                           "warmups_identical": all(len(set(w.values())) == 1 for w in warmups.values())}
+                           "warmups_identical": all(len(set(w.values())) == 1
+                                                    for w in warmups.values())}
     if "default" in runs:
-        for other, label in (("uniform", "default/uniform"), ("no_self_play", "default/no_self_play")):
+        for other, label in (("uniform", "default/uniform"),
+                             ("no_self_play", "default/no_self_play")):
             if other not in runs:
                 continue
-            out["ratios"][label] = ratio(arms["default"]["gain"]["mean"], arms[other]["gain"]["mean"])
+            out["ratios"][label] = ratio(arms["default"]["gain"]["mean"],
+                                         arms[other]["gain"]["mean"])
             common = sorted(set(runs["default"]) & set(runs[other]))
             out["paired_gain_difference"][f"default-{other}"] = paired(
                 [runs["default"][s]["gain"] - runs[other][s]["gain"] for s in common], common)
@@ -327,7 +345,8 @@ def wide_summary(accuracy: dict[str, float], arms: list[str], seeds: list[int]) 
     """Final wide-set accuracy per arm over seeds, and default minus each baseline paired by seed
     (the warm-up is the same for every arm of a seed, so these are differences of gains)."""
     of = {arm: {s: accuracy[f"learning-{arm}-s{s}"] for s in seeds} for arm in arms}
-    out: dict[str, Any] = {"final_accuracy": {arm: spread(list(v.values())) for arm, v in of.items()},
+    out: dict[str, Any] = {"final_accuracy": {arm: spread(list(v.values()))
+                                              for arm, v in of.items()},
                            "paired_difference": {}}
     for other in (a for a in arms if a != "default" and "default" in arms):
         out["paired_difference"][f"default-{other}"] = paired(
@@ -338,7 +357,8 @@ def wide_summary(accuracy: dict[str, float], arms: list[str], seeds: list[int]) 
 def report_wide(wide: dict[str, Any]) -> None:
     items = wide["items_per_level"]
     print(f"\nwide held-out set ({sum(items.values())} items never seen by any run; per level "
-          + " ".join(f"L{lv} {n}" for lv, n in items.items()) + "): final accuracy (mean±sd over seeds)")
+          + " ".join(f"L{lv} {n}" for lv, n in items.items())
+          + "): final accuracy (mean±sd over seeds)")
     for arm, stat in wide["final_accuracy"].items():
         print(f"  {arm:<14}{_fmt(stat)}")
     for label, d in wide["paired_difference"].items():
@@ -370,22 +390,27 @@ def report(summary: dict[str, Any], rounds: int) -> None:
     print(f"\nheld-out accuracy per level after round {rounds} (mean±sd over seeds)")
     print("arm".ljust(width) + "".join(f"{'L' + level:>14}" for level in levels))
     for arm, s in arms.items():
-        print(arm.ljust(width) + "".join(f"{_fmt(s['final_accuracy_per_level'][level]):>14}" for level in levels))
+        print(arm.ljust(width) + "".join(f"{_fmt(s['final_accuracy_per_level'][level]):>14}"
+                                         for level in levels))
     print("\nproblems rolled out -> kept per level, rounds >= 1 summed (mean over seeds)")
     for arm, s in arms.items():
         print(arm.ljust(width) + "  ".join(
-            f"L{lv} {s['rolled_out_per_level'][lv]['mean']:.0f}->{s['kept_per_level'][lv]['mean']:.0f}"
+            f"L{lv} {s['rolled_out_per_level'][lv]['mean']:.0f}"
+            f"->{s['kept_per_level'][lv]['mean']:.0f}"
             for lv in s["rolled_out_per_level"]))
     print("\ncompute in rounds >= 1 (per run, mean±sd over seeds)")
     print("arm".ljust(width) + f"{'generated tokens':>22}{'trained tokens':>22}{'train steps':>16}")
     for arm, s in arms.items():
-        print(arm.ljust(width) + f"{_fmt(s['generated_tokens'], 0):>22}{_fmt(s['trained_tokens'], 0):>22}"
+        print(arm.ljust(width) + f"{_fmt(s['generated_tokens'], 0):>22}"
+              f"{_fmt(s['trained_tokens'], 0):>22}"
               f"{_fmt(s['train_steps'], 0):>16}")
     print()
     if not summary["warmups_identical"]:
-        print(f"WARNING: the arms' warm-ups differ (round-0 accuracy per seed: {summary['warmup_accuracy']})")
+        print("WARNING: the arms' warm-ups differ"
+              f" (round-0 accuracy per seed: {summary['warmup_accuracy']})")
     for label, value in summary["ratios"].items():
-        print(f"final-gain ratio {label}: " + ("n/a (denominator gain <= 0)" if value is None else f"{value:.2f}"))
+        print(f"final-gain ratio {label}: "
+              + ("n/a (denominator gain <= 0)" if value is None else f"{value:.2f}"))
     for label, d in summary["paired_gain_difference"].items():
         print(f"paired gain difference {label}: {_fmt_paired(d)}")
 
@@ -393,24 +418,29 @@ def report(summary: dict[str, Any], rounds: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--rounds", type=int, default=3, help="self-improvement rounds after the warm-up")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="self-improvement rounds after the warm-up")
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
-    parser.add_argument("--config", type=Path, default=None, help="base config (default: the built-in tiny CPU run)")
+    parser.add_argument("--config", type=Path, default=None,
+                        help="base config (default: the built-in tiny CPU run)")
     parser.add_argument("--overrides", nargs="*", default=[], metavar="KEY=VALUE",
-                        help="dotted config keys applied to every arm, e.g. domain.seed_problems=500")
+                        help="dotted config keys applied to every arm,"
+                             " e.g. domain.seed_problems=500")
     parser.add_argument("--data-root", type=Path, default=None)
     parser.add_argument("--arm-root", nargs="*", default=[], metavar="ARM=DIR",
-                        help="keep an arm's runs in another data root, e.g. no_self_play=/data/earlier: "
-                             "its runs there are continued (finished stages of the same config skipped), "
-                             "so arms whose config did not change need not run again")
+                        help="keep an arm's runs in another data root,"
+                             " e.g. no_self_play=/data/earlier: its runs there are continued"
+                             " (finished stages of the same config skipped),"
+                             " so arms whose config did not change need not run again")
     parser.add_argument("--no-equal-steps", dest="equal_steps", action="store_false",
                         help="keep the config's train.epochs (steps may then differ between arms)")
     parser.add_argument("--wide-eval", type=int, default=400, metavar="N",
-                        help="also evaluate every run's final model on up to N held-out items per level "
-                             "that no run saw (0 = off)")
+                        help="also evaluate every run's final model on up to N held-out items"
+                             " per level that no run saw (0 = off)")
     parser.add_argument("--report-only", action="store_true",
                         help="run nothing: measure and print the runs already in --data-root")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "learning.json")
+    parser.add_argument("--out", type=Path,
+                        default=ROOT / "bench" / "results" / "learning.json")
     args = parser.parse_args()
     for key, value in {"HF_HUB_OFFLINE": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
                        "TRANSFORMERS_VERBOSITY": "error", "PREFECT_LOGGING_LEVEL": "WARNING",
@@ -437,7 +467,8 @@ def main() -> None:
         raise SystemExit("--report-only reads the runs of a --data-root: name it")
     data_root = args.data_root or Path(tempfile.mkdtemp(prefix="flywheel-learning-"))
     roots = {arm: data_root for arm in args.arms} | parse_arm_roots(args.arm_root, args.arms)
-    print(f"data root {data_root}; Prefect API {os.environ.get('PREFECT_API_URL') or 'temporary server'}")
+    print(f"data root {data_root};"
+          f" Prefect API {os.environ.get('PREFECT_API_URL') or 'temporary server'}")
     runs: dict[str, dict[int, dict[str, Any]]] = {arm: {} for arm in args.arms}
     seconds: dict[str, float] = {}
     started = time.time()
@@ -446,7 +477,8 @@ def main() -> None:
             run_id = f"learning-{arm}-s{seed}"
             t0 = time.time()
             if not args.report_only:
-                flywheel_flow(RunSpec(data_root=str(roots[arm]), run_id=run_id, config=configs[arm, seed]))
+                flywheel_flow(RunSpec(data_root=str(roots[arm]), run_id=run_id,
+                                      config=configs[arm, seed]))
             seconds[run_id] = round(time.time() - t0, 1)
             runs[arm][seed] = measure(roots[arm], run_id, configs[arm, seed])
             acc = " ".join(f"{r['accuracy']:.3f}" for r in runs[arm][seed]["rounds"])
@@ -455,20 +487,23 @@ def main() -> None:
     summary = summarize(runs, args.rounds)
     report(summary, args.rounds)
     if args.wide_eval:
-        wide = wide_eval([(roots[arm], f"learning-{arm}-s{seed}") for arm in args.arms for seed in args.seeds],
+        wide = wide_eval([(roots[arm], f"learning-{arm}-s{seed}")
+                          for arm in args.arms for seed in args.seeds],
                          configs[args.arms[0], args.seeds[0]], args.wide_eval)
         summary["wide_eval"] = {**wide, **wide_summary(wide["accuracy"], args.arms, args.seeds)}
         report_wide(summary["wide_eval"])
     result = {
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "config": str(args.config) if args.config else "<built-in tiny CPU run>",
-        "overrides": base, "equal_steps": args.equal_steps, "seeds": args.seeds, "rounds": args.rounds,
+        "overrides": base, "equal_steps": args.equal_steps, "seeds": args.seeds,
+        "rounds": args.rounds,
         "arms": {arm: ARMS[arm] for arm in args.arms}, "data_root": str(data_root),
         "arm_roots": {arm: str(root) for arm, root in roots.items() if root != data_root},
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
         "wall_s": round(time.time() - started, 1), "run_wall_s": seconds,
         "summary": summary,
-        "runs": {arm: {str(seed): r for seed, r in by_seed.items()} for arm, by_seed in runs.items()},
+        "runs": {arm: {str(seed): r for seed, r in by_seed.items()}
+                 for arm, by_seed in runs.items()},
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))

@@ -51,7 +51,8 @@ ENVIRONMENT = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error",
 
 
 def build_models(folder: Path, names: list[str]) -> dict[str, Path]:
-    """Per model: `incumbent/` (the weights rolled out) and `previous/` (another init, same shape)."""
+    """Per model: `incumbent/` (the weights rolled out) and `previous/` (another init, same
+    shape)."""
     from models.tiny import build_tiny_model
 
     out = {}
@@ -89,8 +90,9 @@ def _problems(count: int) -> list[dict]:
     rows = []
     for index in range(count):
         problem = domain.generate(rng, 1 + index % 5)
-        rows.append({"problem_id": row_id("problem", problem.text, index), "run_id": "bench", "round": 1,
-                     "text": problem.text, "reference": problem.reference, "level": problem.level,
+        rows.append({"problem_id": row_id("problem", problem.text, index), "run_id": "bench",
+                     "round": 1, "text": problem.text,
+                     "reference": problem.reference, "level": problem.level,
                      "source": "generator", "proposal_id": None})
     return rows
 
@@ -112,8 +114,8 @@ def _raw_transformers(checkpoint: Path, prompts: list[str], params, batch_size: 
         for index, batch in enumerate(batches):
             torch.manual_seed(params.seed + index)
             with torch.inference_mode():
-                out = model.generate(**batch, do_sample=True, temperature=params.temperature, top_k=None,
-                                     top_p=None, max_new_tokens=params.max_new_tokens,
+                out = model.generate(**batch, do_sample=True, temperature=params.temperature,
+                                     top_k=None, top_p=None, max_new_tokens=params.max_new_tokens,
                                      pad_token_id=tokenizer.pad_token_id, eos_token_id=eos)
             for ids in out[:, batch["input_ids"].shape[1]:].tolist():
                 tokens += ids.index(eos) + 1 if eos in ids else len(ids)
@@ -154,7 +156,8 @@ def child(args: argparse.Namespace) -> dict:
 
     model_dir = Path(args.model_dir)
     incumbent, previous = model_dir / "incumbent", model_dir / "previous"
-    config = load_config(None, {"rollout.backend": args.backend, "rollout.samples_per_problem": args.samples,
+    config = load_config(None, {"rollout.backend": args.backend,
+                                "rollout.samples_per_problem": args.samples,
                                 "rollout.max_new_tokens": args.max_new_tokens})
     data_root = Path(tempfile.mkdtemp(prefix="flywheel-bench-rollout-"))
     rows = _problems(args.problems)
@@ -212,7 +215,8 @@ def child(args: argparse.Namespace) -> dict:
         stage_clock.stop()
         stage_tokens = sum(r["completion_tokens"] for r in read_rows(out.path("rollouts")))
         entry = {"raw_tokens": raw_tokens, "stage_tokens": stage_tokens}
-        for name, tokens, clock in [("raw", raw_tokens, raw_clock), ("stage", stage_tokens, stage_clock),
+        for name, tokens, clock in [("raw", raw_tokens, raw_clock),
+                                    ("stage", stage_tokens, stage_clock),
                                     ("generate", stage_tokens, generate_clocks[-1])]:
             entry[f"{name}_seconds"], entry[f"{name}_cpu_seconds"] = clock.wall, clock.cpu
             entry[f"{name}_tokens_per_s"] = tokens / clock.wall
@@ -241,8 +245,10 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(MODELS), help="of: " + ", ".join(MODELS))
     parser.add_argument("--vllm-python", default=str(ROOT / ".venv-vllm" / "bin" / "python"))
     parser.add_argument("--problems", type=int, default=256, help="problems rolled out")
-    parser.add_argument("--samples", type=int, default=None, help="default: rollout.samples_per_problem")
-    parser.add_argument("--max-new-tokens", type=int, default=None, help="default: rollout.max_new_tokens")
+    parser.add_argument("--samples", type=int, default=None,
+                        help="default: rollout.samples_per_problem")
+    parser.add_argument("--max-new-tokens", type=int, default=None,
+                        help="default: rollout.max_new_tokens")
     parser.add_argument("--repeats", type=int, default=3, help="raw/stage pairs; medians reported")
     parser.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS of the engines")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "rollout.json")
@@ -264,21 +270,25 @@ def main() -> None:
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     interpreters = {"transformers": sys.executable, "vllm": args.vllm_python}
     if "vllm" in backends and not Path(args.vllm_python).exists():
-        sys.exit(f"error: --vllm-python {args.vllm_python} not found (run `make test-vllm` to build it)")
+        sys.exit(f"error: --vllm-python {args.vllm_python} not found"
+                 " (run `make test-vllm` to build it)")
     results = {"workload": {"problems": args.problems, "samples_per_problem": args.samples,
                             "max_new_tokens": args.max_new_tokens, "repeats": args.repeats,
                             "threads": args.threads, "load_average": os.getloadavg()},
                "models": {}}
     with tempfile.TemporaryDirectory(prefix="flywheel-bench-models-") as folder:
-        models = build_models(Path(folder), [m.strip() for m in args.models.split(",") if m.strip()])
+        models = build_models(Path(folder),
+                              [m.strip() for m in args.models.split(",") if m.strip()])
         for model, model_dir in models.items():
             results["models"][model] = {"shape": MODELS[model]}
             for backend in backends:
                 command = [interpreters[backend], __file__, "--child", "--backend", backend,
                            "--model-dir", str(model_dir), "--problems", str(args.problems),
-                           "--samples", str(args.samples), "--max-new-tokens", str(args.max_new_tokens),
+                           "--samples", str(args.samples),
+                           "--max-new-tokens", str(args.max_new_tokens),
                            "--repeats", str(args.repeats), "--threads", str(args.threads)]
-                done = subprocess.run(command, check=False, capture_output=True, text=True, cwd=ROOT)
+                done = subprocess.run(command, check=False, capture_output=True, text=True,
+                                      cwd=ROOT)
                 if done.returncode != 0:
                     sys.exit(f"error: {backend} on {model} failed:\n{done.stderr[-3000:]}")
                 results["models"][model][backend] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -288,8 +298,10 @@ def main() -> None:
     for model, entry in results["models"].items():
         for backend in backends:
             r = entry[backend]
-            start = "-" if r["engine_start_seconds"] is None else f"{r['engine_start_seconds']:.1f} s"
-            print(f"{model:8} {backend:13} {r['raw_tokens_per_s']:10.0f} {r['stage_tokens_per_s']:12.0f} "
+            start = ("-" if r["engine_start_seconds"] is None
+                     else f"{r['engine_start_seconds']:.1f} s")
+            print(f"{model:8} {backend:13} {r['raw_tokens_per_s']:10.0f}"
+                  f" {r['stage_tokens_per_s']:12.0f} "
                   f"{r['stage_over_raw']:10.2f} {r['stage_over_raw_cpu']:15.2f} "
                   f"{r['generate_over_raw']:13.2f} {start:>13}")
     args.out.parent.mkdir(parents=True, exist_ok=True)

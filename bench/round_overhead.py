@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, default=ROOT / "tests" / "flows" / "small.toml")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "round_overhead.json")
+    parser.add_argument("--out", type=Path,
+                        default=ROOT / "bench" / "results" / "round_overhead.json")
     args = parser.parse_args()
     for key, value in {"HF_HUB_OFFLINE": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
                        "TRANSFORMERS_VERBOSITY": "error", "PREFECT_LOGGING_LEVEL": "WARNING",
@@ -74,7 +75,8 @@ def main() -> None:
     args.out.write_text(json.dumps(result, indent=2))
     print(f"round 1 wall {wall:.1f} s = model compute {model:.1f} s "
           f"(sampling {compute['sampling']:.1f} s, training {compute['training']:.1f} s) "
-          f"+ everything else {wall - model:.1f} s; overhead / compute = {result['overhead_ratio']:.3f}")
+          f"+ everything else {wall - model:.1f} s;"
+          f" overhead / compute = {result['overhead_ratio']:.3f}")
     print(json.dumps(result["stage_seconds"]))
 
 

@@ -55,8 +55,10 @@ class DomainConfig(_Section):
     min_level: int = Field(2, ge=1, le=5, description="easiest difficulty level proposed")
     max_level: int = Field(4, ge=1, le=5, description="hardest difficulty level proposed")
     seed_problems: int = Field(8000, ge=1, le=1_000_000, description="round-0 generator problems")
-    seed_max_level: int = Field(2, ge=1, le=5, description="hardest level the warm-up trains the solver on")
-    heldout_per_level: int = Field(40, ge=1, le=10_000, description="held-out problems per level (evaluate)")
+    seed_max_level: int = Field(
+        2, ge=1, le=5, description="hardest level the warm-up trains the solver on")
+    heldout_per_level: int = Field(
+        40, ge=1, le=10_000, description="held-out problems per level (evaluate)")
 
     @model_validator(mode="after")
     def _levels_ordered(self) -> DomainConfig:
@@ -82,20 +84,21 @@ class SynthesizeConfig(_Section):
 
     proposals: int = Field(4096, ge=1, le=10_000_000, description="proposer samples per round")
     temperature: float = Field(1.2, gt=0, le=5, description="proposer sampling temperature")
-    max_new_tokens: int = Field(16, ge=1, le=4096, description="longest proposer completion, tokens")
+    max_new_tokens: int = Field(
+        16, ge=1, le=4096, description="longest proposer completion, tokens")
     source: Literal["proposer", "generator", "pool"] = Field(
         "proposer",
-        description="where rounds >= 1 get problems: proposer = the model writes them (default); "
-                    "generator = `proposals` fresh domain-generator problems per round, levels "
-                    "min_level..max_level in equal shares (the uniform curriculum); pool = the same "
-                    "generator problems every round, not deduplicated against earlier rounds (a "
-                    "fixed prompt set, TTRL style)",
+        description="where rounds >= 1 get problems: proposer = the model writes them "
+                    "(default); generator = `proposals` fresh domain-generator problems per round, "
+                    "levels min_level..max_level in equal shares (the uniform curriculum); pool = "
+                    "the same generator problems every round, not deduplicated against earlier "
+                    "rounds (a fixed prompt set, TTRL style)",
     )
     min_novel_share: float = Field(
         0.5, ge=0, le=1,
         description="proposer: while fewer novel problems than this share of `proposals` were "
-                    "admitted, top the round up (see top_up); 0 = one batch as it comes. A proposer "
-                    "trained on its kept problems repeats them: this keeps the offer up",
+                    "admitted, top the round up (see top_up); 0 = one batch as it comes. A "
+                    "proposer trained on its kept problems repeats them: this keeps the offer up",
     )
     max_batches: int = Field(
         4, ge=1, le=1000,
@@ -116,12 +119,14 @@ class SynthesizeConfig(_Section):
                     "this, in (0, 1]; 1.0 = off (exact duplicates only). Arithmetic texts are "
                     "short: 37+5 vs 37+6 is 0.33 at ngram 3, so keep it high there",
     )
-    ngram: int = Field(3, ge=1, le=64, description="character n-gram size of the near-duplicate check")
+    ngram: int = Field(
+        3, ge=1, le=64, description="character n-gram size of the near-duplicate check")
     level_scheduler: Literal["cycle", "bandit"] = Field(
         "cycle",
-        description="levels the proposer is asked for in rounds >= 1: cycle = min_level..max_level "
-                    "in turn (default); bandit = drawn from softmax(Q / bandit.temperature), Q per "
-                    "level learned from earlier rounds' mean |advantage| (SEC style)",
+        description="levels the proposer is asked for in rounds >= 1: cycle = "
+                    "min_level..max_level in turn (default); bandit = drawn from softmax(Q / "
+                    "bandit.temperature), Q per level learned from earlier rounds' mean "
+                    "|advantage| (SEC style)",
     )
     bandit: BanditConfig = Field(BanditConfig(), description="the level bandit's settings")
 
@@ -131,17 +136,20 @@ class RolloutConfig(_Section):
 
     backend: Literal["transformers", "vllm"] = Field(
         "transformers", description="transformers (CPU default) or vllm (the `vllm` extra)")
-    samples_per_problem: int = Field(16, ge=1, le=1024, description="k: answers sampled per problem")
+    samples_per_problem: int = Field(
+        16, ge=1, le=1024, description="k: answers sampled per problem")
     temperature: float = Field(0.8, gt=0, le=5, description="solver sampling temperature")
     max_new_tokens: int = Field(8, ge=1, le=32_768, description="longest solver answer, tokens")
     batch_size: int = Field(
         512, ge=1, le=100_000,
-        description="sequences per generate call (transformers) or per engine step (vllm max_num_seqs)",
+        description="sequences per generate call (transformers) or per engine step (vllm "
+                    "max_num_seqs)",
     )
     dtype: Literal["float32", "bfloat16", "float16"] = Field(
         "float32", description="rollout and evaluation weights; bfloat16 on GPUs"
     )
-    tensor_parallel_size: int = Field(1, ge=1, le=64, description="vllm: GPUs one engine shards over")
+    tensor_parallel_size: int = Field(
+        1, ge=1, le=64, description="vllm: GPUs one engine shards over")
     gpu_memory_utilization: float = Field(
         0.5, gt=0, le=0.95,
         description="vllm on GPU: share of each GPU the engine keeps (the rest is for training)",
@@ -189,8 +197,10 @@ class CurateConfig(_Section):
 
     min_pass_rate: float = Field(0.0, ge=0, le=1, description="keep problems with p > this")
     max_pass_rate: float = Field(1.0, ge=0, le=1, description="keep problems with p < this")
-    max_answers_per_problem: int = Field(4, ge=1, le=1024, description="verified answers trained per problem")
-    proposer_rows: bool = Field(True, description="proposer rows in rounds >= 1 (weighted by proposer_reward)")
+    max_answers_per_problem: int = Field(
+        4, ge=1, le=1024, description="verified answers trained per problem")
+    proposer_rows: bool = Field(
+        True, description="proposer rows in rounds >= 1 (weighted by proposer_reward)")
     warmup_proposer_rows: bool = Field(
         True, description="proposer rows of the warm-up (round 0: the format of every level); "
                           "separate from proposer_rows so runs with and without a proposer can "
@@ -202,8 +212,8 @@ class CurateConfig(_Section):
                     "kept problems; rationalize = the same, and too-hard problems (p <= "
                     "min_pass_rate) are kept and trained on their reference (STaR's "
                     "rationalization; default; SFT with reference labels only; GRPO, DPO and "
-                    "majority-vote runs set verified); reference = every problem kept, trained on its "
-                    "executed reference (SFT on generator data, the no-self-play baseline)",
+                    "majority-vote runs set verified); reference = every problem kept, trained "
+                    "on its executed reference (SFT on generator data, the no-self-play baseline)",
     )
     rationalize_ratio: float = Field(
         1.0, ge=0, le=1000,
@@ -218,14 +228,16 @@ class CurateConfig(_Section):
                     "proposer_band_high; regret = max - min sample reward (eva)",
     )
     proposer_band_low: float = Field(0.3, ge=0, le=1, description="band reward: lowest p rewarded")
-    proposer_band_high: float = Field(0.8, ge=0, le=1, description="band reward: highest p rewarded")
+    proposer_band_high: float = Field(
+        0.8, ge=0, le=1, description="band reward: highest p rewarded")
     diversity: DiversityConfig = Field(
         DiversityConfig(), description="the proposer's repetition penalty")
 
     @model_validator(mode="after")
     def _band_ordered(self) -> CurateConfig:
         if self.min_pass_rate >= self.max_pass_rate:
-            msg = f"min_pass_rate = {self.min_pass_rate} must be < max_pass_rate = {self.max_pass_rate}"
+            msg = (f"min_pass_rate = {self.min_pass_rate} must be < max_pass_rate = "
+                   f"{self.max_pass_rate}")
             raise ValueError(msg)
         if self.proposer_band_low > self.proposer_band_high:
             msg = (f"proposer_band_low = {self.proposer_band_low} must be <= proposer_band_high = "
@@ -249,7 +261,8 @@ class GrpoConfig(_Section):
     (which samples up to `synthesize.max_new_tokens` instead of `max_completion_length`)."""
 
     learning_rate: float = Field(
-        3e-4, gt=0, le=1, description="learning rate (policy gradients want a smaller one than SFT)")
+        3e-4, gt=0, le=1,
+        description="learning rate (policy gradients want a smaller one than SFT)")
     num_generations: int = Field(
         8, ge=2, le=1024,
         description="completions sampled per prompt (the group); must divide train.batch_size, "
@@ -258,7 +271,8 @@ class GrpoConfig(_Section):
     max_completion_length: int = Field(
         8, ge=1, le=32_768, description="longest sampled solver completion, tokens")
     beta: float = Field(
-        0.0, ge=0, le=10, description="KL coefficient against the incumbent (0 = no reference model)")
+        0.0, ge=0, le=10,
+        description="KL coefficient against the incumbent (0 = no reference model)")
 
 
 class DpoConfig(_Section):
@@ -266,7 +280,8 @@ class DpoConfig(_Section):
 
     learning_rate: float = Field(3e-4, gt=0, le=1, description="learning rate")
     beta: float = Field(
-        0.1, gt=0, le=10, description="preference temperature (larger = stay closer to the incumbent)")
+        0.1, gt=0, le=10,
+        description="preference temperature (larger = stay closer to the incumbent)")
     max_pairs_per_problem: int = Field(
         4, ge=1, le=1024, description="chosen/rejected pairs built per kept problem (curate)")
 
@@ -284,7 +299,8 @@ class ProposerTrainConfig(_Section):
     max_steps: int = Field(
         50, ge=1, le=10_000_000, description="grpo: step cap of the proposer's GRPO pass")
     samples: int = Field(
-        8, ge=1, le=1024, description="grpo: solver answers per proposed problem (the online pass rate)")
+        8, ge=1, le=1024,
+        description="grpo: solver answers per proposed problem (the online pass rate)")
 
 
 class TrainConfig(_Section):
@@ -295,8 +311,8 @@ class TrainConfig(_Section):
     algorithm: Literal["sft", "grpo", "dpo"] = Field(
         "sft",
         description="rounds >= 1: sft (verified answers, STaR / ReST-EM), grpo (TRL GRPOTrainer, "
-                    "the domain verifier as reward), dpo (TRL DPOTrainer on verified chosen / wrong "
-                    "rejected pairs)",
+                    "the domain verifier as reward), dpo (TRL DPOTrainer on verified chosen / "
+                    "wrong rejected pairs)",
     )
     learning_rate: float = Field(2e-3, gt=0, le=1, description="SFT learning rate of rounds >= 1")
     batch_size: int = Field(
@@ -421,9 +437,11 @@ class GatesConfig(_Section):
     min_kept_fraction: float = Field(0.01, ge=0, le=1, description="kept / problems (curriculum)")
     max_kept_fraction: float = Field(1.0, ge=0, le=1, description="kept / problems (curriculum)")
     min_mean_pass_rate: float = Field(
-        0.0, ge=0, le=1, description="mean reward and mean pass rate must be above this (rounds >= 1)")
+        0.0, ge=0, le=1,
+        description="mean reward and mean pass rate must be above this (rounds >= 1)")
     max_mean_pass_rate: float = Field(
-        1.0, ge=0, le=1, description="mean reward and mean pass rate must be below this (rounds >= 1)")
+        1.0, ge=0, le=1,
+        description="mean reward and mean pass rate must be below this (rounds >= 1)")
     max_length_drift: float = Field(
         0.5, ge=0, le=1000,
         description="allowed relative change of the mean problem length from the previous round")
@@ -520,7 +538,8 @@ class RunConfig(_Section):
                    f"'transformers' (vLLM batches a whole stage itself); set rollout_shards = 1")
             raise ValueError(msg)
         clash = (f"train.algorithm = {self.train.algorithm!r}" if self.train.algorithm != "sft" else
-                 f"verify.labels = {self.verify.labels!r}" if self.verify.labels != "reference" else None)
+                 f"verify.labels = {self.verify.labels!r}" if self.verify.labels != "reference" else
+                 None)
         if self.curate.solver_targets == "rationalize" and clash:
             msg = (f"curate.solver_targets = 'rationalize' (the default) trains references by SFT; "
                    f"with {clash} set curate.solver_targets = 'verified'")
@@ -550,7 +569,8 @@ def validate_config(data: dict[str, Any], source: str) -> RunConfig:
         raise ConfigError(f"config error in {source}: {problems}") from None
 
 
-def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> RunConfig:
+def load_config(path: str | Path | None = None,
+                overrides: dict[str, Any] | None = None) -> RunConfig:
     """Read a TOML run config (None = the built-in tiny CPU run) and apply CLI overrides.
 
     `overrides` maps dotted keys to values, e.g. {"rounds": 2, "rollout.samples_per_problem": 4}.

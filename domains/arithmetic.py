@@ -25,7 +25,8 @@ from domains.base import PROPOSE_TAG, SOLVE_TAG, Problem, Rejected
 
 _EXPRESSION = re.compile(r"^(0|[1-9]\d{0,2})([+\-*](0|[1-9]\d{0,2})){1,2}$")
 _ANSWER = re.compile(r"^\s*(-?\d+)")
-_OPERATORS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b}
+_OPERATORS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
+              ast.Mult: lambda a, b: a * b}
 
 
 class UnsafeExpression(ValueError):
@@ -84,7 +85,8 @@ class ArithmeticDomain:
 
     def generate(self, rng: random.Random, level: int) -> Problem:
         def number(digits: int) -> int:
-            return rng.randint(0, 9) if digits == 1 else rng.randint(10 ** (digits - 1), 10**digits - 1)
+            return (rng.randint(0, 9) if digits == 1
+                    else rng.randint(10 ** (digits - 1), 10**digits - 1))
 
         def pair(a: int, b: int, op: str) -> str:
             return f"{a}{op}{b}" if rng.random() < 0.5 else f"{b}{op}{a}"
@@ -92,7 +94,8 @@ class ArithmeticDomain:
         if level == 1:
             text = f"{number(1)}{rng.choice('+-')}{number(1)}"
         elif level == 2:
-            text = f"{number(1)}*{number(1)}" if rng.random() < 0.3 else pair(number(2), number(1), rng.choice("+-"))
+            text = (f"{number(1)}*{number(1)}" if rng.random() < 0.3
+                    else pair(number(2), number(1), rng.choice("+-")))
         elif level == 3:
             text = f"{number(2)}{rng.choice('+-')}{number(2)}"
         elif level == 4:
@@ -104,7 +107,8 @@ class ArithmeticDomain:
             if rng.random() < 0.4:
                 text = f"{number(2)}*{number(2)}"
             else:
-                text = f"{number(rng.randint(1, 2))}{rng.choice('+-*')}{number(rng.randint(1, 2))}{rng.choice('+-*')}{number(1)}"
+                text = (f"{number(rng.randint(1, 2))}{rng.choice('+-*')}"
+                        f"{number(rng.randint(1, 2))}{rng.choice('+-*')}{number(1)}")
         problem = self.parse(text)
         assert isinstance(problem, Problem) and problem.level == level, (text, level)
         return problem

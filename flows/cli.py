@@ -28,15 +28,16 @@ from typing import Annotated, Any
 
 import typer
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Flywheel: self-improving model rounds as a resumable data pipeline.")
 from flows.schedule_cli import schedule_app  # light: typer only
 
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Flywheel: self-improving model rounds as a resumable data pipeline.")
 app.add_typer(schedule_app, name="schedule")  # flywheel schedule serve|deploy|show
 
 DataRoot = Annotated[
     Path,
-    typer.Option("--data-root", envvar="FLYWHEEL_DATA_ROOT", help="where the catalog and datasets live"),
+    typer.Option("--data-root", envvar="FLYWHEEL_DATA_ROOT",
+                 help="where the catalog and datasets live"),
 ]
 
 
@@ -77,16 +78,31 @@ def _print_summary(data_root: Path, run_id: str) -> None:
     Console(width=None if sys.stdout.isatty() else 120).print(table)
 
 
-def _execute(data_root: Path, run_id: str, config: Any) -> None:
-    _quiet_environment()
+def _check_before_start(data_root: Path, config: Any) -> None:
+    """What can be checked before anything is written, each failure one line (exit 2): the
+    data root and its catalog, the model, the rollout backend and the task runner."""
     from flows.runners import RunnerUnavailable, check_task_runner
     from models.backends import BackendUnavailable, check_backend
+    from models.preflight import ModelUnfit, check_model_folder, check_tiny_model_fits
+    from storage.preflight import DataRootUnusable, check_catalog, check_data_root
 
-    try:  # before anything runs: a missing vLLM or Prefect server is one line, not a failed round
+    model = config.model
+    try:
+        check_data_root(data_root)
+        check_catalog(data_root)
+        if model.path is not None:
+            check_model_folder(model.path)
+        else:
+            check_tiny_model_fits(model.hidden_size, model.num_layers, model.intermediate_size)
         check_backend(config.rollout.backend)
         check_task_runner(config.scale)
-    except (BackendUnavailable, RunnerUnavailable) as exc:
+    except (DataRootUnusable, ModelUnfit, BackendUnavailable, RunnerUnavailable) as exc:
         fail(str(exc))
+
+
+def _execute(data_root: Path, run_id: str, config: Any) -> None:
+    _quiet_environment()
+    _check_before_start(data_root, config)
     import logging
 
     from rich.logging import RichHandler
@@ -113,14 +129,18 @@ def _execute(data_root: Path, run_id: str, config: Any) -> None:
         print_gate_failure(exc, run_id, echo=lambda line: typer.echo(line, err=True))
         raise typer.Exit(1) from None
     _print_summary(data_root, run_id)
-    typer.echo(f"run {run_id} finished in {time.time() - started:.0f} s; data in {data_root / 'runs' / run_id}")
+    typer.echo(f"run {run_id} finished in {time.time() - started:.0f} s; "
+               f"data in {data_root / 'runs' / run_id}")
 
 
 @app.command()
 def run(
-    config: Annotated[Path | None, typer.Option("--config", help="run config TOML (default: tiny CPU run)")] = None,
-    rounds: Annotated[int | None, typer.Option("--rounds", help="self-improvement rounds after warm-up")] = None,
-    run_id: Annotated[str | None, typer.Option("--run-id", help="run id (default: a timestamp)")] = None,
+    config: Annotated[Path | None, typer.Option(
+        "--config", help="run config TOML (default: tiny CPU run)")] = None,
+    rounds: Annotated[int | None, typer.Option(
+        "--rounds", help="self-improvement rounds after warm-up")] = None,
+    run_id: Annotated[str | None, typer.Option(
+        "--run-id", help="run id (default: a timestamp)")] = None,
     data_root: DataRoot = Path("flywheel-data"),
 ) -> None:
     """Run the flywheel: warm-up round 0, then N self-improvement rounds."""
@@ -148,10 +168,15 @@ def resume(
     """Finish a run with its recorded config: done stages are skipped, the rest recomputed."""
     from configs import ConfigError, load_config, validate_config
     from storage.catalog import Catalog
+    from storage.preflight import DataRootUnusable, check_catalog
 
     catalog = Catalog(data_root)
     if not catalog.path.exists():
         fail(f"no catalog at {catalog.path} (check --data-root)")
+    try:
+        check_catalog(data_root)
+    except DataRootUnusable as exc:
+        fail(str(exc))
     recorded = catalog.run_config_json(run_id)
     if recorded is None:
         fail(f"unknown run id {run_id!r} in {catalog.path} (see `flywheel status`)")
@@ -193,7 +218,8 @@ def status(
     typer.echo(f"run {run_id}: {run_status}{hint}")
     for s in stages:
         typer.echo(f"  round {s['round']:>3}  {s['stage']:<10} {s['status']:<11} "
-                   f"{s['fingerprint'][:12]}  rows={s['rows'] if s['rows'] is not None else '-':<6} "
+                   f"{s['fingerprint'][:12]}  "
+                   f"rows={s['rows'] if s['rows'] is not None else '-':<6} "
                    f"{s['seconds']:.1f}s" + (f"  {s['error']}" if s["error"] else ""))
     _print_summary(data_root, run_id)
 
@@ -204,12 +230,15 @@ def audit(
     query: Annotated[str | None, typer.Argument(
         help="funnel | drops | lineage ID | drift | labels | samples VIEW")] = None,
     args: Annotated[list[str] | None, typer.Argument(
-        help="lineage: a train row / rollout / problem / proposal id or a checkpoint; samples: a view")] = None,
-    sql: Annotated[str | None, typer.Option("--sql", help="run this SQL over the views instead")] = None,
+        help="lineage: a train row / rollout / problem / proposal id or a checkpoint; "
+             "samples: a view")] = None,
+    sql: Annotated[str | None, typer.Option(
+        "--sql", help="run this SQL over the views instead")] = None,
     where: Annotated[str | None, typer.Option("--where", help="samples: a SQL condition")] = None,
     limit: Annotated[int, typer.Option("--limit", help="samples: most rows shown")] = 20,
     round_index: Annotated[int | None, typer.Option("--round", help="only this round")] = None,
-    rows: Annotated[bool, typer.Option("--rows", help="lineage CHECKPOINT: list every row")] = False,
+    rows: Annotated[bool, typer.Option(
+        "--rows", help="lineage CHECKPOINT: list every row")] = False,
     fmt: Annotated[str, typer.Option("--format", help="table | json | csv")] = "table",
     data_root: DataRoot = Path("flywheel-data"),
 ) -> None:
@@ -231,7 +260,8 @@ def audit(
 @app.command()
 def report(
     run_id: Annotated[str, typer.Argument(help="the run to report on")],
-    out: Annotated[Path | None, typer.Option("--out", help="folder (default: the run's folder)")] = None,
+    out: Annotated[Path | None, typer.Option(
+        "--out", help="folder (default: the run's folder)")] = None,
     data_root: DataRoot = Path("flywheel-data"),
 ) -> None:
     """Write a self-contained HTML report of a run: plots and the tables behind them."""
@@ -249,12 +279,15 @@ def report(
 def validate(
     run_id: Annotated[str, typer.Argument(help="the run whose stored outputs to check")],
     round_index: Annotated[int | None, typer.Option("--round", help="only this round")] = None,
-    stage: Annotated[str | None, typer.Option("--stage", help="only this stage (e.g. verify)")] = None,
+    stage: Annotated[str | None, typer.Option(
+        "--stage", help="only this stage (e.g. verify)")] = None,
     config: Annotated[Path | None, typer.Option(
         "--config", help="thresholds from this config instead of the run's recorded one")] = None,
     data_root: DataRoot = Path("flywheel-data"),
 ) -> None:
-    """Re-run the data gates on a run's stored outputs and print the report (exit 1 on a failure)."""
+    # Two adjacent literals, not a wrapped docstring: `flywheel --help` would show the break
+    ("""Re-run the data gates on a run's stored outputs and print the report (exit 1 on a """
+     """failure).""")
     from configs import ConfigError
     from validators.summary import ValidateError, validate_run
 

@@ -53,7 +53,8 @@ def missed_night(scheduled: datetime | None, now: datetime, cron: str | None, ti
 
 def _quiet_environment() -> None:
     for key, value in {"HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-                       "TRANSFORMERS_VERBOSITY": "error", "TOKENIZERS_PARALLELISM": "false"}.items():
+                       "TRANSFORMERS_VERBOSITY": "error",
+                       "TOKENIZERS_PARALLELISM": "false"}.items():
         os.environ.setdefault(key, value)
 
 
@@ -80,7 +81,8 @@ def nightly_round(data_root: str, run_id: str, config: dict[str, Any], cron: str
         logger.warning(message)
         return Cancelled(message=message)
     if scheduled is not None and (late := (now - scheduled).total_seconds()) > 60:
-        logger.warning("night of %s started %.0f min late", f"{scheduled:%Y-%m-%d %H:%M %Z}", late / 60)
+        logger.warning("night of %s started %.0f min late", f"{scheduled:%Y-%m-%d %H:%M %Z}",
+                       late / 60)
     root = Path(data_root)
     catalog = Catalog(root)
     try:

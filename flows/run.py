@@ -71,19 +71,22 @@ def publish_round_artifact(spec: RunSpec, round_index: int) -> None:
         con.close()
     slug = re.sub(r"[^a-z0-9-]+", "-", spec.run_id.lower()).strip("-")
     create_markdown_artifact(markdown=markdown, key=f"flywheel-{slug}-round-{round_index}",
-                             description=f"run {spec.run_id}, round {round_index}: funnel and metrics")
+                             description=f"run {spec.run_id}, round {round_index}: "
+                                         "funnel and metrics")
 
 
 @flow(name="flywheel-round", validate_parameters=False)
 def round_flow(spec: RunSpec, round_index: int, incumbent: Checkpoint, incumbent_eval: Evaluation,
-               earlier_problems: list[StageOutput], earlier_curated: list[StageOutput]) -> RoundOutcome:
+               earlier_problems: list[StageOutput],
+               earlier_curated: list[StageOutput]) -> RoundOutcome:
     ctx = spec.context()
     problems = synthesize(ctx, round_index, incumbent, earlier_problems, earlier_curated)
     rollouts = rollout(ctx, round_index, incumbent, problems)
     verdicts = verify(ctx, round_index, problems, rollouts)
     curated = curate(ctx, round_index, problems, rollouts, verdicts)
     if trainable_rows(curated) == 0:  # every problem dropped: no candidate, the incumbent stays
-        winner = promote(ctx, round_index, incumbent, incumbent_eval, without_candidate=NO_TRAINING_ROWS)
+        winner = promote(ctx, round_index, incumbent, incumbent_eval,
+                         without_candidate=NO_TRAINING_ROWS)
         winner_eval = incumbent_eval
     else:
         candidate = train(ctx, round_index, incumbent, curated, earlier_curated)
@@ -106,7 +109,8 @@ def flywheel_flow(spec: RunSpec) -> Checkpoint:
     ctx.catalog.ensure_run(spec.run_id, spec.config.model_dump_json())
     try:
         with scale_session(spec.config.scale) as runner:  # [scale]: rounds' shards on Ray workers
-            one_round = round_flow if runner is None else round_flow.with_options(task_runner=runner)
+            one_round = (round_flow if runner is None
+                         else round_flow.with_options(task_runner=runner))
             incumbent = base_model(ctx)
             incumbent_eval = evaluate(ctx, 0, incumbent, stage="baseline")
             problems: list[StageOutput] = []

@@ -20,10 +20,14 @@ import typer
 schedule_app = typer.Typer(add_completion=False, no_args_is_help=True,
                            help="Nightly rounds: one more round of a run id per cron tick.")
 
-ConfigOpt = Annotated[Path | None, typer.Option("--config", help="run config TOML (default: tiny CPU run)")]
-CronOpt = Annotated[str | None, typer.Option("--cron", help="five-field cron string (default: [schedule] cron)")]
-TzOpt = Annotated[str | None, typer.Option("--timezone", help="IANA time zone (default: [schedule] timezone)")]
-RunIdOpt = Annotated[str | None, typer.Option("--run-id", help="run to continue (default: [schedule] run_id)")]
+ConfigOpt = Annotated[Path | None, typer.Option(
+    "--config", help="run config TOML (default: tiny CPU run)")]
+CronOpt = Annotated[str | None, typer.Option(
+    "--cron", help="five-field cron string (default: [schedule] cron)")]
+TzOpt = Annotated[str | None, typer.Option(
+    "--timezone", help="IANA time zone (default: [schedule] timezone)")]
+RunIdOpt = Annotated[str | None, typer.Option(
+    "--run-id", help="run to continue (default: [schedule] run_id)")]
 DataRootOpt = Annotated[Path, typer.Option("--data-root", envvar="FLYWHEEL_DATA_ROOT",
                                            help="where the catalog and datasets live")]
 
@@ -37,7 +41,8 @@ def _load(config: Path | None, cron: str | None, timezone: str | None, run_id: s
     from configs import ConfigError, load_config
     from configs.cron import check_cron, check_timezone
 
-    for option, value, check in (("--cron", cron, check_cron), ("--timezone", timezone, check_timezone)):
+    for option, value, check in (("--cron", cron, check_cron),
+                                 ("--timezone", timezone, check_timezone)):
         try:  # options first, so the error names the option and the value the user typed
             if value is not None:
                 check(value)
@@ -86,7 +91,8 @@ def serve(config: ConfigOpt = None, cron: CronOpt = None, timezone: TzOpt = None
     from flows.nightly import nightly_round
     from schedules.deployments import serve_nightly
 
-    when = f"every {interval:g} s" if interval else f"cron {cfg.schedule.cron!r} ({cfg.schedule.timezone})"
+    when = (f"every {interval:g} s" if interval
+            else f"cron {cfg.schedule.cron!r} ({cfg.schedule.timezone})")
     typer.echo(f"serving nightly rounds of run {cfg.schedule.run_id} {when} on {url}; Ctrl-C stops")
     serve_nightly(nightly_round, data_root, cfg, interval_seconds=interval)
 

@@ -69,7 +69,8 @@ def make_backend(name: str, checkpoint: Path, *, batch_size: int = 512, dtype: s
         from models.vllm_backend import EngineOptions, VLLMBackend, require_vllm
 
         require_vllm()
-        return VLLMBackend(checkpoint, options=engine or EngineOptions(dtype=dtype, max_num_seqs=batch_size))
+        return VLLMBackend(checkpoint,
+                           options=engine or EngineOptions(dtype=dtype, max_num_seqs=batch_size))
     msg = f"unknown rollout backend {name!r}; choose 'transformers' or 'vllm'"
     raise BackendUnavailable(msg)
 

@@ -79,5 +79,6 @@ def build_tiny_model(
 
 def parameter_count(checkpoint: Path) -> int:
     config = json.loads((Path(checkpoint) / "config.json").read_text())
-    hidden, inter, layers = config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"]
+    hidden, inter, layers = (config["hidden_size"], config["intermediate_size"],
+                             config["num_hidden_layers"])
     return config["vocab_size"] * hidden + layers * (4 * hidden * hidden + 3 * hidden * inter)

@@ -64,8 +64,9 @@ def last_checkpoint(work_dir: Path) -> tuple[Path | None, list[Path]]:
     return None, incomplete
 
 
-def common_arguments(*, work_dir: Path, steps: int, micro_batch: int, gradient_accumulation_steps: int,
-                     learning_rate: float, save_steps: int, seed: int, logging_steps: int = 10) -> dict[str, Any]:
+def common_arguments(*, work_dir: Path, steps: int, micro_batch: int,
+                     gradient_accumulation_steps: int, learning_rate: float, save_steps: int,
+                     seed: int, logging_steps: int = 10) -> dict[str, Any]:
     """TrainingArguments every adapter shares: float32 on CPU, cosine schedule, seeded data
     order, a resumable checkpoint every `save_steps` steps (0 = never) in `work_dir`."""
     return {
@@ -122,7 +123,8 @@ def load_policy(base: Path) -> tuple[Any, Any]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(base), AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    return (AutoTokenizer.from_pretrained(base),
+            AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32))
 
 
 def fit(trainer: Any, resume_from: Path | None) -> Any:
@@ -179,7 +181,8 @@ def train_sft(
         raise ValueError(msg)
     steps = planned_steps(len(rows), epochs=epochs, batch_size=batch_size, max_steps=max_steps)
     micro_batch = batch_size // gradient_accumulation_steps
-    dataset = Dataset.from_list([{"prompt": r["prompt"], "completion": r["completion"]} for r in rows])
+    dataset = Dataset.from_list([{"prompt": r["prompt"], "completion": r["completion"]}
+                                 for r in rows])
     tokenizer, model = load_policy(base)
     config = SFTConfig(
         **common_arguments(work_dir=work_dir, steps=steps, micro_batch=micro_batch,
@@ -198,4 +201,5 @@ def train_sft(
     )
     output = fit(trainer, resume_from)
     tokens_per_row = sum(len(x) for x in trainer.train_dataset["input_ids"]) / len(rows)
-    return finish(trainer, output, tokenizer, out_dir, trained_tokens=tokens_per_row * steps * batch_size)
+    return finish(trainer, output, tokenizer, out_dir,
+                  trained_tokens=tokens_per_row * steps * batch_size)

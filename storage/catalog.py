@@ -440,7 +440,8 @@ class Catalog:
                     [run_id, round_index, stage, name, float(value)],
                 )
             con.execute(
-                f"INSERT INTO stages ({_STAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO stages ({_STAGE_COLUMNS}) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [run_id, round_index, stage, fingerprint, status, started_at, finished,
                  finished - started_at, sum(o.rows for o in outputs), error, json.dumps(inputs),
                  len(outputs)],

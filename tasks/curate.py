@@ -1,4 +1,5 @@
-"""Curate: per-problem pass rates -> the curriculum (kept or dropped, with a reason) -> training rows.
+"""Curate: per-problem pass rates -> the curriculum (kept or dropped, with a reason) ->
+training rows.
 
 For every problem: `samples` rollouts, `judged` of them scored, pass rate p = mean reward,
 reward standard deviation. Kept when min_pass_rate < p < max_pass_rate (the difficulty band)
@@ -91,7 +92,8 @@ def rationalized(rows: list[dict[str, Any]], curation: CurateConfig) -> set[str]
 
 
 def curriculum_rows(problems: list[dict[str, Any]], verdicts: list[dict[str, Any]],
-                    curation: CurateConfig, *, warmup: bool, warmup_max_level: int = 0) -> list[dict[str, Any]]:
+                    curation: CurateConfig, *, warmup: bool,
+                    warmup_max_level: int = 0) -> list[dict[str, Any]]:
     rewards: dict[str, list[float | None]] = defaultdict(list)
     for v in verdicts:
         rewards[v["problem_id"]].append(v["reward"])
@@ -110,7 +112,8 @@ def curriculum_rows(problems: list[dict[str, Any]], verdicts: list[dict[str, Any
         rows.append({
             "problem_id": p["problem_id"], "run_id": p["run_id"], "round": p["round"],
             "level": p["level"], "samples": len(got), "judged": len(judged),
-            "pass_rate": pass_rate, "reward_std": std, "kept": reason is None, "drop_reason": reason,
+            "pass_rate": pass_rate, "reward_std": std, "kept": reason is None,
+            "drop_reason": reason,
         })
     if curation.solver_targets == "rationalize" and not warmup:
         chosen = rationalized(rows, curation)
@@ -151,22 +154,28 @@ def training_rows(domain: Domain, problems: list[dict[str, Any]], rollouts: list
         stats = kept.get(problem["problem_id"])
         if warmup:
             if stats is not None:
-                add("solver", domain.solver_prompt(problem["text"]), problem["reference"], 1.0, problem, None)
+                add("solver", domain.solver_prompt(problem["text"]), problem["reference"], 1.0,
+                    problem, None)
             if curation.warmup_proposer_rows:
-                add("proposer", domain.proposer_prompt(problem["level"]), problem["text"], 1.0, problem, None)
+                add("proposer", domain.proposer_prompt(problem["level"]), problem["text"], 1.0,
+                    problem, None)
             continue
         if stats is None:
             continue
-        too_hard = curation.solver_targets == "rationalize" and stats["pass_rate"] <= curation.min_pass_rate
+        too_hard = (curation.solver_targets == "rationalize"
+                    and stats["pass_rate"] <= curation.min_pass_rate)
         if curation.solver_targets == "reference" or too_hard:
-            add("solver", domain.solver_prompt(problem["text"]), problem["reference"], 1.0, problem, None)
+            add("solver", domain.solver_prompt(problem["text"]), problem["reference"], 1.0,
+                problem, None)
         elif algorithm == "sft":
             for r in verified[problem["problem_id"]][: curation.max_answers_per_problem]:
                 add("solver", r["prompt"], r["completion"], 1.0, problem, r["rollout_id"])
         if curation.proposer_rows:
-            weight = proposer_weight(stats["pass_rate"] or 0.0, group[problem["problem_id"]], curation,
+            weight = proposer_weight(stats["pass_rate"] or 0.0, group[problem["problem_id"]],
+                                     curation,
                                      penalty=(penalties or {}).get(problem["problem_id"], 0.0))
-            add("proposer", domain.proposer_prompt(problem["level"]), problem["text"], weight, problem, None)
+            add("proposer", domain.proposer_prompt(problem["level"]), problem["text"], weight,
+                problem, None)
     if algorithm != "sft" and not warmup and curation.solver_targets != "reference":
         rows = solver_rows(algorithm, domain, problems, rollouts, verdicts, curriculum,
                            max_pairs_per_problem=max_pairs_per_problem)
@@ -174,13 +183,16 @@ def training_rows(domain: Domain, problems: list[dict[str, Any]], rollouts: list
     return rows + proposer[: curation.max_proposer_rows]
 
 
-def repetition_penalties(domain: Domain, proposals: list[dict[str, Any]], curation: CurateConfig) -> dict[str, float]:
+def repetition_penalties(domain: Domain, proposals: list[dict[str, Any]],
+                         curation: CurateConfig) -> dict[str, float]:
     """Diversity penalty per problem_id: the valid proposer samples of the round (exact and near
     duplicates included) clustered by near-duplicate similarity of their texts or, with
     `diversity.on = "shape"`, of their shapes (Domain.shape); penalty = cluster size / samples."""
     diversity = curation.diversity
-    valid = [(p["problem_id"], domain.parse(p["text"])) for p in proposals if p["problem_id"] is not None]
-    texts = [domain.shape(parsed.text) if diversity.on == "shape" else parsed.text for _, parsed in valid]
+    valid = [(p["problem_id"], domain.parse(p["text"])) for p in proposals
+             if p["problem_id"] is not None]
+    texts = [domain.shape(parsed.text) if diversity.on == "shape" else parsed.text
+             for _, parsed in valid]
     labels = clusters(texts, threshold=diversity.threshold, ngram=diversity.ngram)
     return dict(zip([pid for pid, _ in valid], diversity_penalties(labels), strict=True))
 
@@ -228,7 +240,8 @@ def curate(ctx: RunContext, round_index: int, problems: StageOutput, rollouts: S
         warmup = round_index == 0
         curriculum = curriculum_rows(problem_rows, verdict_rows, curation, warmup=warmup,
                                      warmup_max_level=ctx.config.domain.seed_max_level)
-        penalties = (repetition_penalties(ctx.domain, read_rows(problems.path("proposals")), curation)
+        penalties = (repetition_penalties(ctx.domain, read_rows(problems.path("proposals")),
+                                          curation)
                      if curation.diversity.penalty > 0 and not warmup else None)
         rows = training_rows(ctx.domain, problem_rows, read_rows(rollouts.path("rollouts")),
                              verdict_rows, curriculum, curation, warmup=warmup, penalties=penalties,

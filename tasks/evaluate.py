@@ -25,7 +25,8 @@ def eval_rows(backend: RolloutBackend, domain: Domain, *, per_level: int, max_ne
               checkpoint: str, run_id: str, round_index: int) -> list[dict[str, Any]]:
     items = domain.heldout(per_level)
     prompts = [domain.solver_prompt(p.text) for p in items]
-    outputs = backend.generate(prompts, SamplingParams(n=1, temperature=1.0, max_new_tokens=max_new_tokens,
+    outputs = backend.generate(prompts, SamplingParams(n=1, temperature=1.0,
+                                                       max_new_tokens=max_new_tokens,
                                                        seed=0, greedy=True))
     completions = [o[0].text for o in outputs]
     scores = domain.score(completions, [p.reference for p in items])
@@ -69,7 +70,8 @@ class Evaluation:
 
 
 @task(name="evaluate", cache_policy=NONE, persist_result=False, **TRANSIENT)
-def evaluate(ctx: RunContext, round_index: int, checkpoint: Checkpoint, *, stage: str = "evaluate") -> Evaluation:
+def evaluate(ctx: RunContext, round_index: int, checkpoint: Checkpoint, *,
+             stage: str = "evaluate") -> Evaluation:
     from models.backends import backend_for
 
     cfg = ctx.config
@@ -78,7 +80,8 @@ def evaluate(ctx: RunContext, round_index: int, checkpoint: Checkpoint, *, stage
         backend = backend_for(cfg.rollout, checkpoint.path)
         try:
             rows = eval_rows(backend, ctx.domain, per_level=cfg.domain.heldout_per_level,
-                             max_new_tokens=cfg.evaluate.max_new_tokens, checkpoint=checkpoint.fingerprint,
+                             max_new_tokens=cfg.evaluate.max_new_tokens,
+                             checkpoint=checkpoint.fingerprint,
                              run_id=ctx.run_id, round_index=round_index)
         finally:
             backend.close()
@@ -86,8 +89,8 @@ def evaluate(ctx: RunContext, round_index: int, checkpoint: Checkpoint, *, stage
 
     out = run_stage(
         ctx, stage=stage, version=VERSION, round_index=round_index,
-        config={"evaluate": cfg.evaluate.model_dump(), "heldout_per_level": cfg.domain.heldout_per_level,
-                "domain": cfg.domain.name},
+        config={"evaluate": cfg.evaluate.model_dump(),
+                "heldout_per_level": cfg.domain.heldout_per_level, "domain": cfg.domain.name},
         inputs={"checkpoint": checkpoint.fingerprint}, compute=compute,
     )
     return Evaluation(read_accuracy(out.path("evals")), out.path("evals"), out.fingerprint)

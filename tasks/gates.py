@@ -36,7 +36,8 @@ def gate_outputs(ctx: RunContext, *, stage: str, round_index: int, fingerprint: 
     for kind, path in paths.items():
         if kind not in SCHEMAS:
             continue
-        previous = ctx.catalog.latest_dataset(ctx.run_id, round_index - 1, kind) if round_index else None
+        previous = (ctx.catalog.latest_dataset(ctx.run_id, round_index - 1, kind) if round_index
+                    else None)
         result = run_gate(path, kind, gates, run_id=ctx.run_id, round_index=round_index,
                           stage=stage, previous_path=previous)
         ctx.catalog.record_gate(run_id=ctx.run_id, round_index=round_index, stage=stage,

@@ -22,10 +22,12 @@ def local_checkpoint(model: ModelConfig) -> Checkpoint:
     path = Path(model.path)
     config = path / "config.json"
     if not config.is_file():
-        msg = f"model.path = {model.path!r}: no config.json there (point it at a Hugging Face model folder)"
+        msg = (f"model.path = {model.path!r}: no config.json there (point it at a Hugging Face "
+               "model folder)")
         raise FileNotFoundError(msg)
     sizes = sorted((p.name, p.stat().st_size) for p in path.glob("*.safetensors"))
-    return Checkpoint(path=path, fingerprint=stable_hash([json.loads(config.read_text()), sizes], length=32))
+    return Checkpoint(path=path,
+                      fingerprint=stable_hash([json.loads(config.read_text()), sizes], length=32))
 
 
 @task(name="base-model", cache_policy=NONE, persist_result=False)
@@ -45,6 +47,6 @@ def base_model(ctx: RunContext) -> Checkpoint:
                          init_seed=model.init_seed)
         return StageResult(checkpoint=scratch)
 
-    out = run_stage(ctx, stage="base", version=VERSION, round_index=0, config=ctx.config.slice("model"),
-                    inputs={}, compute=compute)
+    out = run_stage(ctx, stage="base", version=VERSION, round_index=0,
+                    config=ctx.config.slice("model"), inputs={}, compute=compute)
     return Checkpoint(path=checkpoint_dir(ctx, 0, out.fingerprint), fingerprint=out.fingerprint)

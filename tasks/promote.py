@@ -72,8 +72,10 @@ def level_flips(candidate_evals: list[dict[str, Any]],
 def promotion_decision(candidate_evals: list[dict[str, Any]], incumbent_evals: list[dict[str, Any]],
                        cfg: PromoteConfig) -> Decision:
     """Promote or not, with a one-line reason (see the module docstring)."""
-    candidate, incumbent = _accuracy(candidate_evals, "candidate"), _accuracy(incumbent_evals, "incumbent")
-    bar = f"{incumbent:.3f} + {cfg.min_gain:.3f}" if cfg.min_gain > 0 else f"{incumbent:.3f} - {cfg.margin:.3f}"
+    candidate, incumbent = (_accuracy(candidate_evals, "candidate"),
+                            _accuracy(incumbent_evals, "incumbent"))
+    bar = (f"{incumbent:.3f} + {cfg.min_gain:.3f}" if cfg.min_gain > 0
+           else f"{incumbent:.3f} - {cfg.margin:.3f}")
     accuracy_ok = candidate >= incumbent - cfg.margin + cfg.min_gain - _EPS
     reasons = [f"accuracy {candidate:.3f} {'>=' if accuracy_ok else '<'} {bar}"]
     limit = cfg.max_level_regression
@@ -105,8 +107,8 @@ def promote(ctx: RunContext, round_index: int, incumbent: Checkpoint, incumbent_
         decision = Decision(False, without_candidate)
         candidate_accuracy = None
     else:
-        decision = promotion_decision(read_rows(candidate_eval.path), read_rows(incumbent_eval.path),
-                                      ctx.config.promote)
+        decision = promotion_decision(read_rows(candidate_eval.path),
+                                      read_rows(incumbent_eval.path), ctx.config.promote)
         candidate_accuracy = candidate_eval.accuracy["accuracy"]
 
     def compute(fingerprint: str) -> StageResult:
@@ -127,7 +129,8 @@ def promote(ctx: RunContext, round_index: int, incumbent: Checkpoint, incumbent_
         ctx, stage="promote", version=VERSION, round_index=round_index,
         config=ctx.config.slice("promote"),
         inputs={"incumbent": incumbent.fingerprint, "incumbent_evals": incumbent_eval.fingerprint,
-                **({"candidate": candidate.fingerprint, "candidate_evals": candidate_eval.fingerprint}
+                **({"candidate": candidate.fingerprint,
+                    "candidate_evals": candidate_eval.fingerprint}
                    if candidate is not None and candidate_eval is not None
                    else {"without_candidate": without_candidate})},
         compute=compute,

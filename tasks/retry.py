@@ -22,7 +22,8 @@ BACKOFF_SECONDS = 10.0
 NEVER_RETRIED = frozenset(
     {"GateFailed", "ConfigError", "DatasetError", "BackendUnavailable", "RunLocked"}
 )
-TRANSIENT_TYPES: tuple[type[BaseException], ...] = (OSError, TimeoutError, MemoryError, RuntimeError)
+TRANSIENT_TYPES: tuple[type[BaseException], ...] = (OSError, TimeoutError, MemoryError,
+                                                     RuntimeError)
 
 
 def is_transient(exc: BaseException | None) -> bool:

@@ -44,7 +44,8 @@ def rollout_rows(
     for problem, prompt, samples in zip(problems, prompts, outputs, strict=True):
         for index, sample in enumerate(samples):
             rows.append({
-                "rollout_id": row_id("rollout", run_id, round_index, problem["problem_id"], index, checkpoint),
+                "rollout_id": row_id("rollout", run_id, round_index, problem["problem_id"], index,
+                                     checkpoint),
                 "run_id": run_id, "round": round_index, "problem_id": problem["problem_id"],
                 "sample_index": index, "prompt": prompt, "completion": sample.text,
                 "completion_tokens": sample.tokens, "checkpoint": checkpoint,
@@ -56,7 +57,8 @@ def rollout_shard(*, rollout: RolloutConfig, checkpoint_dir: str, domain: Domain
                   problems: list[dict[str, Any]], params: SamplingParams, checkpoint: str,
                   run_id: str, round_index: int,
                   progress: ProgressCallback | None = None) -> list[dict[str, Any]]:
-    """One shard of the stage, self-contained (it may run on a Ray worker): load, sample, release."""
+    """One shard of the stage, self-contained (it may run on a Ray worker): load, sample,
+    release."""
     from models.backends import backend_for
 
     backend = backend_for(rollout, Path(checkpoint_dir))
@@ -68,14 +70,15 @@ def rollout_shard(*, rollout: RolloutConfig, checkpoint_dir: str, domain: Domain
 
 
 @task(name="rollout", cache_policy=NONE, persist_result=False, **TRANSIENT)
-def rollout(ctx: RunContext, round_index: int, incumbent: Checkpoint, problems: StageOutput) -> StageOutput:
+def rollout(ctx: RunContext, round_index: int, incumbent: Checkpoint,
+            problems: StageOutput) -> StageOutput:
     cfg, scale = ctx.config.rollout, ctx.config.scale
 
     def compute(fingerprint: str) -> StageResult:
         rows = read_rows(problems.path("problems"))
         # The warm-up's model is untrained: one sample per seed problem measures its pass@1.
-        params = SamplingParams(n=1 if round_index == 0 else cfg.samples_per_problem, temperature=cfg.temperature,
-                                max_new_tokens=cfg.max_new_tokens,
+        params = SamplingParams(n=1 if round_index == 0 else cfg.samples_per_problem,
+                                temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens,
                                 seed=ctx.stage_seed("rollout", round_index))
         # Shards (config [scale]) start on batch boundaries and know where: same rows as one piece.
         shards = [
@@ -86,7 +89,8 @@ def rollout(ctx: RunContext, round_index: int, incumbent: Checkpoint, problems: 
                                                    scale.rollout_shards)
         ]
         with progress_bar(f"round {round_index} rollout", len(rows) * params.n) as advance:
-            parts = map_shards(rollout_shard, shards, scale=scale, stage="rollout", progress=advance)
+            parts = map_shards(rollout_shard, shards, scale=scale, stage="rollout",
+                               progress=advance)
         out = [row for part in parts for row in part]
         return StageResult(
             datasets={"rollouts": out},

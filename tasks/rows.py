@@ -7,7 +7,8 @@ read them like SFT rows:
     grpo  {"role": "solver", "prompt": "<solve>37+5=", "completion": "42", "rejected": None,
            "rollout_id": None, ...}        # completion = the label the reward compares against
     dpo   {"role": "solver", "prompt": "<solve>37+5=", "completion": "42", "rejected": "41",
-           "rollout_id": "c3..", ...}      # chosen = a verified answer (its rollout), rejected a wrong one
+           "rollout_id": "c3..", ...}      # chosen = a verified answer (its rollout),
+                                           # rejected a wrong one
 
 GRPO: one prompt row per kept problem (the curriculum already dropped zero-variance groups,
 which carry no GRPO signal); the trainer samples its own completions and the domain's verifier
@@ -84,25 +85,30 @@ def dpo_rows(problems: list[dict[str, Any]], rollouts: list[dict[str, Any]],
     for p in problems:
         pairs = list(zip(right[p["problem_id"]], wrong[p["problem_id"]], strict=False))
         for chosen, rejected in pairs[:max_pairs_per_problem]:
-            rows.append(train_row(role="solver", prompt=chosen["prompt"], completion=chosen["completion"],
-                                  weight=1.0, problem=p, rollout_id=chosen["rollout_id"],
+            rows.append(train_row(role="solver", prompt=chosen["prompt"],
+                                  completion=chosen["completion"], weight=1.0, problem=p,
+                                  rollout_id=chosen["rollout_id"],
                                   rejected=rejected["completion"]))
     return rows
 
 
 def solver_rows(algorithm: str, domain: Domain, problems: list[dict[str, Any]],
                 rollouts: list[dict[str, Any]], verdicts: list[dict[str, Any]],
-                curriculum: list[dict[str, Any]], *, max_pairs_per_problem: int) -> list[dict[str, Any]]:
+                curriculum: list[dict[str, Any]], *,
+                max_pairs_per_problem: int) -> list[dict[str, Any]]:
     """The solver rows of a self-play round for `train.algorithm` grpo or dpo."""
     if algorithm == "grpo":
         return grpo_rows(domain, problems, curriculum, labels_for(problems, verdicts))
     if algorithm == "dpo":
-        return dpo_rows(problems, rollouts, verdicts, curriculum, max_pairs_per_problem=max_pairs_per_problem)
-    msg = f"no row builder for train.algorithm = {algorithm!r}; choose 'grpo' or 'dpo' (sft rows are curate's)"
+        return dpo_rows(problems, rollouts, verdicts, curriculum,
+                        max_pairs_per_problem=max_pairs_per_problem)
+    msg = (f"no row builder for train.algorithm = {algorithm!r}; choose 'grpo' or 'dpo' "
+           "(sft rows are curate's)")
     raise ValueError(msg)
 
 
-def split_for(algorithm: str, rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def split_for(algorithm: str,
+              rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(rows `algorithm`'s trainer takes, rows a weighted SFT pass takes after it).
 
     sft   every row

@@ -33,7 +33,8 @@ from prefect.cache_policies import NONE
 from configs import ScaleConfig
 
 
-def batch_aligned_ranges(items: int, per_item: int, batch_size: int, shards: int) -> list[tuple[int, int]]:
+def batch_aligned_ranges(items: int, per_item: int, batch_size: int,
+                         shards: int) -> list[tuple[int, int]]:
     """At most `shards` contiguous [start, end) ranges over `items`, each starting on a batch
     boundary of the expanded sequence list (`per_item` sequences per item); never an empty one."""
     if items == 0:
@@ -87,7 +88,8 @@ def map_shards(function: Callable[..., list[Any]], shards: list[dict[str, Any]],
     results: list[list[Any]] = []
     futures = []
     for index, kwargs in enumerate(shards):
-        named = run_shard.with_options(name=f"{stage}-shard", task_run_name=f"{stage}-shard-{index}")
+        named = run_shard.with_options(name=f"{stage}-shard",
+                                       task_run_name=f"{stage}-shard-{index}")
         futures.append(named.submit(function, kwargs))
         if scale.task_runner == "default":
             futures[-1].wait()

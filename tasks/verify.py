@@ -22,9 +22,9 @@ references, majority mode records per round how often the vote is right:
 
 With one sample per problem every answered sample is its own majority (reward 1): majority
 labels need k >= 2 (the warm-up round's single samples are not trained on, so it does not matter
-there). `flywheel audit RUN labels` shows the same per round (in either mode) and over kept problems.
-Departure from TTRL: the vote is over exact extracted answers (the domain's `extract`), not a
-math-equivalence grader; a tie goes to the smallest answer and is counted (`tied_share`).
+there). `flywheel audit RUN labels` shows the same per round (in either mode) and over kept
+problems. Departure from TTRL: the vote is over exact extracted answers (the domain's `extract`),
+not a math-equivalence grader; a tie goes to the smallest answer and is counted (`tied_share`).
 """
 
 from __future__ import annotations
@@ -115,7 +115,8 @@ def verify_shards(domain: Domain, rollouts: list[dict[str, Any]], problems: list
 
 
 @task(name="verify", cache_policy=NONE, persist_result=False)
-def verify(ctx: RunContext, round_index: int, problems: StageOutput, rollouts: StageOutput) -> StageOutput:
+def verify(ctx: RunContext, round_index: int, problems: StageOutput,
+           rollouts: StageOutput) -> StageOutput:
     labels = ctx.config.verify.labels
 
     def compute(fingerprint: str) -> StageResult:
@@ -125,10 +126,12 @@ def verify(ctx: RunContext, round_index: int, problems: StageOutput, rollouts: S
             verdict_rows, verify_shards(ctx.domain, rollout_rows, problem_rows, labels,
                                         ctx.config.scale.rollout_shards),
             scale=ctx.config.scale, stage="verify") for row in part]
-        return StageResult(datasets={"verdicts": rows}, metrics=verdict_metrics(rows, problem_rows, labels))
+        return StageResult(datasets={"verdicts": rows},
+                           metrics=verdict_metrics(rows, problem_rows, labels))
 
     return run_stage(
         ctx, stage="verify", version=VERSION, round_index=round_index,
         config={"domain": ctx.domain.name, **ctx.config.slice("verify")},
-        inputs={"problems": problems.fingerprint, "rollouts": rollouts.fingerprint}, compute=compute,
+        inputs={"problems": problems.fingerprint, "rollouts": rollouts.fingerprint},
+        compute=compute,
     )

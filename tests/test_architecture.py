@@ -147,8 +147,8 @@ def test_no_sql_outside_storage():
             continue
         tree = ast.parse(path.read_text())
         docstrings = _docstring_nodes(tree)
-        found += [f"{path.relative_to(ROOT)}:{lineno}" for lineno, text in _strings(tree, docstrings)
-                  if SQL.search(text)]
+        found += [f"{path.relative_to(ROOT)}:{lineno}"
+                  for lineno, text in _strings(tree, docstrings) if SQL.search(text)]
     assert not sorted(set(found))
 
 

@@ -1,1 +1,2 @@
-"""Curriculum mechanisms as small pure functions: near-duplicates, proposer rewards, level bandit."""
+"""Curriculum mechanisms as small pure functions: near-duplicates, proposer rewards, level
+bandit."""

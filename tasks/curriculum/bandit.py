@@ -18,7 +18,8 @@ is never stored: `q_values` recomputes it from the earlier rounds' curriculum ro
 order, so a resumed run draws the same levels. Problems judged on one sample (the warm-up)
 count for nothing: a group of one has no advantage.
 
-    >>> q = q_values([[{"level": 3, "pass_rate": 0.5, "judged": 4}]], [2, 3], alpha=0.5, initial_q=0.0)
+    >>> q = q_values([[{"level": 3, "pass_rate": 0.5, "judged": 4}]], [2, 3], alpha=0.5,
+    ...              initial_q=0.0)
     >>> q
     {2: 0.0, 3: 0.25}
 """
@@ -37,7 +38,8 @@ def mean_abs_advantage(pass_rate: float) -> float:
     return 2.0 * pass_rate * (1.0 - pass_rate)
 
 
-def bucket_rewards(curriculum: Iterable[Mapping[str, Any]], levels: Sequence[int]) -> dict[int, float]:
+def bucket_rewards(curriculum: Iterable[Mapping[str, Any]],
+                   levels: Sequence[int]) -> dict[int, float]:
     """Mean |advantage| per level over one round's problems with >= 2 judged samples (a group of
     one has no advantage: the warm-up samples one answer per problem, so it moves no Q). Levels
     outside `levels` are ignored; a level with no such problem is absent."""
@@ -48,7 +50,8 @@ def bucket_rewards(curriculum: Iterable[Mapping[str, Any]], levels: Sequence[int
     return {level: sum(values) / len(values) for level, values in sorted(totals.items())}
 
 
-def td_update(q: Mapping[int, float], rewards: Mapping[int, float], alpha: float) -> dict[int, float]:
+def td_update(q: Mapping[int, float], rewards: Mapping[int, float],
+              alpha: float) -> dict[int, float]:
     """TD(0): Q(b) + alpha (r(b) - Q(b)) for the buckets in `rewards`; the others unchanged."""
     return {level: value + alpha * (rewards[level] - value) if level in rewards else value
             for level, value in q.items()}
@@ -73,7 +76,8 @@ def level_probabilities(q: Mapping[int, float], temperature: float) -> dict[int,
     return dict(zip(q, (weights / weights.sum()).tolist(), strict=True))
 
 
-def sample_levels(q: Mapping[int, float], count: int, *, temperature: float, seed: int) -> list[int]:
+def sample_levels(q: Mapping[int, float], count: int, *, temperature: float,
+                  seed: int) -> list[int]:
     """`count` levels drawn independently from softmax(Q / temperature), seeded."""
     probabilities = level_probabilities(q, temperature)
     rng = np.random.default_rng(seed)

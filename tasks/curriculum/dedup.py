@@ -68,7 +68,8 @@ def shingle_hashes(texts: Sequence[str], ngram: int) -> tuple[np.ndarray, np.nda
     return hashes, offsets
 
 
-def signatures(texts: Sequence[str], *, ngram: int, num_perm: int = NUM_PERM, seed: int = 0) -> np.ndarray:
+def signatures(texts: Sequence[str], *, ngram: int, num_perm: int = NUM_PERM,
+               seed: int = 0) -> np.ndarray:
     """MinHash signatures, shape (len(texts), num_perm), uint32.
 
     Hash function k maps a shingle's 32-bit hash h to v = (a_k h + b_k) mod 2^32 (a_k odd, so a
@@ -122,7 +123,8 @@ def _band_keys(signature: np.ndarray, bands: int, rows: int, seed: int) -> np.nd
 
 
 def _candidate_pairs(keys: np.ndarray, first_new: int) -> tuple[np.ndarray, np.ndarray]:
-    """Pairs (i, j), j < i, i >= first_new, sharing a band key; at most MAX_CANDIDATES per i, band."""
+    """Pairs (i, j), j < i, i >= first_new, sharing a band key; at most MAX_CANDIDATES per
+    i, band."""
     found_i, found_j = [], []
     bits = max(int(len(keys[0]) - 1).bit_length(), 1)
     low = _U64((1 << bits) - 1)

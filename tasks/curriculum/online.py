@@ -32,8 +32,8 @@ Solve = Callable[[list[str], int, int], list[list[str]]]
 REWARD_NAME = "solver_pass_rate"
 
 
-def online_proposer_reward(domain: Domain, solve: Solve, curation: CurateConfig, *, samples: int, seed: int,
-                           labels: str = "reference") -> Callable[..., list[float]]:
+def online_proposer_reward(domain: Domain, solve: Solve, curation: CurateConfig, *, samples: int,
+                           seed: int, labels: str = "reference") -> Callable[..., list[float]]:
     """A TRL reward function over proposer completions (see the module docstring); `band` gives
     the reward and the diversity penalty, as it does for curate's proposer rows.
 
@@ -56,11 +56,14 @@ def online_proposer_reward(domain: Domain, solve: Solve, curation: CurateConfig,
                                                       ngram=diversity.ngram))
                          if diversity.penalty > 0 else [0.0] * len(problems))
             answers = solve([domain.solver_prompt(text) for text in texts], samples, seed + calls)
-            for index, problem, answered, penalty in zip(valid, problems, answers, penalties, strict=True):
-                label = (majority_vote([domain.extract(a) for a in answered]).label if labels == "majority"
-                         else problem.reference)
-                scores = [0.0 if s is None else s for s in domain.score(answered, [label] * len(answered))]
-                rewards[index] = proposer_weight(sum(scores) / len(scores), scores, curation, penalty=penalty)
+            for index, problem, answered, penalty in zip(valid, problems, answers, penalties,
+                                                         strict=True):
+                label = (majority_vote([domain.extract(a) for a in answered]).label
+                         if labels == "majority" else problem.reference)
+                scores = [0.0 if s is None else s
+                          for s in domain.score(answered, [label] * len(answered))]
+                rewards[index] = proposer_weight(sum(scores) / len(scores), scores, curation,
+                                                 penalty=penalty)
         calls += 1
         return rewards
 

@@ -6,10 +6,10 @@ problem's proposer row (rows are ranked by it, `max_proposer_rows` kept, weight 
 
     p                0.0   0.25   0.5   0.75   1.0
     variance         0     0.75   1     0.75   0      4 p (1 - p)
-    learnability     0     0.75   0.5   0.25   0      1 - p if 0 < p < 1     (Absolute Zero; default)
-    uncertainty      0     0.5    1     0.5    0      1 - 2 |p - 1/2|        (R-Zero)
-    band 0.3..0.8    0     0      1     1      0      1 if lo <= p <= hi     (R-Zero's filter)
-    regret           0     1      1     1      0      max r - min r          (eva; binary r)
+    learnability     0     0.75   0.5   0.25   0      1 - p if 0 < p < 1    (Absolute Zero; default)
+    uncertainty      0     0.5    1     0.5    0      1 - 2 |p - 1/2|       (R-Zero)
+    band 0.3..0.8    0     0      1     1      0      1 if lo <= p <= hi    (R-Zero's filter)
+    regret           0     1      1     1      0      max r - min r         (eva; binary r)
 
 Diversity penalty (R-Zero's repetition penalty): within a round, the proposer's valid samples
 are clustered by near-duplicate similarity (tasks.curriculum.dedup.clusters) of their texts
@@ -112,6 +112,7 @@ def proposer_weight(pass_rate: float, rewards: Sequence[float], curation: Curate
                     penalty: float = 0.0) -> float:
     """`curate.proposer_reward` of one problem less `curate.diversity.penalty` x `penalty`: the
     weight of its proposer row (curate) or its online GRPO reward (tasks/curriculum/online.py)."""
-    value = proposer_reward(curation.proposer_reward, pass_rate, rewards, band_low=curation.proposer_band_low,
+    value = proposer_reward(curation.proposer_reward, pass_rate, rewards,
+                            band_low=curation.proposer_band_low,
                             band_high=curation.proposer_band_high)
     return penalized(value, penalty, curation.diversity.penalty)

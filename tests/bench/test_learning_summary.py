@@ -35,7 +35,8 @@ def test_summary_totals_levels_over_rounds_after_the_warmup_and_pairs_gains_by_s
     }
     summary = learning.summarize(runs, 2)
     default = summary["arms"]["default"]
-    assert default["kept_per_level"]["2"]["mean"] == pytest.approx((12 + 4) / 2)  # round 0 not counted
+    # round 0 not counted
+    assert default["kept_per_level"]["2"]["mean"] == pytest.approx((12 + 4) / 2)
     assert default["kept_per_level"]["3"]["mean"] == pytest.approx((1 + 2) / 2)
     assert default["rolled_out_per_level"]["3"]["mean"] == pytest.approx((10 + 5) / 2)
     assert default["final_accuracy_per_level"]["2"]["mean"] == pytest.approx((0.2 + 0.15) / 2)
@@ -69,7 +70,8 @@ def test_wide_eval_items_are_unseen_distinct_and_start_with_the_gate_set():
     assert all(len(v) == 30 for v in per_level.values())
     assert [p.text for p in per_level[1][:4]] == [p.text for p in gate if p.level == 1][1:]
     everything_seen = {f"{a}{op}{b}" for a in range(10) for b in range(10) for op in "+-"}
-    assert not [p for p in learning.wide_items(domain, 30, seen=everything_seen, gate=gate, attempts=3)
+    assert not [p for p in learning.wide_items(domain, 30, seen=everything_seen, gate=gate,
+                                               attempts=3)
                 if p.level == 1]  # a level with nothing left ends, however many were asked for
 
 
@@ -94,7 +96,8 @@ def test_paired_interval_is_the_student_t_interval_of_the_mean():
 
 
 def test_report_prints_the_interval_of_paired_differences(capsys):
-    runs = {"default": {s: run([0.1, 0.1 + g], [NONE, NONE], [NONE, NONE]) for s, g in ((0, 0.2), (1, 0.3))},
+    runs = {"default": {s: run([0.1, 0.1 + g], [NONE, NONE], [NONE, NONE])
+                        for s, g in ((0, 0.2), (1, 0.3))},
             "uniform": {s: run([0.1, 0.2], [NONE, NONE], [NONE, NONE]) for s in (0, 1)}}
     learning.report(learning.summarize(runs, 1), 1)
     out = capsys.readouterr().out
@@ -105,5 +108,6 @@ def test_arm_roots_name_the_arm_and_the_folder(tmp_path):
     assert learning.parse_arm_roots([f"no_self_play={tmp_path}"], ["default", "no_self_play"]) == {
         "no_self_play": tmp_path}
     for bad in ["no_self_play", f"nsp={tmp_path}", "no_self_play="]:
-        with pytest.raises(SystemExit, match="expected ARM=DIR with ARM one of default, no_self_play"):
+        with pytest.raises(SystemExit,
+                           match="expected ARM=DIR with ARM one of default, no_self_play"):
             learning.parse_arm_roots([bad], ["default", "no_self_play"])

@@ -19,7 +19,8 @@ def test_parse_executes_and_levels(text, reference, level):
 
 
 @pytest.mark.parametrize(
-    "text", ["", "12/3", "1+", "012+1", "1234+1", "2**8", "__import__('os')", "1+2+3+4", "a+b", "1 + 2"]
+    "text", ["", "12/3", "1+", "012+1", "1234+1", "2**8", "__import__('os')", "1+2+3+4", "a+b",
+             "1 + 2"]
 )
 def test_parse_rejects_malformed(text):
     assert isinstance(domain.parse(text), Rejected)
@@ -43,7 +44,8 @@ def test_generator_levels_match_level_of():
 
 
 @pytest.mark.parametrize(
-    ("completion", "answer"), [("42", "42"), ("-6", "-6"), ("007", "7"), ("12abc", "12"), ("x12", None), ("", None)]
+    ("completion", "answer"), [("42", "42"), ("-6", "-6"), ("007", "7"), ("12abc", "12"),
+                               ("x12", None), ("", None)]
 )
 def test_extract(completion, answer):
     assert domain.extract(completion) == answer

@@ -25,7 +25,8 @@ def test_bad_config_is_one_line_and_writes_nothing(tmp_path, toml, args, needle)
     if toml is not None:
         config.write_text(toml)
     data_root = tmp_path / "data"
-    result = _flywheel("run", "--config", str(config), "--data-root", str(data_root), *args, cwd=tmp_path)
+    result = _flywheel("run", "--config", str(config), "--data-root", str(data_root), *args,
+                       cwd=tmp_path)
     assert result.returncode == 2
     assert needle in result.stderr
     assert str(config) in result.stderr
@@ -35,7 +36,8 @@ def test_bad_config_is_one_line_and_writes_nothing(tmp_path, toml, args, needle)
 
 
 def test_bad_run_id_and_unknown_run(tmp_path):
-    result = _flywheel("run", "--run-id", "../escape", "--data-root", str(tmp_path / "d"), cwd=tmp_path)
+    result = _flywheel("run", "--run-id", "../escape", "--data-root", str(tmp_path / "d"),
+                       cwd=tmp_path)
     assert result.returncode == 2 and "--run-id" in result.stderr
     assert not (tmp_path / "d").exists()
     result = _flywheel("status", "nope", "--data-root", str(tmp_path / "d"), cwd=tmp_path)

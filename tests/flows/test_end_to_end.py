@@ -32,7 +32,8 @@ def test_catalog_has_one_completed_row_per_stage_per_round(small_run):
     expected = sorted([(0, "base"), (0, "baseline")]
                       + [(n, s) for n in range(config.rounds + 1) for s in ROUND_STAGES])
     assert seen == expected
-    assert catalog.query("SELECT status FROM runs WHERE run_id = 'small'")[0]["status"] == "completed"
+    assert (catalog.query("SELECT status FROM runs WHERE run_id = 'small'")[0]["status"]
+            == "completed")
 
 
 @pytest.mark.slow
@@ -81,8 +82,11 @@ def test_training_rows_lead_back_to_rollouts_problems_and_proposer_samples(small
         WHERE t.role = 'solver' AND t.round >= 1 AND t.rollout_id IS NULL
         """
     )
-    solver_rows = catalog.query("SELECT count(*) AS n FROM train_rows WHERE role = 'solver' AND round >= 1")
+    solver_rows = catalog.query("SELECT count(*) AS n FROM train_rows"
+                                " WHERE role = 'solver' AND round >= 1")
     assert chains and references and len(chains) + len(references) == solver_rows[0]["n"]
     assert all(c["source"] == "proposer" and c["reward"] == 1.0 for c in chains)
-    assert all(r["source"] == "proposer" and r["pass_rate"] == 0.0 and r["is_reference"] for r in references)
-    assert len(references) <= len(chains)  # rationalize_ratio = 1.0: at most one per verified answer
+    assert all(r["source"] == "proposer" and r["pass_rate"] == 0.0 and r["is_reference"]
+               for r in references)
+    # rationalize_ratio = 1.0: at most one per verified answer
+    assert len(references) <= len(chains)

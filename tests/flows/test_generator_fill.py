@@ -33,11 +33,12 @@ def test_generator_fills_the_proposers_shortfall(tmp_path, prefect_server):
     assert len(by_source["generator"]) == target - novel
     assert all(p["drop_reason"] is None for p in by_source["generator"])
     assert len({p["proposal_id"] for p in proposals}) == len(proposals)
-    problems = catalog.query("SELECT problem_id, source, level FROM problems WHERE run_id = 'fill' AND round = 1")
+    problems = catalog.query("SELECT problem_id, source, level FROM problems"
+                             " WHERE run_id = 'fill' AND round = 1")
     assert len(problems) == target == len({p["problem_id"] for p in problems})
     assert {p["level"] for p in problems if p["source"] == "generator"} <= {1, 2}
-    earlier = {r["problem_id"] for r in catalog.query("SELECT problem_id FROM problems WHERE run_id = 'fill'"
-                                                      " AND round = 0")}
+    earlier = {r["problem_id"] for r in catalog.query("SELECT problem_id FROM problems"
+                                                      " WHERE run_id = 'fill' AND round = 0")}
     assert not earlier & {p["problem_id"] for p in problems}
     fill = catalog.query("SELECT value FROM metrics WHERE run_id = 'fill' AND round = 1"
                          " AND stage = 'synthesize' AND name = 'generator_fill'")

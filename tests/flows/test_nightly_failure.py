@@ -29,7 +29,8 @@ def _api_logs(flow_run_id) -> list[str]:
 
     APILogHandler().flush()  # drains the queued logs to the API, blocking
     with get_client(sync_client=True) as client:
-        logs = client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id])))
+        logs = client.read_logs(
+            log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id])))
     return [log.message for log in logs]
 
 
@@ -78,11 +79,12 @@ def test_failed_night_leaves_resume_hint_and_next_night_finishes_its_round(tmp_p
 
     # The catalog marks the failed stage (with its error) and the run.
     catalog = Catalog(data_root)
-    failed = catalog.query("SELECT round, stage, error FROM stages WHERE run_id = ? AND status = 'failed'",
-                           [run_id])
+    failed = catalog.query("SELECT round, stage, error FROM stages"
+                           " WHERE run_id = ? AND status = 'failed'", [run_id])
     assert [(r["round"], r["stage"]) for r in failed] == [(1, "rollout")]
     assert FAULT in failed[0]["error"]
-    assert catalog.query("SELECT status FROM runs WHERE run_id = ?", [run_id])[0]["status"] == "failed"
+    assert (catalog.query("SELECT status FROM runs WHERE run_id = ?", [run_id])[0]["status"]
+            == "failed")
     assert catalog.last_decided_round(run_id) == 0
     done_before = {s for s in _stages(catalog, run_id) if s[3] == "completed"}
 
@@ -99,4 +101,5 @@ def test_failed_night_leaves_resume_hint_and_next_night_finishes_its_round(tmp_p
     assert (1, "synthesize") not in {s[:2] for s in new}, "round 1's synthesize was skipped"
     assert max(s[0] for s in stages) == 1, "no new round before the failed one was finished"
     assert catalog.last_decided_round(run_id) == 1
-    assert catalog.query("SELECT status FROM runs WHERE run_id = ?", [run_id])[0]["status"] == "completed"
+    assert (catalog.query("SELECT status FROM runs WHERE run_id = ?", [run_id])[0]["status"]
+            == "completed")

@@ -29,7 +29,8 @@ NOT_PRESETS = {"tiny-cpu.toml", "qwen-gpu.toml"}
 PRESETS = sorted(p for p in (ROOT / "configs").glob("*.toml") if p.name not in NOT_PRESETS)
 ROUND_STAGES = ["synthesize", "rollout", "verify", "curate", "train", "evaluate", "promote"]
 OVERRIDES = {"rounds": 1, "domain.seed_problems": 200, "domain.min_level": 1, "domain.max_level": 2,
-             "domain.heldout_per_level": 3, "synthesize.proposals": 64, "rollout.samples_per_problem": 4,
+             "domain.heldout_per_level": 3, "synthesize.proposals": 64,
+             "rollout.samples_per_problem": 4,
              "train.batch_size": 32, "train.warmup.max_steps": 60, "train.max_steps": 4,
              "train.proposer.max_steps": 2, "train.proposer.samples": 2,
              "gates.enabled": False}
@@ -67,19 +68,22 @@ def test_preset_runs_end_to_end_with_catalog_and_lineage(path, tmp_path, prefect
                             " ORDER BY round", [run_id])
     assert [r["round"] for r in decided] == list(range(config.rounds + 1))
     untrained = {r["round"] for r in decided if r["candidate"] is None}
-    assert all(not r["promoted"] and r["reason"] for r in decided if r["round"] in untrained), decided
-    assert not untrained, f"rounds {untrained} trained on nothing: these sizes must exercise training"
+    assert all(not r["promoted"] and r["reason"]
+               for r in decided if r["round"] in untrained), decided
+    assert not untrained, (f"rounds {untrained} trained on nothing:"
+                           " these sizes must exercise training")
     rows = catalog.query("SELECT round, stage, status FROM stages WHERE run_id = ?", [run_id])
     assert all(r["status"] == "completed" for r in rows), rows
     expected = sorted([(0, "base"), (0, "baseline")] + [
         (n, s) for n in range(config.rounds + 1) for s in ROUND_STAGES
         if n not in untrained or s not in ("train", "evaluate")])
     assert sorted((r["round"], r["stage"]) for r in rows) == expected
-    assert catalog.query("SELECT status FROM runs WHERE run_id = ?", [run_id])[0]["status"] == "completed"
+    assert (catalog.query("SELECT status FROM runs WHERE run_id = ?", [run_id])[0]["status"]
+            == "completed")
 
     # every dataset has its kind's documented columns and types, and its recorded row count
-    files = catalog.query("SELECT kind, path, rows FROM datasets WHERE run_id = ? AND kind != 'checkpoint'",
-                          [run_id])
+    files = catalog.query("SELECT kind, path, rows FROM datasets"
+                          " WHERE run_id = ? AND kind != 'checkpoint'", [run_id])
     assert {f["kind"] for f in files} == set(SCHEMAS)
     for f in files:
         f["path"] = catalog.resolve(f["path"])
@@ -101,7 +105,8 @@ def test_preset_runs_end_to_end_with_catalog_and_lineage(path, tmp_path, prefect
     # trained by GRPO), DPO trained on pairs
     train_metrics = {r["name"] for r in catalog.query(
         "SELECT name FROM metrics WHERE run_id = ? AND round = 1 AND stage = 'train'", [run_id])}
-    assert ("grpo_reward_first_quarter" in train_metrics) == (config.train.algorithm == "grpo"), train_metrics
+    assert (("grpo_reward_first_quarter" in train_metrics)
+            == (config.train.algorithm == "grpo")), train_metrics
     proposer_grpo = config.train.proposer.algorithm == "grpo"
     assert ("proposer_reward_first_quarter" in train_metrics) == proposer_grpo, train_metrics
     pairs = catalog.query("SELECT count(*) AS n FROM train_rows WHERE run_id = ? AND round = 1"
@@ -119,7 +124,8 @@ def test_preset_runs_end_to_end_with_catalog_and_lineage(path, tmp_path, prefect
         assert ["problem", "curriculum", "proposal", "model"] == [
             k for k in kinds if k in ("problem", "curriculum", "proposal", "model")][:4], kinds
         writer = next(r for r in chain.rows if r["kind"] == "model")
-        if last > 0 and config.synthesize.source != "proposer":  # the generator wrote it, not a model
+        # the generator wrote it, not a model
+        if last > 0 and config.synthesize.source != "proposer":
             assert writer["id"] == config.synthesize.source, writer
         checkpoint = catalog.resolve(catalog.query(
             "SELECT path FROM datasets WHERE run_id = ? AND round = ? AND kind = 'checkpoint'"

@@ -79,7 +79,8 @@ def _ray_processes(session: str, api_url: str) -> list[str]:
 def test_ray_run_has_the_default_runs_fingerprints_rows_and_checksums(tmp_path, prefect_server,
                                                                       monkeypatch):
     pytest.importorskip("ray", reason="the ray extra is not installed: pip install -e '.[ray]'")
-    pytest.importorskip("prefect_ray", reason="the ray extra is not installed: pip install -e '.[ray]'")
+    pytest.importorskip("prefect_ray",
+                        reason="the ray extra is not installed: pip install -e '.[ray]'")
     import ray
 
     from flows.run import RunSpec, flywheel_flow
@@ -113,7 +114,8 @@ def test_ray_run_has_the_default_runs_fingerprints_rows_and_checksums(tmp_path, 
 
     with get_client(sync_client=True) as client:
         runs = client.read_task_runs(task_run_filter=TaskRunFilter(
-            name=TaskRunFilterName(like_="-shard-"), start_time=TaskRunFilterStartTime(after_=since)))
+            name=TaskRunFilterName(like_="-shard-"),
+            start_time=TaskRunFilterStartTime(after_=since)))
     names = sorted(r.name for r in runs if r.state is not None and r.state.is_completed())
     assert names.count("rollout-shard-1") == 2 and names.count("verify-shard-1") == 2, names
 
@@ -163,7 +165,8 @@ def test_rollout_shards_sample_what_the_whole_stage_samples(tmp_path):
 
     def piece(start: int, end: int) -> list[dict]:
         return rollout_shard(rollout=config, checkpoint_dir=str(tmp_path), domain=domain,
-                             problems=problems[start:end], params=replace(params, first_prompt=start),
+                             problems=problems[start:end],
+                             params=replace(params, first_prompt=start),
                              checkpoint="c", run_id="r", round_index=1)
 
     whole = piece(0, len(problems))

@@ -95,8 +95,8 @@ def snapshot(data_root: Path, run_id: str) -> dict:
     its row count and checksum (keyed by round, stage and kind; paths differ between roots)."""
     catalog = Catalog(data_root)
     stages = catalog.query(
-        "SELECT round, stage, fingerprint, rows FROM stages WHERE run_id = ? AND status = 'completed'",
-        [run_id])
+        "SELECT round, stage, fingerprint, rows FROM stages"
+        " WHERE run_id = ? AND status = 'completed'", [run_id])
     files = catalog.query(
         "SELECT d.round, d.stage, d.kind, d.rows, d.checksum FROM datasets d JOIN stages s"
         " ON d.run_id = s.run_id AND d.fingerprint = s.fingerprint"
@@ -105,7 +105,8 @@ def snapshot(data_root: Path, run_id: str) -> dict:
     names = sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*") if p.name != "run.lock")
     return {
         "stages": sorted((s["round"], s["stage"], s["fingerprint"], s["rows"]) for s in stages),
-        "files": sorted((f["round"], f["stage"], f["kind"], f["rows"], f["checksum"]) for f in files),
+        "files": sorted((f["round"], f["stage"], f["kind"], f["rows"], f["checksum"])
+                        for f in files),
         "names": names,
     }
 

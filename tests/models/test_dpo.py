@@ -11,7 +11,8 @@ PAIRS = [(f"<solve>{a}+{b}=", str(a + b), str(a + b + 1)) for a in range(4) for 
 
 
 def _margin(checkpoint):
-    """Mean over PAIRS of log p(chosen | prompt) - log p(rejected | prompt), end-of-text included."""
+    """Mean over PAIRS of log p(chosen | prompt) - log p(rejected | prompt), end-of-text
+    included."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -20,7 +21,8 @@ def _margin(checkpoint):
 
     def logprob(prompt, completion):
         prompt_ids = tokenizer(prompt).input_ids
-        ids = torch.tensor([prompt_ids + tokenizer(completion).input_ids + [tokenizer.eos_token_id]])
+        ids = torch.tensor([prompt_ids + tokenizer(completion).input_ids
+                            + [tokenizer.eos_token_id]])
         with torch.inference_mode():
             logits = model(ids).logits[0, :-1].log_softmax(-1)
         targets = ids[0, 1:]
@@ -46,12 +48,14 @@ def test_dpo_widens_the_chosen_margin_and_writes_a_loadable_checkpoint(tmp_path)
     # the first step's loss is log 2 (policy = reference); it falls below its own mean
     assert result.final_loss < result.mean_loss < 0.6931
     backend = TransformersBackend(tmp_path / "out")
-    assert len(backend.generate(["<solve>1+2="], SamplingParams(n=2, temperature=1.0, max_new_tokens=4,
-                                                                 seed=0))[0]) == 2
+    assert len(backend.generate(["<solve>1+2="],
+                                SamplingParams(n=2, temperature=1.0, max_new_tokens=4,
+                                               seed=0))[0]) == 2
 
 
 def test_dpo_refuses_rows_without_a_rejected_completion(tmp_path):
-    rows = _rows(PAIRS[:2]) + [{"prompt": "<propose>L1:", "completion": "1+1", "rejected": None, "weight": 1.0}]
+    rows = _rows(PAIRS[:2]) + [{"prompt": "<propose>L1:", "completion": "1+1", "rejected": None,
+                                "weight": 1.0}]
     with pytest.raises(ValueError, match="1 DPO rows have no rejected completion .*'<propose>L1:'"):
-        train_dpo(base=tmp_path, rows=rows, out_dir=tmp_path, learning_rate=1e-3, batch_size=2, epochs=1,
-                  max_steps=1, max_length=24, beta=0.1, seed=0, work_dir=tmp_path)
+        train_dpo(base=tmp_path, rows=rows, out_dir=tmp_path, learning_rate=1e-3, batch_size=2,
+                  epochs=1, max_steps=1, max_length=24, beta=0.1, seed=0, work_dir=tmp_path)

@@ -32,14 +32,14 @@ def _rows(count, level, seed=0):
         problem = domain.generate(rng, level)
         if problem.text not in seen:
             seen.add(problem.text)
-            rows.append({"prompt": domain.solver_prompt(problem.text), "completion": problem.reference,
-                         "weight": 1.0})
+            rows.append({"prompt": domain.solver_prompt(problem.text),
+                         "completion": problem.reference, "weight": 1.0})
     return rows
 
 
 def _tiny(folder):
-    return build_tiny_model(folder, hidden_size=64, num_layers=2, head_dim=32, intermediate_size=128,
-                            init_seed=0)
+    return build_tiny_model(folder, hidden_size=64, num_layers=2, head_dim=32,
+                            intermediate_size=128, init_seed=0)
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +55,8 @@ def warmed_up(tmp_path_factory):
 def test_verifier_reward_scores_completions_against_labels_and_unjudged_is_zero():
     reward = verifier_reward(domain)
     assert reward.__name__ == REWARD_NAME
-    got = reward(prompts=["<solve>1+1="] * 4, completions=["2", "3", " 2x", "2"], label=["2", "2", "2", None],
-                 trainer_state=None)
+    got = reward(prompts=["<solve>1+1="] * 4, completions=["2", "3", " 2x", "2"],
+                 label=["2", "2", "2", None], trainer_state=None)
     assert got == [1.0, 0.0, 1.0, 0.0]
 
 
@@ -70,22 +70,24 @@ def test_grpo_writes_a_loadable_checkpoint_and_logs_rewards_per_step(tmp_path):
 
     # one prompt, two per step: TRL alone would train 0 steps and return (whole batches only)
     result = train_grpo(base=_tiny(tmp_path / "init"), rows=_rows(1, 1), reward=recorded,
-                        out_dir=tmp_path / "out", learning_rate=3e-4, batch_size=8, epochs=4, max_steps=2,
-                        num_generations=4, temperature=1.0, max_completion_length=4, beta=0.0, seed=0,
-                        work_dir=tmp_path / "trainer")
+                        out_dir=tmp_path / "out", learning_rate=3e-4, batch_size=8, epochs=4,
+                        max_steps=2, num_generations=4, temperature=1.0, max_completion_length=4,
+                        beta=0.0, seed=0, work_dir=tmp_path / "trainer")
     assert result.steps == 2 and len(result.rewards) == 2
     assert [len(batch) for batch in seen] == [8, 8]  # batch_size completions per step
     assert result.trained_tokens > 0
     backend = TransformersBackend(tmp_path / "out")
-    outputs = backend.generate(["<solve>1+1="], SamplingParams(n=2, temperature=1.0, max_new_tokens=4, seed=0))
+    outputs = backend.generate(["<solve>1+1="],
+                               SamplingParams(n=2, temperature=1.0, max_new_tokens=4, seed=0))
     assert len(outputs[0]) == 2
 
 
 def test_grpo_rejects_a_batch_that_splits_a_group(tmp_path):
     with pytest.raises(ValueError, match="multiple of num_generations"):
-        train_grpo(base=tmp_path, rows=_rows(2, 1), reward=verifier_reward(domain), out_dir=tmp_path,
-                   learning_rate=1e-4, batch_size=6, epochs=1, max_steps=1, num_generations=4,
-                   temperature=1.0, max_completion_length=4, beta=0.0, seed=0, work_dir=tmp_path)
+        train_grpo(base=tmp_path, rows=_rows(2, 1), reward=verifier_reward(domain),
+                   out_dir=tmp_path, learning_rate=1e-4, batch_size=6, epochs=1, max_steps=1,
+                   num_generations=4, temperature=1.0, max_completion_length=4, beta=0.0, seed=0,
+                   work_dir=tmp_path)
 
 
 def _run(base, out, rewarded_by_verifier):
@@ -112,7 +114,8 @@ def _gain(per_step):
 
 
 @pytest.mark.slow
-def test_grpo_raises_mean_reward_after_sft_warmup_only_when_rewarded_by_the_verifier(warmed_up, tmp_path):
+def test_grpo_raises_mean_reward_after_sft_warmup_only_when_rewarded_by_the_verifier(
+        warmed_up, tmp_path):
     verified, logged = _run(warmed_up, tmp_path / "verifier", rewarded_by_verifier=True)
     assert len(verified) == len(logged) == STEPS
     # the trainer's logged reward of each step is the verifier's mean over that step's completions
@@ -121,7 +124,8 @@ def test_grpo_raises_mean_reward_after_sft_warmup_only_when_rewarded_by_the_veri
 
     coin_flip, _ = _run(warmed_up, tmp_path / "coin", rewarded_by_verifier=False)
     assert len(coin_flip) == STEPS
-    assert _gain(coin_flip) < MIN_GAIN, f"gain {_gain(coin_flip):+.3f} without the verifier's signal"
+    assert _gain(coin_flip) < MIN_GAIN, (
+        f"gain {_gain(coin_flip):+.3f} without the verifier's signal")
 
 
 def test_grpo_killed_mid_training_resumes_to_the_same_weights(tmp_path):
@@ -140,9 +144,10 @@ def test_grpo_killed_mid_training_resumes_to_the_same_weights(tmp_path):
 
     def run(name, **kwargs):
         return train_grpo(base=base, rows=_rows(8, 1), reward=verifier_reward(domain),
-                          out_dir=tmp_path / name / "out", learning_rate=1e-3, batch_size=8, epochs=10,
-                          max_steps=6, num_generations=4, temperature=1.0, max_completion_length=4,
-                          beta=0.0, seed=0, work_dir=tmp_path / name / "trainer", save_steps=3, **kwargs)
+                          out_dir=tmp_path / name / "out", learning_rate=1e-3, batch_size=8,
+                          epochs=10, max_steps=6, num_generations=4, temperature=1.0,
+                          max_completion_length=4, beta=0.0, seed=0,
+                          work_dir=tmp_path / name / "trainer", save_steps=3, **kwargs)
 
     whole = run("whole")
     with pytest.raises(Killed):
@@ -151,5 +156,6 @@ def test_grpo_killed_mid_training_resumes_to_the_same_weights(tmp_path):
     assert checkpoint.name == "checkpoint-3"
     resumed = run("killed", resume_from=checkpoint)
     assert resumed.steps == whole.steps == 6 and resumed.rewards == whole.rewards
-    a, b = (load_file(tmp_path / name / "out" / "model.safetensors") for name in ("whole", "killed"))
+    a, b = (load_file(tmp_path / name / "out" / "model.safetensors")
+            for name in ("whole", "killed"))
     assert all(a[key].equal(b[key]) for key in a)

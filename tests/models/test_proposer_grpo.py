@@ -40,14 +40,14 @@ def _problems(count, level, seed):
 @pytest.fixture(scope="module")
 def warmed_up(tmp_path_factory):
     root = tmp_path_factory.mktemp("proposer-grpo")
-    base = build_tiny_model(root / "init", hidden_size=64, num_layers=2, head_dim=32, intermediate_size=128,
-                            init_seed=0)
+    base = build_tiny_model(root / "init", hidden_size=64, num_layers=2, head_dim=32,
+                            intermediate_size=128, init_seed=0)
     rows = [{"prompt": domain.solver_prompt(p.text), "completion": p.reference, "weight": 1.0}
             for p in _problems(150, 1, seed=1)]
     rows += [{"prompt": domain.proposer_prompt(level), "completion": p.text, "weight": 1.0}
              for level in (1, 2, 3) for p in _problems(100, level, seed=2)]
-    train_sft(base=base, rows=rows, out_dir=root / "sft", learning_rate=3e-3, batch_size=32, epochs=100,
-              max_steps=400, max_length=24, seed=0, work_dir=root / "sft-trainer")
+    train_sft(base=base, rows=rows, out_dir=root / "sft", learning_rate=3e-3, batch_size=32,
+              epochs=100, max_steps=400, max_length=24, seed=0, work_dir=root / "sft-trainer")
     return root / "sft"
 
 
@@ -58,7 +58,8 @@ def _run(model, out, rewarded_online):
         params = SamplingParams(n=n, temperature=0.8, max_new_tokens=4, seed=seed)
         return [[c.text for c in group] for group in solver.generate(prompts, params)]
 
-    online = online_proposer_reward(domain, solve, CurateConfig(proposer_reward="variance"), samples=4, seed=0)
+    online = online_proposer_reward(domain, solve, CurateConfig(proposer_reward="variance"),
+                                    samples=4, seed=0)
     coin = random.Random(1)
     per_step = []
 
@@ -67,10 +68,12 @@ def _run(model, out, rewarded_online):
         per_step.append(statistics.mean(scores))
         return scores if rewarded_online else [float(coin.random() < 0.5) for _ in completions]
 
-    prompts = [{"prompt": domain.proposer_prompt(level), "completion": "", "weight": 1.0} for level in (1, 2, 3)]
-    result = train_grpo(base=model, rows=prompts, reward=reward, out_dir=out / "model", learning_rate=3e-4,
-                        batch_size=32, epochs=1000, max_steps=STEPS, num_generations=8, temperature=1.0,
-                        max_completion_length=8, beta=0.0, seed=0, work_dir=out / "trainer")
+    prompts = [{"prompt": domain.proposer_prompt(level), "completion": "", "weight": 1.0}
+               for level in (1, 2, 3)]
+    result = train_grpo(base=model, rows=prompts, reward=reward, out_dir=out / "model",
+                        learning_rate=3e-4, batch_size=32, epochs=1000, max_steps=STEPS,
+                        num_generations=8, temperature=1.0, max_completion_length=8, beta=0.0,
+                        seed=0, work_dir=out / "trainer")
     return per_step, list(result.rewards)
 
 

@@ -61,7 +61,8 @@ def vllm_run(tmp_path_factory, prefect_server):
     flywheel_flow(RunSpec(data_root=str(data_root), run_id="vllm", config=config))
     catalog = Catalog(data_root)
     paths = {r["stage"]: Path(catalog.resolve(r["path"])) for r in catalog.query(
-        "SELECT stage, path FROM datasets WHERE kind = 'checkpoint' AND run_id = 'vllm' AND round = 0")}
+        "SELECT stage, path FROM datasets WHERE kind = 'checkpoint' AND run_id = 'vllm' "
+        "AND round = 0")}
     counts = {"builds": ENGINES.builds - builds, "swaps": ENGINES.swaps - swaps}
     yield catalog, config, {"base": paths["base"], "candidate": paths["train"]}, counts
     ENGINES.shutdown()
@@ -76,7 +77,8 @@ def long_prompts(vllm_run):
         block = backend.llm.llm_engine.vllm_config.cache_config.block_size
     finally:
         backend.close()
-    body = " ".join(f"{a}+{b}={a + b}" for a, b in zip(range(3, 99, 7), range(5, 99, 3), strict=False))
+    body = " ".join(f"{a}+{b}={a + b}"
+                    for a, b in zip(range(3, 99, 7), range(5, 99, 3), strict=False))
     prompts = [f"<solve>{(body * 8)[i:i + block + 16]} {i}+{i * 7}=" for i in range(0, 64, 8)]
     assert all(len(p) - len("<solve>") + 1 > block for p in prompts)  # one token per character
     return prompts
@@ -98,11 +100,12 @@ def _vllm_greedy_logprobs(llm, prompts: list[str], max_tokens: int):
     """(token ids, logprob of each) per prompt, straight from the engine."""
     from vllm import SamplingParams as VLLMSamplingParams
 
-    outputs = llm.generate(prompts, VLLMSamplingParams(temperature=0.0, max_tokens=max_tokens, logprobs=0),
+    outputs = llm.generate(prompts,
+                           VLLMSamplingParams(temperature=0.0, max_tokens=max_tokens, logprobs=0),
                            use_tqdm=False)
     return [(list(o.outputs[0].token_ids),
-             [step[token].logprob for step, token in zip(o.outputs[0].logprobs, o.outputs[0].token_ids,
-                                                         strict=True)])
+             [step[token].logprob
+              for step, token in zip(o.outputs[0].logprobs, o.outputs[0].token_ids, strict=True)])
             for o in outputs]
 
 
@@ -147,11 +150,12 @@ def test_round_runs_on_one_vllm_engine_with_a_weight_swap(vllm_run):
 def test_flow_greedy_evals_equal_transformers_before_and_after_the_swap(vllm_run):
     catalog, config, checkpoints, _ = vllm_run
     fingerprints = {r["stage"]: r["fingerprint"] for r in catalog.query(
-        "SELECT stage, fingerprint FROM datasets WHERE kind = 'checkpoint' AND run_id = 'vllm' AND round = 0")}
+        "SELECT stage, fingerprint FROM datasets WHERE kind = 'checkpoint' AND run_id = 'vllm' "
+        "AND round = 0")}
     completions = {}
     for name, stage in [("base", "base"), ("candidate", "train")]:
-        rows = catalog.query("SELECT prompt, completion FROM evals WHERE checkpoint = ? AND round = 0 "
-                             "ORDER BY item_id", [fingerprints[stage]])
+        rows = catalog.query("SELECT prompt, completion FROM evals WHERE checkpoint = ? "
+                             "AND round = 0 ORDER BY item_id", [fingerprints[stage]])
         assert rows, name
         prompts = [r["prompt"] for r in rows]
         expected = _generate("transformers", checkpoints[name], prompts,
@@ -212,11 +216,15 @@ def test_seeded_sampling_is_reproducible_with_n_samples_and_token_counts(vllm_ru
     done: list[int] = []
     backend = make_backend("vllm", checkpoints["candidate"])
     try:
-        first = backend.generate(prompts, SamplingParams(n=4, temperature=1.0, max_new_tokens=8, seed=7),
+        first = backend.generate(prompts,
+                                 SamplingParams(n=4, temperature=1.0, max_new_tokens=8, seed=7),
                                  progress=done.append)
-        again = backend.generate(prompts, SamplingParams(n=4, temperature=1.0, max_new_tokens=8, seed=7))
-        other = backend.generate(prompts, SamplingParams(n=4, temperature=1.0, max_new_tokens=8, seed=8))
-        fewer = backend.generate(prompts[:3], SamplingParams(n=4, temperature=1.0, max_new_tokens=8, seed=7))
+        again = backend.generate(prompts,
+                                 SamplingParams(n=4, temperature=1.0, max_new_tokens=8, seed=7))
+        other = backend.generate(prompts,
+                                 SamplingParams(n=4, temperature=1.0, max_new_tokens=8, seed=8))
+        fewer = backend.generate(prompts[:3],
+                                 SamplingParams(n=4, temperature=1.0, max_new_tokens=8, seed=7))
     finally:
         backend.close()
     assert sum(done) == len(prompts) * 4
@@ -243,7 +251,8 @@ def test_missing_vllm_names_the_extra_to_install(monkeypatch, tmp_path):
 
     config = tmp_path / "vllm.toml"
     config.write_text('[rollout]\nbackend = "vllm"\n')
-    result = CliRunner().invoke(app, ["run", "--config", str(config), "--data-root", str(tmp_path / "d")])
+    result = CliRunner().invoke(app, ["run", "--config", str(config),
+                                      "--data-root", str(tmp_path / "d")])
     assert result.exit_code == 2
     assert result.output.strip() == f"error: {message}"
     assert not (tmp_path / "d").exists()

@@ -41,7 +41,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait(predicate, timeout: float, what: str, proc: subprocess.Popen | None = None, log: Path | None = None):
+def _wait(predicate, timeout: float, what: str, proc: subprocess.Popen | None = None,
+          log: Path | None = None):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
@@ -140,7 +141,8 @@ def test_second_night_for_the_same_run_is_refused_while_one_runs(tmp_path, prefe
     cfg = load_config(CONFIG)
     script = (
         "import sys; from configs import load_config; "
-        "from flows.nightly import nightly_round; from schedules.deployments import deployment_parameters; "
+        "from flows.nightly import nightly_round; "
+        "from schedules.deployments import deployment_parameters; "
         f"nightly_round(**deployment_parameters({str(data_root)!r}, load_config({str(CONFIG)!r})))"
     )
     first = subprocess.Popen(

@@ -8,8 +8,8 @@ from storage.recovery import check_recorded
 
 
 def _write(tmp_path, fingerprint="f" * 32):
-    rows = [{"problem_id": "p", "run_id": "r", "round": 0, "text": "1+1", "reference": "2", "level": 1,
-             "source": "seed", "proposal_id": "q"}]
+    rows = [{"problem_id": "p", "run_id": "r", "round": 0, "text": "1+1", "reference": "2",
+             "level": 1, "source": "seed", "proposal_id": "q"}]
     return write_atomic("problems", rows, dataset_path(tmp_path, "r", 0, "problems", fingerprint))
 
 
@@ -19,7 +19,8 @@ def test_completed_stage_is_found_with_its_datasets(tmp_path):
     assert catalog.completed_datasets("r", "f" * 32) is None
     written = _write(tmp_path)
     catalog.record_completed(run_id="r", round_index=0, stage="synthesize", fingerprint="f" * 32,
-                             started_at=time.time(), outputs=[written], inputs={}, metrics={"valid": 1})
+                             started_at=time.time(), outputs=[written], inputs={},
+                             metrics={"valid": 1})
     recorded = catalog.completed_datasets("r", "f" * 32)
     assert recorded["problems"]["rows"] == 1
     assert check_recorded(recorded) is None

@@ -10,8 +10,8 @@ from storage.fingerprint import file_checksum, row_id, stable_hash, stage_finger
 
 
 def _problem(i):
-    return {"problem_id": f"p{i}", "run_id": "r", "round": 1, "text": f"{i}+1", "reference": str(i + 1),
-            "level": 1, "source": "seed", "proposal_id": f"q{i}"}
+    return {"problem_id": f"p{i}", "run_id": "r", "round": 1, "text": f"{i}+1",
+            "reference": str(i + 1), "level": 1, "source": "seed", "proposal_id": f"q{i}"}
 
 
 def test_write_atomic_roundtrip_and_checksum(tmp_path):
@@ -29,7 +29,8 @@ def test_wrong_columns_are_rejected_before_anything_is_written(tmp_path):
     path = tmp_path / "x.parquet"
     bad = _problem(0) | {"extra": 1}
     del bad["level"]
-    with pytest.raises(DatasetError, match=r"problems row 0: missing columns \['level'\], unexpected columns \['extra'\]"):
+    with pytest.raises(DatasetError, match=r"problems row 0: missing columns \['level'\],"
+                                           r" unexpected columns \['extra'\]"):
         write_atomic("problems", [bad], path)
     assert not path.exists() and os.listdir(tmp_path) == []
 

@@ -64,7 +64,8 @@ def test_cli_refuses_a_running_run_in_one_line(tmp_path):
     try:
         result = subprocess.run(
             [sys.executable, "-m", "flows.cli", "run", "--run-id", "busy",
-             "--data-root", str(tmp_path)], capture_output=True, text=True, timeout=120, check=False)
+             "--data-root", str(tmp_path)],
+            capture_output=True, text=True, timeout=120, check=False)
     finally:
         child.stdin.close()
         child.wait(timeout=30)

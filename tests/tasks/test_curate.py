@@ -5,13 +5,15 @@ from domains.arithmetic import ArithmeticDomain
 from tasks.curate import curriculum_rows, drop_reason, training_rows
 
 domain = ArithmeticDomain()
-BAND = CurateConfig(min_pass_rate=0.0, max_pass_rate=1.0, max_answers_per_problem=2, solver_targets="verified")
+BAND = CurateConfig(min_pass_rate=0.0, max_pass_rate=1.0, max_answers_per_problem=2,
+                    solver_targets="verified")
 
 
 @pytest.mark.parametrize(
     ("pass_rate", "std", "band", "reason"),
     [(None, 0.0, BAND, "unjudged"), (0.0, 0.0, BAND, "too_hard"), (1.0, 0.0, BAND, "too_easy"),
-     (0.5, 0.5, BAND, None), (0.2, 0.4, CurateConfig(min_pass_rate=0.3, max_pass_rate=0.8), "too_hard"),
+     (0.5, 0.5, BAND, None),
+     (0.2, 0.4, CurateConfig(min_pass_rate=0.3, max_pass_rate=0.8), "too_hard"),
      (0.9, 0.3, CurateConfig(min_pass_rate=0.3, max_pass_rate=0.8), "too_easy"),
      (0.5, 0.0, BAND, "zero_variance")],
 )
@@ -39,7 +41,8 @@ def _fixture():
 
 def test_curriculum_keeps_the_band_and_says_why_it_drops():
     problems, _rollouts, verdicts = _fixture()
-    curriculum = {c["problem_id"]: c for c in curriculum_rows(problems, verdicts, BAND, warmup=False)}
+    curriculum = {c["problem_id"]: c
+                  for c in curriculum_rows(problems, verdicts, BAND, warmup=False)}
     assert curriculum["a"]["drop_reason"] == "too_easy" and curriculum["a"]["pass_rate"] == 1.0
     assert curriculum["b"]["kept"] and curriculum["b"]["pass_rate"] == 0.5
     assert curriculum["c"]["drop_reason"] == "too_hard"
@@ -52,7 +55,8 @@ def test_training_rows_are_verified_answers_of_kept_problems_with_lineage():
     solver = [r for r in rows if r["role"] == "solver"]
     proposer = [r for r in rows if r["role"] == "proposer"]
     assert [r["rollout_id"] for r in solver] == ["b0", "b2"]
-    assert all(r["completion"] == "4" and r["problem_id"] == "b" and r["proposal_id"] == "qb" for r in solver)
+    assert all(r["completion"] == "4" and r["problem_id"] == "b" and r["proposal_id"] == "qb"
+               for r in solver)
     assert len(proposer) == 1 and proposer[0]["completion"] == "2+2"
     assert proposer[0]["weight"] == 0.5  # learnability 1 - p at p = 0.5
     assert len({r["train_row_id"] for r in rows}) == len(rows)
@@ -73,12 +77,16 @@ def test_warmup_trains_solver_on_references_up_to_its_level_and_proposer_on_all(
 
 def test_rationalize_trains_too_hard_problems_on_their_reference_and_the_rest_as_verified():
     problems, rollouts, verdicts = _fixture()
-    band = CurateConfig(max_answers_per_problem=2, solver_targets="rationalize", rationalize_ratio=0.5)
-    curriculum = {c["problem_id"]: c for c in curriculum_rows(problems, verdicts, band, warmup=False)}
+    band = CurateConfig(max_answers_per_problem=2, solver_targets="rationalize",
+                        rationalize_ratio=0.5)
+    curriculum = {c["problem_id"]: c
+                  for c in curriculum_rows(problems, verdicts, band, warmup=False)}
     assert curriculum["c"]["kept"] and curriculum["c"]["pass_rate"] == 0.0
     assert curriculum["a"]["drop_reason"] == "too_easy"  # mastered: nothing to learn either way
-    rows = training_rows(domain, problems, rollouts, verdicts, list(curriculum.values()), band, warmup=False)
-    solver = [(r["problem_id"], r["completion"], r["rollout_id"]) for r in rows if r["role"] == "solver"]
+    rows = training_rows(domain, problems, rollouts, verdicts, list(curriculum.values()), band,
+                         warmup=False)
+    solver = [(r["problem_id"], r["completion"], r["rollout_id"])
+              for r in rows if r["role"] == "solver"]
     assert solver == [("b", "4", "b0"), ("b", "4", "b2"), ("c", "9", None)]
     assert domain.solver_prompt("3*3") in [r["prompt"] for r in rows]
     proposer = {r["problem_id"]: r["weight"] for r in rows if r["role"] == "proposer"}
@@ -89,11 +97,13 @@ def test_rationalize_caps_references_per_verified_row_lowest_level_first():
     problems, _rollouts, verdicts = _fixture()
     for pid, level in [("d", 4), ("e", 3), ("f", 3)]:  # three more problems nobody solved
         problems.append({**problems[2], "problem_id": pid, "level": level})
-        verdicts += [{"rollout_id": f"{pid}{i}", "problem_id": pid, "reward": 0.0} for i in range(4)]
+        verdicts += [{"rollout_id": f"{pid}{i}", "problem_id": pid, "reward": 0.0}
+                     for i in range(4)]
     problems[2]["level"] = 5
 
     def kept(ratio):
-        band = CurateConfig(max_answers_per_problem=2, solver_targets="rationalize", rationalize_ratio=ratio)
+        band = CurateConfig(max_answers_per_problem=2, solver_targets="rationalize",
+                            rationalize_ratio=ratio)
         rows = curriculum_rows(problems, verdicts, band, warmup=False)
         return [r["problem_id"] for r in rows if r["kept"] and r["pass_rate"] == 0.0]
 
@@ -110,14 +120,16 @@ def test_curate_fingerprint_covers_what_its_round_reads():
         return curate_settings(load_config(None, overrides), warmup=warmup)
 
     rounds = settings()
-    assert rounds["curate"]["rationalize_ratio"] == 1.0 and rounds["curate"]["diversity"]["on"] == "text"
+    assert (rounds["curate"]["rationalize_ratio"] == 1.0
+            and rounds["curate"]["diversity"]["on"] == "text")
     assert rounds["algorithm"] == "sft" and "max_pairs_per_problem" not in rounds
     for key, value in [("curate.diversity.on", "shape"), ("curate.rationalize_ratio", 0.5)]:
         assert settings(**{key: value}) != rounds, key  # every [curate] key counts in a round
     verified = {"curate.solver_targets": "verified"}
     dpo = settings(**verified, **{"train.algorithm": "dpo"})
     assert dpo["max_pairs_per_problem"] == 4  # DPO pairs per kept problem
-    assert settings(**verified, **{"train.algorithm": "dpo", "train.dpo.max_pairs_per_problem": 2}) != dpo
+    assert settings(**verified, **{"train.algorithm": "dpo",
+                                   "train.dpo.max_pairs_per_problem": 2}) != dpo
     assert settings(**verified, **{"train.dpo.max_pairs_per_problem": 2}) == settings(**verified)
     # the warm-up builds no diversity penalty and no pairs; it reads domain.seed_max_level
     warmup = settings(warmup=True)

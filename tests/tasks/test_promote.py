@@ -29,13 +29,18 @@ def evals(marks: dict[int, list[bool]]) -> list[dict]:
         ({2: [T, T, F, F]}, {2: [F, F, T, T]}, {}, T, "accuracy 0.500 >= 0.500 - 0.000"),
         ({2: [T, F, F, F]}, {2: [T, T, F, F]}, {}, F, "accuracy 0.250 < 0.500 - 0.000"),
         # margin: an allowed drop
-        ({2: [T, F, F, F]}, {2: [T, T, F, F]}, {"margin": 0.25}, T, "accuracy 0.250 >= 0.500 - 0.250"),
-        ({2: [F, F, F, F]}, {2: [T, T, F, F]}, {"margin": 0.25}, F, "accuracy 0.000 < 0.500 - 0.250"),
+        ({2: [T, F, F, F]}, {2: [T, T, F, F]}, {"margin": 0.25}, T,
+         "accuracy 0.250 >= 0.500 - 0.250"),
+        ({2: [F, F, F, F]}, {2: [T, T, F, F]}, {"margin": 0.25}, F,
+         "accuracy 0.000 < 0.500 - 0.250"),
         # min_gain: a required gain; a tie no longer promotes
-        ({2: [T, T, F, F]}, {2: [T, T, F, F]}, {"min_gain": 0.1}, F, "accuracy 0.500 < 0.500 + 0.100"),
-        ({2: [T, T, T, F]}, {2: [T, T, F, F]}, {"min_gain": 0.1}, T, "accuracy 0.750 >= 0.500 + 0.100"),
+        ({2: [T, T, F, F]}, {2: [T, T, F, F]}, {"min_gain": 0.1}, F,
+         "accuracy 0.500 < 0.500 + 0.100"),
+        ({2: [T, T, T, F]}, {2: [T, T, F, F]}, {"min_gain": 0.1}, T,
+         "accuracy 0.750 >= 0.500 + 0.100"),
         # 0.2 + 0.1 is 0.30000000000000004 in floats: 3/10 still meets it
-        ({2: [T] * 3 + [F] * 7}, {2: [T] * 2 + [F] * 8}, {"min_gain": 0.1}, T, "accuracy 0.300 >= 0.200 + 0.100"),
+        ({2: [T] * 3 + [F] * 7}, {2: [T] * 2 + [F] * 8}, {"min_gain": 0.1}, T,
+         "accuracy 0.300 >= 0.200 + 0.100"),
         # per level: overall better, but half of level 3 flips pass -> fail
         ({2: [T, T, T, T], 3: [T, T, F, F]}, {2: [F, F, F, F], 3: [T, T, T, T]},
          {"max_level_regression": 0.25}, F,
@@ -44,7 +49,8 @@ def evals(marks: dict[int, list[bool]]) -> list[dict]:
          {"max_level_regression": 0.5}, T,
          "accuracy 0.750 >= 0.500 - 0.000; worst level 3: 2/4 items pass->fail <= 0.500"),
         # flip-based, not accuracy-based: level 2 keeps its accuracy but swaps which items pass
-        ({2: [F, F, T, T], 3: [T, T]}, {2: [T, T, F, F], 3: [T, T]}, {"max_level_regression": 0.25}, F,
+        ({2: [F, F, T, T], 3: [T, T]}, {2: [T, T, F, F], 3: [T, T]},
+         {"max_level_regression": 0.25}, F,
          "accuracy 0.667 >= 0.667 - 0.000; level 2: 2/4 items pass->fail > 0.250"),
         # both checks fail: both reasons
         ({2: [F, F], 3: [F, F]}, {2: [T, T], 3: [F, F]}, {"max_level_regression": 0.0}, F,
@@ -84,7 +90,8 @@ EMPTY_BAND = {"rounds": 2, "domain.seed_problems": 200, "domain.heldout_per_leve
               "curate.min_pass_rate": 0.99, "curate.max_pass_rate": 1.0, "gates.enabled": False}
 
 
-def test_round_without_training_rows_is_rejected_and_the_run_goes_on(tmp_path, prefect_server, monkeypatch):
+def test_round_without_training_rows_is_rejected_and_the_run_goes_on(tmp_path, prefect_server,
+                                                                     monkeypatch):
     from flows.cli import app
     from flows.run import RunSpec, flywheel_flow
 
@@ -103,12 +110,14 @@ def test_round_without_training_rows_is_rejected_and_the_run_goes_on(tmp_path, p
         assert rounds[k]["candidate"] is None and rounds[k]["candidate_accuracy"] is None
         assert rounds[k]["incumbent"] == warm  # the incumbent stays
     assert winner.fingerprint == warm
-    stages = catalog.query("SELECT round, stage, fingerprint, status FROM stages WHERE run_id = 'empty'")
+    stages = catalog.query("SELECT round, stage, fingerprint, status FROM stages "
+                           "WHERE run_id = 'empty'")
     for k in (1, 2):
         assert {s["stage"] for s in stages if s["round"] == k} == {
             "synthesize", "rollout", "verify", "curate", "promote"}
     assert {s["status"] for s in stages} == {"completed"}
-    assert len(list(Path(tmp_path, "runs", "empty").glob("round-*/checkpoint-*"))) == 2  # base + warm-up
+    # base + warm-up
+    assert len(list(Path(tmp_path, "runs", "empty").glob("round-*/checkpoint-*"))) == 2
     curriculum = catalog.query("SELECT round, count(*) AS n, count(*) FILTER (WHERE kept) AS kept"
                                " FROM curriculum GROUP BY round ORDER BY round")
     assert [(c["round"], c["kept"]) for c in curriculum if c["round"]] == [(1, 0), (2, 0)]
@@ -131,7 +140,8 @@ def test_round_without_training_rows_is_rejected_and_the_run_goes_on(tmp_path, p
 
     # resume: every stage is done (same fingerprints), nothing is recomputed
     assert flywheel_flow(spec).fingerprint == warm
-    again = catalog.query("SELECT round, stage, fingerprint, status FROM stages WHERE run_id = 'empty'")
+    again = catalog.query("SELECT round, stage, fingerprint, status FROM stages "
+                          "WHERE run_id = 'empty'")
     assert len(again) == len(stages)
 
     result = CliRunner().invoke(app, ["status", "empty", "--data-root", str(tmp_path)])

@@ -45,7 +45,8 @@ def _round(answers, references=None):
 @pytest.mark.parametrize(
     ("verdict_labels", "references", "expected"),
     [
-        ({}, {"a": "2", "b": "4"}, {"a": "2", "b": "4"}),               # no label column: references
+        # no label column: references
+        ({}, {"a": "2", "b": "4"}, {"a": "2", "b": "4"}),
         ({"a": "3"}, {"a": "2", "b": "4"}, {"a": "3", "b": "4"}),       # majority label wins
         ({"a": None}, {"a": "2", "b": None}, {"a": "2"}),               # neither: no label
         ({"b": "5"}, {"a": None, "b": None}, {"b": "5"}),               # label-free problems
@@ -55,7 +56,8 @@ def test_labels_come_from_verdicts_then_references(verdict_labels, references, e
     problems = [_problem("a", "1+1", references["a"]), _problem("b", "2+2", references["b"])]
     verdicts = [{"problem_id": pid, "rollout_id": pid + "0", "reward": 1.0, "label": label}
                 for pid, label in verdict_labels.items()]
-    verdicts.append({"problem_id": "a", "rollout_id": "a9", "reward": 1.0})  # row without the column
+    # row without the column
+    verdicts.append({"problem_id": "a", "rollout_id": "a9", "reward": 1.0})
     assert labels_for(problems, verdicts) == expected
 
 
@@ -70,12 +72,15 @@ def test_labels_come_from_verdicts_then_references(verdict_labels, references, e
 )
 def test_grpo_rows_are_one_labelled_prompt_per_kept_problem(kept, labels, expected):
     problems = [_problem("a", "1+1", "2"), _problem("b", "2+2", "4"), _problem("c", "3*3", "9")]
-    curriculum = [{"problem_id": p["problem_id"], "kept": p["problem_id"] in kept} for p in problems]
+    curriculum = [{"problem_id": p["problem_id"], "kept": p["problem_id"] in kept}
+                  for p in problems]
     rows = grpo_rows(domain, problems, curriculum, labels)
     assert [(r["problem_id"], r["completion"]) for r in rows] == expected
     for r in rows:
-        assert r["prompt"] == domain.solver_prompt(next(p["text"] for p in problems if p["problem_id"] == r["problem_id"]))
-        assert (r["role"], r["weight"], r["rollout_id"], r["rejected"]) == ("solver", 1.0, None, None)
+        assert r["prompt"] == domain.solver_prompt(next(p["text"] for p in problems
+                                                        if p["problem_id"] == r["problem_id"]))
+        assert ((r["role"], r["weight"], r["rollout_id"], r["rejected"])
+                == ("solver", 1.0, None, None))
         assert r["proposal_id"] == "q" + r["problem_id"]
     to_table("train_rows", rows)  # the stored schema, exactly
 
@@ -85,9 +90,11 @@ def test_grpo_rows_are_one_labelled_prompt_per_kept_problem(kept, labels, expect
     [
         (["4", "5", "4", "1"], 4, [("b0", "4", "5"), ("b2", "4", "1")]),   # sample order, zipped
         (["4", "5", "4", "1"], 1, [("b0", "4", "5")]),                     # capped
-        (["5", "4", "4", "4"], 4, [("b1", "4", "5")]),                     # one wrong answer: one pair
+        # one wrong answer: one pair
+        (["5", "4", "4", "4"], 4, [("b1", "4", "5")]),
         (["4", "4"], 4, []),                                               # no wrong answer
-        (["5", None, "4"], 4, [("b2", "4", "5")]),                         # unjudged in neither list
+        # unjudged in neither list
+        (["5", None, "4"], 4, [("b2", "4", "5")]),
     ],
 )
 def test_dpo_pairs_chosen_verified_rejected_wrong(answers, max_pairs, expected):
@@ -123,13 +130,16 @@ def test_unknown_algorithm_names_the_choices():
     ],
 )
 def test_curate_dispatches_solver_rows_on_the_algorithm(algorithm, solver):
-    problems, rollouts, verdicts = _round({"a": ("1+1", ["2", "2"]), "b": ("2+2", ["4", "5", "4", "1"]),
+    problems, rollouts, verdicts = _round({"a": ("1+1", ["2", "2"]),
+                                          "b": ("2+2", ["4", "5", "4", "1"]),
                                           "c": ("3*3", ["1", "2"])})
     curriculum = curriculum_rows(problems, verdicts, BAND, warmup=False)
     rows = training_rows(domain, problems, rollouts, verdicts, curriculum, BAND, warmup=False,
                          algorithm=algorithm, max_pairs_per_problem=4)
-    assert [(r["rollout_id"], r["completion"], r["rejected"]) for r in rows if r["role"] == "solver"] == solver
-    assert [(r["role"], r["completion"]) for r in rows if r["role"] == "proposer"] == [("proposer", "2+2")]
+    assert [(r["rollout_id"], r["completion"], r["rejected"])
+            for r in rows if r["role"] == "solver"] == solver
+    assert [(r["role"], r["completion"]) for r in rows
+            if r["role"] == "proposer"] == [("proposer", "2+2")]
     to_table("train_rows", rows)
 
 
@@ -144,8 +154,8 @@ def test_warmup_is_sft_on_references_whatever_the_algorithm(algorithm):
 
 
 def _row(role, completion, rejected=None, round_index=1):
-    return {"role": role, "prompt": "p", "completion": completion, "rejected": rejected, "weight": 1.0,
-            "round": round_index}
+    return {"role": role, "prompt": "p", "completion": completion, "rejected": rejected,
+            "weight": 1.0, "round": round_index}
 
 
 @pytest.mark.parametrize(
@@ -168,7 +178,8 @@ def test_split_for_routes_rows_the_algorithm_cannot_train_to_sft(algorithm, main
 def stage_inputs(tmp_path):
     """A round-1 train stage over one GRPO prompt row, one DPO pair and one proposer row."""
     def make(algorithm, round_index=1, proposer_algorithm="sft"):
-        config = load_config(None, {"rounds": 1, "train.algorithm": algorithm, "train.batch_size": 8,
+        config = load_config(None, {"rounds": 1, "train.algorithm": algorithm,
+                                    "train.batch_size": 8,
                                     "curate.solver_targets": "verified",
                                     "train.proposer.algorithm": proposer_algorithm,
                                     "train.replay_proposer_rows": True,
@@ -176,17 +187,20 @@ def stage_inputs(tmp_path):
         ctx = RunContext(data_root=tmp_path, run_id="r", config=config)
         base = {"run_id": "r", "round": round_index, "weight": 1.0, "proposal_id": "q"}
         rows = [
-            {**base, "train_row_id": "t0", "role": "solver", "prompt": "<solve>1+1=", "completion": "2",
-             "rejected": None, "problem_id": "a", "rollout_id": None},
-            {**base, "train_row_id": "t1", "role": "solver", "prompt": "<solve>2+2=", "completion": "4",
-             "rejected": "5", "problem_id": "b", "rollout_id": "b0"},
-            {**base, "train_row_id": "t2", "role": "proposer", "prompt": "<propose>L1:", "completion": "1+1",
-             "rejected": None, "problem_id": "a", "rollout_id": None},
+            {**base, "train_row_id": "t0", "role": "solver", "prompt": "<solve>1+1=",
+             "completion": "2", "rejected": None, "problem_id": "a", "rollout_id": None},
+            {**base, "train_row_id": "t1", "role": "solver", "prompt": "<solve>2+2=",
+             "completion": "4", "rejected": "5", "problem_id": "b", "rollout_id": "b0"},
+            {**base, "train_row_id": "t2", "role": "proposer", "prompt": "<propose>L1:",
+             "completion": "1+1", "rejected": None, "problem_id": "a", "rollout_id": None},
         ]
-        path = write_atomic("train_rows", rows, dataset_path(tmp_path, "r", round_index, "train_rows",
-                                                               algorithm * 8)).path
-        curated = StageOutput("curate", round_index, algorithm * 8, {"train_rows": path}, skipped=False)
-        return ctx, round_index, Checkpoint(path=tmp_path / "incumbent", fingerprint="b" * 32), curated
+        path = write_atomic("train_rows", rows,
+                            dataset_path(tmp_path, "r", round_index, "train_rows",
+                                         algorithm * 8)).path
+        curated = StageOutput("curate", round_index, algorithm * 8, {"train_rows": path},
+                              skipped=False)
+        return (ctx, round_index, Checkpoint(path=tmp_path / "incumbent", fingerprint="b" * 32),
+                curated)
     return make
 
 
@@ -196,20 +210,23 @@ def _fake(name, calls, rewards=()):
                       kwargs.get("reward") is not None))
         kwargs["out_dir"].mkdir(parents=True)
         (kwargs["out_dir"] / "model.safetensors").write_text(json.dumps(calls[-1]))
-        return TrainResult(steps=2, final_loss=0.5, mean_loss=0.5, trained_tokens=10, rewards=rewards)
+        return TrainResult(steps=2, final_loss=0.5, mean_loss=0.5, trained_tokens=10,
+                           rewards=rewards)
     return fake
 
 
 @pytest.mark.parametrize(
     ("algorithm", "round_index", "expected"),
     [
-        ("grpo", 1, [("grpo", "incumbent", ["2", "4"], True), ("sft", "model-grpo", ["1+1"], False)]),
+        ("grpo", 1, [("grpo", "incumbent", ["2", "4"], True),
+                     ("sft", "model-grpo", ["1+1"], False)]),
         ("dpo", 1, [("dpo", "incumbent", ["4"], False), ("sft", "model-dpo", ["2", "1+1"], False)]),
         ("sft", 1, [("sft", "incumbent", ["2", "4", "1+1"], False)]),
         ("grpo", 0, [("sft", "incumbent", ["2", "4", "1+1"], False)]),   # warm-up: always SFT
     ],
 )
-def test_train_stage_dispatches_on_the_algorithm(stage_inputs, monkeypatch, algorithm, round_index, expected):
+def test_train_stage_dispatches_on_the_algorithm(stage_inputs, monkeypatch, algorithm, round_index,
+                                                 expected):
     calls = []
     monkeypatch.setattr(trainer, "train_sft", _fake("sft", calls))
     monkeypatch.setattr(grpo, "train_grpo", _fake("grpo", calls, rewards=(0.25, 0.25, 0.5, 0.75)))

@@ -24,7 +24,8 @@ def test_top_up_draws_batches_until_enough_novel_problems_or_the_cap():
     def count(pairs):
         return novel_count(domain, pairs, seen=set(), heldout=set())
 
-    for min_novel, max_batches, expected in [(0, 4, [0]), (2, 4, [0]), (3, 4, [0, 1]), (4, 4, [0, 1, 2]), (9, 3, [0, 1, 2])]:
+    for min_novel, max_batches, expected in [(0, 4, [0]), (2, 4, [0]), (3, 4, [0, 1]),
+                                             (4, 4, [0, 1, 2]), (9, 3, [0, 1, 2])]:
         drawn = []
         pairs = top_up(draw, count, min_novel=min_novel, max_batches=max_batches)
         assert drawn == expected and len(pairs) == 3 * len(expected)
@@ -32,12 +33,14 @@ def test_top_up_draws_batches_until_enough_novel_problems_or_the_cap():
 
 def test_synthesize_fingerprint_covers_what_its_round_reads():
     def settings(warmup=False, **synthesize):
-        return synthesize_settings(load_config(None, {f"synthesize.{k}": v for k, v in synthesize.items()}),
+        return synthesize_settings(load_config(None, {f"synthesize.{k}": v
+                                                      for k, v in synthesize.items()}),
                                    warmup=warmup)
 
     rounds = settings()
     assert "domain" in rounds and rounds["batch_size"] == 512  # the proposer's generate batches
-    assert rounds["synthesize"]["min_novel_share"] == 0.5 and rounds["synthesize"]["top_up"] == "generator"
+    assert (rounds["synthesize"]["min_novel_share"] == 0.5
+            and rounds["synthesize"]["top_up"] == "generator")
     for key, value in [("min_novel_share", 0.0), ("max_batches", 9), ("top_up", "proposer")]:
         assert settings(**{key: value}) != rounds, key  # every [synthesize] key counts in a round
     # [synthesize.bandit] is read only when the proposer's levels come from the bandit
@@ -69,7 +72,8 @@ def test_generator_fill_takes_fresh_problems_of_the_levels_up_to_the_shortfall()
     assert len(texts) == 50 and len(set(texts)) == 50 and not exclude & set(texts)
     levels = [domain.parse(text).level for text in texts]
     assert set(levels) == {2, 3, 4}
-    assert all(prompt == domain.proposer_prompt(level) for (prompt, _), level in zip(fill, levels, strict=True))
+    assert all(prompt == domain.proposer_prompt(level)
+               for (prompt, _), level in zip(fill, levels, strict=True))
     assert generator_fill(domain, missing=50, exclude=exclude, min_level=2, max_level=4, seed=3,
                           batch=64, max_batches=4) == fill  # seeded
     assert generator_fill(domain, missing=0, exclude=set(), min_level=2, max_level=4, seed=3,

@@ -14,8 +14,10 @@ def test_proposer_grpo_takes_this_rounds_proposer_rows_out_of_the_other_passes()
     proposer = {"role": "proposer", "weight": 0.5, "rejected": None, "round": 1}
     rows = [solver, pair, proposer]
     assert plan_passes("sft", "sft", rows, 1) == [("sft", rows)]
-    assert plan_passes("sft", "grpo", rows, 1) == [("sft", [solver, pair]), ("proposer-grpo", [proposer])]
-    assert plan_passes("grpo", "grpo", rows, 1) == [("grpo", [solver, pair]), ("proposer-grpo", [proposer])]
+    assert plan_passes("sft", "grpo", rows, 1) == [("sft", [solver, pair]),
+                                                   ("proposer-grpo", [proposer])]
+    assert plan_passes("grpo", "grpo", rows, 1) == [("grpo", [solver, pair]),
+                                                    ("proposer-grpo", [proposer])]
     assert plan_passes("dpo", "grpo", rows, 1) == [("dpo", [pair]), ("proposer-grpo", [proposer]),
                                                    ("sft", [solver])]
     assert plan_passes("grpo", "sft", rows, 1) == [("grpo", [solver, pair]), ("sft", [proposer])]
@@ -28,8 +30,10 @@ def test_replayed_proposer_rows_stay_in_the_solvers_sft_pass_only_under_sft():
     rows = [solver, new, replayed]
     assert plan_passes("sft", "grpo", rows, 2) == [("sft", [solver, replayed]),
                                                    ("proposer-grpo", [new, replayed])]
-    assert plan_passes("grpo", "grpo", rows, 2) == [("grpo", [solver]), ("proposer-grpo", [new, replayed])]
-    assert plan_passes("dpo", "grpo", rows, 2) == [("proposer-grpo", [new, replayed]), ("sft", [solver])]
+    assert plan_passes("grpo", "grpo", rows, 2) == [("grpo", [solver]),
+                                                    ("proposer-grpo", [new, replayed])]
+    assert plan_passes("dpo", "grpo", rows, 2) == [("proposer-grpo", [new, replayed]),
+                                                   ("sft", [solver])]
 
 
 def test_train_fingerprint_covers_the_sub_sections_its_mode_reads():
@@ -37,7 +41,8 @@ def test_train_fingerprint_covers_the_sub_sections_its_mode_reads():
     from tasks.train import SUB_SECTIONS, train_settings
 
     def settings(warmup=False, **train):
-        overrides = {"curate.solver_targets": "verified", **{f"train.{k}": v for k, v in train.items()}}
+        overrides = {"curate.solver_targets": "verified",
+                     **{f"train.{k}": v for k, v in train.items()}}
         return train_settings(load_config(None, overrides), warmup=warmup)
 
     nested = {name for name, value in load_config(None).train.model_dump().items()
@@ -47,7 +52,8 @@ def test_train_fingerprint_covers_the_sub_sections_its_mode_reads():
     assert "save_steps" not in sft["train"] and "oom_retry_batch_size" not in sft["train"]
     assert settings(save_steps=7) == sft  # operational: never changes a result
     assert sft["train"]["replay_proposer_rows"] is False and sft["train"]["learning_rate"] == 0.002
-    assert settings(replay_proposer_rows=True) != sft  # every [train] key counts, whatever its value
+    # every [train] key counts, whatever its value
+    assert settings(replay_proposer_rows=True) != sft
     # SFT for both roles reads no [train.grpo], [train.dpo], [train.proposer], nor [train.warmup]
     assert not SUB_SECTIONS & set(sft["train"]) and "online_reward" not in sft
     for unread, value in [("grpo.beta", 0.5), ("dpo.beta", 0.5), ("proposer.max_steps", 7),
@@ -64,7 +70,8 @@ def test_train_fingerprint_covers_the_sub_sections_its_mode_reads():
     assert settings(replay_proposer_rows=True, **{"proposer.algorithm": "grpo",
                                                   "proposer.max_steps": 7}) != proposer
     # the online reward samples the solver and scores with curate's reward
-    assert set(proposer["online_reward"]) == {"rollout", "curate", "labels", "max_completion_length"}
+    assert set(proposer["online_reward"]) == {"rollout", "curate", "labels",
+                                              "max_completion_length"}
     # the warm-up reads [train.warmup] only, so arms that differ in an algorithm section share it
     warmup = settings(warmup=True)
     assert set(warmup["train"]) & SUB_SECTIONS == {"warmup"} and warmup["warmup"] is True

@@ -56,7 +56,8 @@ def train_inputs(tmp_path):
     rows = [{"train_row_id": f"t{i}", "run_id": "r", "round": 0, "role": "solver",
              "prompt": f"<solve>{i}+1=", "completion": str(i + 1), "rejected": None, "weight": 1.0,
              "problem_id": f"p{i}", "rollout_id": None, "proposal_id": f"q{i}"} for i in range(8)]
-    path = write_atomic("train_rows", rows, dataset_path(tmp_path, "r", 0, "train_rows", "a" * 32)).path
+    path = write_atomic("train_rows", rows,
+                        dataset_path(tmp_path, "r", 0, "train_rows", "a" * 32)).path
     curated = StageOutput("curate", 0, "a" * 32, {"train_rows": path}, skipped=False)
     return ctx, 0, Checkpoint(path=tmp_path, fingerprint="b" * 32), curated
 

@@ -20,7 +20,8 @@ def _inputs():
     problems = [{"problem_id": pid, "reference": ref} for pid, (ref, _) in CASES.items()]
     rollouts = [{"rollout_id": f"{pid}{i}", "run_id": "r", "round": 1, "problem_id": pid,
                  "completion": completion}
-                for pid, (_, completions) in CASES.items() for i, completion in enumerate(completions)]
+                for pid, (_, completions) in CASES.items()
+                for i, completion in enumerate(completions)]
     return problems, rollouts
 
 
@@ -68,7 +69,8 @@ def test_label_precision_metrics():
     problems, rollouts = _inputs()
     rows = verdict_rows(domain, rollouts, problems, "majority")
     metrics = verdict_metrics(rows, problems, "majority")
-    # problems with both a label and a reference: a (right), b (wrong); c has no label, d no reference
+    # problems with both a label and a reference: a (right), b (wrong); c has no label,
+    # d no reference
     assert metrics["labelled_problems"] == 2
     assert metrics["label_precision"] == 0.5
     assert metrics["label_precision_confident"] == 1.0  # only a has more than half the samples
@@ -76,7 +78,8 @@ def test_label_precision_metrics():
     assert metrics["mean_agreement"] == pytest.approx((0.75 + 0.5 + 0.0 + 0.5) / 4)
     assert metrics["tied_share"] == 0.25
     reference_metrics = verdict_metrics(verdict_rows(domain, rollouts, problems), problems)
-    assert "label_precision" not in reference_metrics  # references are the labels: nothing to measure
+    # references are the labels: nothing to measure
+    assert "label_precision" not in reference_metrics
     assert reference_metrics["mean_agreement"] == metrics["mean_agreement"]
 
 
@@ -99,8 +102,10 @@ def test_older_verdict_files_without_label_read_as_null_next_to_new_ones(tmp_pat
     pq.write_table(new, tmp_path / "b-new.parquet")
     (tmp_path / "c-damaged.parquet").write_bytes(b"not parquet")
     con = duckdb.connect()
-    create_parquet_view(con, "verdicts", [str(tmp_path / "a-old.parquet"), str(tmp_path / "b-new.parquet")])
+    create_parquet_view(con, "verdicts", [str(tmp_path / "a-old.parquet"),
+                                          str(tmp_path / "b-new.parquet")])
     rows = con.execute("SELECT count(*), count(label), count(agreement) FROM verdicts").fetchone()
     assert rows == (32, 12, 16)  # 16 old rows with nulls; 12 of the 16 new rows have a label
     # a damaged file does not stop the view from being defined (the stage runner recomputes it)
-    create_parquet_view(con, "damaged", [str(tmp_path / "b-new.parquet"), str(tmp_path / "c-damaged.parquet")])
+    create_parquet_view(con, "damaged", [str(tmp_path / "b-new.parquet"),
+                                         str(tmp_path / "c-damaged.parquet")])

@@ -32,7 +32,8 @@ from validators.gate import GateFailed, run_gate
 DOMAIN = ArithmeticDomain()
 RUN = "gates"
 STAGE_OF = {"proposals": "synthesize", "problems": "synthesize", "rollouts": "rollout",
-            "verdicts": "verify", "curriculum": "curate", "train_rows": "curate", "evals": "evaluate"}
+            "verdicts": "verify", "curriculum": "curate", "train_rows": "curate",
+            "evals": "evaluate"}
 
 
 class NoisySolver:
@@ -43,7 +44,8 @@ class NoisySolver:
         out = []
         for prompt in prompts:
             reference = evaluate(prompt.removeprefix("<solve>").removesuffix("="))
-            out.append([Completion(str(reference if rng.random() < 0.6 else reference + rng.randint(1, 9)), 2)
+            out.append([Completion(str(reference if rng.random() < 0.6
+                                       else reference + rng.randint(1, 9)), 2)
                         for _ in range(params.n)])
         return out
 
@@ -188,7 +190,8 @@ def test_fault_stops_the_stage_names_the_expectation_and_keeps_the_file(tmp_path
     if kind != "train_rows":  # an empty file has no offending rows to show
         assert 1 <= len(failure.rows) <= 5
     assert not downstream and not list(tmp_path.glob("runs/*/round-*/checkpoint-*"))
-    stage = ctx.catalog.query("SELECT status, error, fingerprint FROM stages WHERE run_id = ?", [RUN])
+    stage = ctx.catalog.query("SELECT status, error, fingerprint FROM stages WHERE run_id = ?",
+                              [RUN])
     assert [s["status"] for s in stage] == ["gate_failed"] and expectation in stage[0]["error"]
     gates = ctx.catalog.query("SELECT kind, success, result_json FROM gates WHERE kind = ?", [kind])
     assert len(gates) == 1 and gates[0]["success"] is False
@@ -242,7 +245,8 @@ def test_round_zero_skips_pass_rate_checks(tmp_path, clean):
     wrong = [dict(r, reward=0.0) for r in clean["verdicts"]]
     path = write_atomic("verdicts", [dict(r, round=0) for r in wrong], tmp_path / "v.parquet").path
     assert run_gate(path, "verdicts", GatesConfig(), run_id=RUN, round_index=0).success
-    assert "expect_column_mean_to_be_between(pass_rate)" in _names(_gate(tmp_path, "verdicts", wrong))
+    assert ("expect_column_mean_to_be_between(pass_rate)"
+            in _names(_gate(tmp_path, "verdicts", wrong)))
 
 
 def test_fixed_thresholds_regate_the_stored_output_without_recomputing(tmp_path, clean):
@@ -270,15 +274,17 @@ def test_fixed_thresholds_regate_the_stored_output_without_recomputing(tmp_path,
     assert statuses == ["gate_failed", "gate_failed", "completed"]
     assert ctx.catalog.completed_datasets(RUN, out.fingerprint) is not None
     assert ctx.catalog.query("SELECT value FROM metrics WHERE name = 'kept'")[0]["value"] == 1.0
-    assert [g["success"] for g in ctx.catalog.query("SELECT success FROM gates ORDER BY checked_at")] == [
-        False, False, True]
+    assert [g["success"] for g in ctx.catalog.query(
+        "SELECT success FROM gates ORDER BY checked_at")] == [False, False, True]
     assert stage(GatesConfig())[1].skipped and len(calls) == 1
 
 
 def test_gates_can_be_disabled(tmp_path, clean):
-    ctx = RunContext(data_root=tmp_path, run_id=RUN, config=RunConfig(gates=GatesConfig(enabled=False)))
+    ctx = RunContext(data_root=tmp_path, run_id=RUN,
+                     config=RunConfig(gates=GatesConfig(enabled=False)))
     out = run_stage(ctx, stage="rollout", version=1, round_index=1, config={}, inputs={},
-                    compute=lambda fp: StageResult(datasets={"rollouts": _set("prompt", None)(clean["rollouts"])}))
+                    compute=lambda fp: StageResult(
+                        datasets={"rollouts": _set("prompt", None)(clean["rollouts"])}))
     assert not out.skipped and not ctx.catalog.query("SELECT * FROM gates")
 
 

@@ -80,7 +80,8 @@ def test_reward_fault_in_real_verify_output_stops_the_round(tmp_path, prefect_se
     assert catalog.query("SELECT status FROM runs WHERE run_id = 'faulty'")[0]["status"] == "failed"
 
 
-def test_cli_gate_failure_report_resume_with_fixed_config_and_validate(tmp_path, prefect_server, quiet_env):
+def test_cli_gate_failure_report_resume_with_fixed_config_and_validate(tmp_path, prefect_server,
+                                                                       quiet_env):
     from flows.cli import app
 
     strict, fixed = tmp_path / "strict.toml", tmp_path / "fixed.toml"
@@ -89,7 +90,8 @@ def test_cli_gate_failure_report_resume_with_fixed_config_and_validate(tmp_path,
     data = tmp_path / "data"
     runner = CliRunner()
 
-    first = runner.invoke(app, ["run", "--config", str(strict), "--run-id", "g", "--data-root", str(data)])
+    first = runner.invoke(app, ["run", "--config", str(strict), "--run-id", "g",
+                                "--data-root", str(data)])
     output = first.output
     assert first.exit_code == 1, output
     assert "round 0 stopped: the curate stage's output failed its data gate" in output
@@ -99,7 +101,8 @@ def test_cli_gate_failure_report_resume_with_fixed_config_and_validate(tmp_path,
     assert "Traceback" not in output and "GateFailed(" not in output
     assert "flywheel resume g --config FILE" in output
     catalog = Catalog(data)
-    curate = catalog.query("SELECT fingerprint, status FROM stages WHERE run_id = 'g' AND stage = 'curate'")
+    curate = catalog.query("SELECT fingerprint, status FROM stages "
+                           "WHERE run_id = 'g' AND stage = 'curate'")
     assert [c["status"] for c in curate] == ["gate_failed"]
     assert not catalog.query("SELECT * FROM stages WHERE run_id = 'g' AND stage = 'train'")
     assert len(_checkpoints(data, "g")) == 1  # the base model only
@@ -109,14 +112,17 @@ def test_cli_gate_failure_report_resume_with_fixed_config_and_validate(tmp_path,
 
     again = runner.invoke(app, ["resume", "g", "--config", str(fixed), "--data-root", str(data)])
     assert again.exit_code == 0, again.output
-    rows = catalog.query("SELECT stage, fingerprint, status FROM stages WHERE run_id = 'g' ORDER BY finished_at")
+    rows = catalog.query("SELECT stage, fingerprint, status FROM stages WHERE run_id = 'g' "
+                         "ORDER BY finished_at")
     curate_rows = [(r["fingerprint"], r["status"]) for r in rows if r["stage"] == "curate"]
-    assert curate_rows == [(curate[0]["fingerprint"], "gate_failed"), (curate[0]["fingerprint"], "completed")]
+    assert curate_rows == [(curate[0]["fingerprint"], "gate_failed"),
+                           (curate[0]["fingerprint"], "completed")]
     for stage in ("synthesize", "rollout", "verify", "train", "evaluate", "promote"):
         assert [r["status"] for r in rows if r["stage"] == stage] == ["completed"], stage
     assert curriculum.stat().st_mtime_ns == written  # gated again, not recomputed
     assert len(_checkpoints(data, "g")) == 2
-    gates = catalog.query("SELECT stage, kind, success FROM gates WHERE run_id = 'g' ORDER BY checked_at")
+    gates = catalog.query("SELECT stage, kind, success FROM gates WHERE run_id = 'g' "
+                          "ORDER BY checked_at")
     failed = [(g["stage"], g["kind"]) for g in gates if not g["success"]]
     assert failed == [("curate", "curriculum")], "only the deliberately strict threshold fails"
     assert {g["kind"] for g in gates} == {"proposals", "problems", "rollouts", "verdicts",

@@ -54,8 +54,10 @@ while not os.path.exists(stop):
             time.sleep(0.02)
             continue
         stages = con.execute("SELECT count(*) FROM stages").fetchone()[0]
-        views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
-        problems = con.execute("SELECT count(*) FROM problems").fetchone()[0] if "problems" in views else -1
+        views = {r[0] for r in con.execute(
+            "SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+        problems = (con.execute("SELECT count(*) FROM problems").fetchone()[0]
+                    if "problems" in views else -1)
         con.close()
         print(stages, problems, flush=True)
     time.sleep(0.5)
@@ -69,7 +71,8 @@ def run(tmp_path_factory, prefect_server):
     data_root = tmp_path_factory.mktemp("audit")
     config = load_config(ROOT / "tests" / "flows" / "small.toml", OVERRIDES)
     stop = data_root / "stop-reader"
-    reader = subprocess.Popen([sys.executable, "-c", READER, str(data_root / "catalog.duckdb"), str(stop)],
+    reader = subprocess.Popen([sys.executable, "-c", READER, str(data_root / "catalog.duckdb"),
+                               str(stop)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         flywheel_flow(RunSpec(data_root=str(data_root), run_id=RUN, config=config))
@@ -83,7 +86,8 @@ def run(tmp_path_factory, prefect_server):
 
 
 def _paths(run, kind):
-    rows = run["catalog"].query("SELECT round, path FROM datasets WHERE run_id = ? AND kind = ?", [RUN, kind])
+    rows = run["catalog"].query("SELECT round, path FROM datasets WHERE run_id = ? AND kind = ?",
+                                [RUN, kind])
     return {r["round"]: run["catalog"].resolve(r["path"]) for r in rows}
 
 
@@ -105,15 +109,18 @@ def test_funnel_counts_equal_the_row_counts_of_the_files(run):
         assert row["kept"] == sum(curriculum[k]["kept"].to_pylist())
         assert row["train_rows"] == train_rows[k].num_rows
         roles = train_rows[k]["role"].to_pylist()
-        assert (row["solver_rows"], row["proposer_rows"]) == (roles.count("solver"), roles.count("proposer"))
-        solver_problems = {p for p, r in zip(train_rows[k]["problem_id"].to_pylist(), roles) if r == "solver"}
+        assert (row["solver_rows"], row["proposer_rows"]) == (roles.count("solver"),
+                                                              roles.count("proposer"))
+        solver_problems = {p for p, r in zip(train_rows[k]["problem_id"].to_pylist(), roles,
+                                             strict=True) if r == "solver"}
         assert row["trained"] == len(solver_problems)
         assert row["proposed"] >= row["valid"] >= row["novel"] >= row["kept"] >= row["trained"]
         assert row["state"] == "decided"
     assert result[1]["kept"] > 0, "round 1 kept nothing; the fixture's config is too small"
     train = validate_config(json.loads(run["catalog"].run_config_json(RUN)), RUN).train
     pool = result[0]["train_rows"] if train.replay_proposer_rows else result[0]["solver_rows"]
-    assert result[1]["replayed_rows"] == min(pool, round(train.replay_ratio * result[1]["train_rows"]))
+    assert result[1]["replayed_rows"] == min(pool,
+                                             round(train.replay_ratio * result[1]["train_rows"]))
 
 
 def test_drops_counts_and_examples_match_the_files(run):
@@ -123,8 +130,10 @@ def test_drops_counts_and_examples_match_the_files(run):
         expected.update(("proposals", k, r) for r in table["drop_reason"].to_pylist() if r)
     for k, table in _files(run, "curriculum").items():
         expected.update(("curriculum", k, r) for r in table["drop_reason"].to_pylist() if r)
-    assert {(r["dataset"], r["round"], r["reason"]): r["count"] for r in result.rows} == dict(expected)
-    assert ("proposals", 1, "invalid") in expected and ("curriculum", 0, "above_warmup_level") in expected
+    assert ({(r["dataset"], r["round"], r["reason"]): r["count"] for r in result.rows}
+            == dict(expected))
+    assert (("proposals", 1, "invalid") in expected
+            and ("curriculum", 0, "above_warmup_level") in expected)
     texts = {(k, t["text"]) for k, table in _files(run, "proposals").items()
              for t in table.to_pylist() if t["drop_reason"] == "invalid"}
     invalid = next(r for r in result.rows if r["reason"] == "invalid")
@@ -134,8 +143,9 @@ def test_drops_counts_and_examples_match_the_files(run):
 
 def test_lineage_of_a_training_row_reaches_the_proposer_sample_and_its_model(run):
     con = run["con"]
-    row = con.execute("SELECT train_row_id, rollout_id, problem_id, proposal_id FROM train_rows WHERE round = 1"
-                      " AND role = 'solver' AND rollout_id IS NOT NULL ORDER BY train_row_id LIMIT 1").fetchone()
+    row = con.execute("SELECT train_row_id, rollout_id, problem_id, proposal_id FROM train_rows"
+                      " WHERE round = 1 AND role = 'solver' AND rollout_id IS NOT NULL"
+                      " ORDER BY train_row_id LIMIT 1").fetchone()
     result = lineage(con, row[0][:10])  # a unique prefix is enough
     chain = [(r["link"], r["kind"], r["id"]) for r in result.rows]
     assert [kind for _, kind, _ in chain[:7]] == ["train_row", "rollout", "verdict", "problem",
@@ -146,7 +156,8 @@ def test_lineage_of_a_training_row_reaches_the_proposer_sample_and_its_model(run
     sample = next(p for p in proposal if p["proposal_id"] == row[3])
     assert sample["source"] == "proposer" and sample["drop_reason"] is None
     assert "reward=1.0" in result.rows[2]["detail"]
-    decided = run["catalog"].query("SELECT incumbent, candidate FROM rounds WHERE run_id = ? AND round = 1", [RUN])
+    decided = run["catalog"].query("SELECT incumbent, candidate FROM rounds"
+                                   " WHERE run_id = ? AND round = 1", [RUN])
     assert chain[6][2] == decided[0]["incumbent"]  # the round-1 proposer is round 1's incumbent
     trained_into = [r for r in result.rows if r["link"] == "trained into"]
     assert [r["id"] for r in trained_into] == [decided[0]["candidate"]]
@@ -155,11 +166,13 @@ def test_lineage_of_a_training_row_reaches_the_proposer_sample_and_its_model(run
 def test_lineage_of_a_rationalized_row_shows_the_reference_and_the_unsolved_problem(run):
     con = run["con"]
     row = con.execute("SELECT train_row_id, problem_id, proposal_id FROM train_rows WHERE round = 1"
-                      " AND role = 'solver' AND rollout_id IS NULL ORDER BY train_row_id LIMIT 1").fetchone()
+                      " AND role = 'solver' AND rollout_id IS NULL"
+                      " ORDER BY train_row_id LIMIT 1").fetchone()
     assert row is not None, "round 1 rationalized nothing; the fixture's config is too small"
     result = lineage(con, row[0])
     chain = [(r["kind"], r["id"]) for r in result.rows]
-    assert chain[:4] == [("train_row", row[0]), ("problem", row[1]), ("curriculum", row[1]), ("proposal", row[2])]
+    assert chain[:4] == [("train_row", row[0]), ("problem", row[1]), ("curriculum", row[1]),
+                         ("proposal", row[2])]
     assert "completion = the executed reference" in result.rows[0]["detail"]
     assert "pass_rate=0.0" in result.rows[2]["detail"] and "kept=True" in result.rows[2]["detail"]
 
@@ -173,7 +186,8 @@ def test_lineage_of_a_checkpoint_lists_the_rows_it_saw(run):
 
     con = run["con"]
     (fingerprint, folder), = con.execute(
-        "SELECT fingerprint, path FROM datasets WHERE kind = 'checkpoint' AND stage = 'train' AND round = 1").fetchall()
+        "SELECT fingerprint, path FROM datasets WHERE kind = 'checkpoint' AND stage = 'train'"
+        " AND round = 1").fetchall()
     result = lineage(con, folder)
     assert lineage(con, fingerprint[:12]).rows == result.rows
     own = pq.read_table(_one_path(run, "train_rows", 1)).to_pylist()
@@ -192,12 +206,14 @@ def test_lineage_of_a_checkpoint_lists_the_rows_it_saw(run):
     expected = Counter((r["round"], r["role"]) for r in trained)
     selected = {(r["round"], r["role"]): r["rows_selected"] for r in result.rows}
     assert {key: n for key, n in selected.items() if n} == dict(expected)
-    assert selected[0, "proposer"] == 0  # replay_proposer_rows = false: in the file, not in the pool
+    # replay_proposer_rows = false: in the file, not in the pool
+    assert selected[0, "proposer"] == 0
     in_file = Counter((r["round"], r["role"]) for r in own + earlier)
     assert {(r["round"], r["role"]): r["rows_in_file"] for r in result.rows} == dict(in_file)
     listed = lineage(con, fingerprint, rows=True)
     assert [r["train_row_id"] for r in listed.rows] == [r["train_row_id"] for r in trained]
-    base = con.execute("SELECT fingerprint FROM datasets WHERE kind = 'checkpoint' AND stage = 'base'").fetchone()[0]
+    base = con.execute("SELECT fingerprint FROM datasets WHERE kind = 'checkpoint'"
+                       " AND stage = 'base'").fetchone()[0]
     assert lineage(con, base).rows == []
 
 
@@ -205,7 +221,8 @@ def test_lineage_without_recorded_replay_settings_reports_the_replay_as_unknown(
     """A train stage that recorded no replay settings: the sample is not guessed."""
     con = run["con"]
     (fingerprint,) = con.execute(
-        "SELECT fingerprint FROM datasets WHERE kind = 'checkpoint' AND stage = 'train' AND round = 1").fetchone()
+        "SELECT fingerprint FROM datasets WHERE kind = 'checkpoint' AND stage = 'train'"
+        " AND round = 1").fetchone()
     recorded = ("WHERE stage = 'train' AND round = 1"
                 " AND name IN ('replay_seed', 'replay_ratio', 'replay_proposer_rows')")
     saved = con.execute(f"SELECT * FROM metrics {recorded}").fetchall()
@@ -223,7 +240,8 @@ def test_lineage_without_recorded_replay_settings_reports_the_replay_as_unknown(
 
 def test_lineage_of_a_dropped_proposal_and_unknown_ids(run):
     con = run["con"]
-    dropped = con.execute("SELECT proposal_id FROM proposals WHERE drop_reason = 'invalid' LIMIT 1").fetchone()[0]
+    dropped = con.execute("SELECT proposal_id FROM proposals WHERE drop_reason = 'invalid'"
+                          " LIMIT 1").fetchone()[0]
     result = lineage(con, dropped)
     assert [r["kind"] for r in result.rows] == ["proposal", "model"]
     assert "drop_reason=invalid" in result.rows[0]["detail"]
@@ -258,10 +276,12 @@ def test_label_agreement_matches_a_majority_vote_computed_from_the_files(run):
                 votes.setdefault(v["problem_id"], Counter())[v["answer"]] += 1
         reference = {p["problem_id"]: p["reference"] for p in problems[k].to_pylist()}
         majority = {pid: min(c.items(), key=lambda a: (-a[1], a[0]))[0] for pid, c in votes.items()}
-        agree = sum(reference[pid] == answer for pid, answer in majority.items() if reference[pid] is not None)
+        agree = sum(reference[pid] == answer for pid, answer in majority.items()
+                    if reference[pid] is not None)
         assert result[k]["problems"] == sum(reference[pid] is not None for pid in majority)
         assert result[k]["agree"] == agree
-        tops = {pid: sorted(c.values(), reverse=True)[:2] for pid, c in votes.items() if reference[pid] is not None}
+        tops = {pid: sorted(c.values(), reverse=True)[:2] for pid, c in votes.items()
+                if reference[pid] is not None}
         assert result[k]["tied"] == sum(len(t) == 2 and t[0] == t[1] for t in tops.values())
 
 
@@ -284,14 +304,18 @@ def test_cli_formats_and_errors(run):
     base = ["audit", RUN, "--data-root", str(run["root"])]
     as_json = cli.invoke(app, [*base, "funnel", "--format", "json"])
     assert as_json.exit_code == 0, as_json.output
-    assert [r["proposed"] for r in json.loads(as_json.output)] == [r["proposed"] for r in funnel(run["con"]).rows]
+    assert ([r["proposed"] for r in json.loads(as_json.output)]
+            == [r["proposed"] for r in funnel(run["con"]).rows])
     as_csv = cli.invoke(app, [*base, "drops", "--format", "csv"])
     assert as_csv.output.splitlines()[0] == "dataset,round,reason,count,share,examples"
     table = cli.invoke(app, [*base, "samples", "rollouts", "--where", "round = 1", "--limit", "2"])
     assert table.exit_code == 0 and "2 of" in table.output
-    for args, message in [(["nope"], "unknown query 'nope'"), (["funnel", "--format", "xml"], "--format 'xml'"),
-                          (["lineage"], "lineage: give"), (["drift", "--where", "x"], "--where works with"),
-                          (["samples", "rollouts", "--round", "1"], "--round works with"), ([], "name a query")]:
+    for args, message in [(["nope"], "unknown query 'nope'"),
+                          (["funnel", "--format", "xml"], "--format 'xml'"),
+                          (["lineage"], "lineage: give"),
+                          (["drift", "--where", "x"], "--where works with"),
+                          (["samples", "rollouts", "--round", "1"], "--round works with"),
+                          ([], "name a query")]:
         bad = cli.invoke(app, [*base, *args])
         assert bad.exit_code == 2 and message in bad.output, (args, bad.output)
     unknown = cli.invoke(app, ["audit", "no-such-run", "funnel", "--data-root", str(run["root"])])
@@ -301,14 +325,16 @@ def test_cli_formats_and_errors(run):
 def test_status_and_audit_import_neither_torch_nor_prefect(run):
     check = (
         "import sys\nfrom flows.cli import app\n"
-        "for args in (['status', '{run}'], ['audit', '{run}', 'lineage', '{row}'], ['audit', '{run}', 'funnel']):\n"
+        "for args in (['status', '{run}'], ['audit', '{run}', 'lineage', '{row}'],"
+        " ['audit', '{run}', 'funnel']):\n"
         "    try:\n        app(args + ['--data-root', '{root}'])\n    except SystemExit as exc:\n"
         "        assert not exc.code, exc.code\n"
         "heavy = sorted({{m.split('.')[0] for m in sys.modules}} & {{'torch', 'trl', 'prefect', "
         "'great_expectations', 'transformers', 'pandas'}})\n"
         "print('HEAVY', heavy)\n"
     )
-    row = run["con"].execute("SELECT train_row_id FROM train_rows WHERE round = 1 LIMIT 1").fetchone()[0]
+    row = run["con"].execute(
+        "SELECT train_row_id FROM train_rows WHERE round = 1 LIMIT 1").fetchone()[0]
     done = subprocess.run([sys.executable, "-c", check.format(run=RUN, row=row, root=run["root"])],
                           check=False, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -355,7 +381,8 @@ def test_round_artifact_shows_the_funnel_in_prefect(run):
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
     with get_client(sync_client=True) as client:
-        found = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[f"flywheel-{RUN}-round-1"])))
+        found = client.read_artifacts(artifact_filter=ArtifactFilter(
+            key=ArtifactFilterKey(any_=[f"flywheel-{RUN}-round-1"])))
     assert found and found[0].type == "markdown"
     row = funnel(run["con"], round_index=1).rows[0]
     assert f"| 1 | {row['proposed']} | {row['valid']} | {row['novel']} |" in found[0].data
@@ -392,7 +419,8 @@ def test_report_renders_in_headless_chromium(run, tmp_path):
     done = subprocess.run(
         [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
-         f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,3400", "--enable-logging=stderr",
+         f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,3400",
+         "--enable-logging=stderr",
          f"--screenshot={shot}", page.as_uri()],
         check=False, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -405,7 +433,8 @@ def test_report_renders_in_headless_chromium(run, tmp_path):
 def test_report_command_and_markdown_are_pure_functions_of_the_data(run, tmp_path):
     from flows.cli import app
 
-    out = CliRunner().invoke(app, ["report", RUN, "--out", str(tmp_path), "--data-root", str(run["root"])])
+    out = CliRunner().invoke(app, ["report", RUN, "--out", str(tmp_path),
+                                   "--data-root", str(run["root"])])
     assert out.exit_code == 0 and (tmp_path / "report.html").exists()
     first = round_markdown(run["con"], RUN, 0)
     assert first == round_markdown(open_run(run["root"], RUN), RUN, 0)

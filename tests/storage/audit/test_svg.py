@@ -19,7 +19,8 @@ def test_line_chart_draws_one_point_per_value_and_skips_missing_ones():
                      title="accuracy", y_max=1.0, percent=True)
     points = _marks(svg, "circle")
     assert len(points) == 5
-    assert [p.find(f"{NS}title").text for p in points][:2] == ["overall, base: 10.0%", "overall, 1: 50.0%"]
+    assert [p.find(f"{NS}title").text for p in points][:2] == ["overall, base: 10.0%",
+                                                               "overall, 1: 50.0%"]
 
 
 def test_bar_heights_are_proportional_and_stacks_add_up():
@@ -29,7 +30,8 @@ def test_bar_heights_are_proportional_and_stacks_add_up():
     heights = [float(b.get("height")) for b in bars]
     assert heights[1] == pytest.approx(3 * heights[0], abs=0.2)
     tops = [float(b.get("y")) for b in bars]
-    assert tops[2] + heights[2] == pytest.approx(tops[1], abs=0.2)  # b sits on top of a in group "1"
+    # b sits on top of a in group "1"
+    assert tops[2] + heights[2] == pytest.approx(tops[1], abs=0.2)
 
 
 def test_titles_are_escaped():

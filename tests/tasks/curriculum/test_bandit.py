@@ -18,7 +18,8 @@ LEVELS = [2, 3, 4]
 
 @pytest.mark.parametrize(
     ("rewards", "expected"),
-    [([1, 1, 1, 1], 0.0), ([0, 0, 0, 0], 0.0), ([1, 0, 1, 0], 0.5), ([1, 0, 0, 0], 0.375), ([1, 1, 1, 0], 0.375)],
+    [([1, 1, 1, 1], 0.0), ([0, 0, 0, 0], 0.0), ([1, 0, 1, 0], 0.5), ([1, 0, 0, 0], 0.375),
+     ([1, 1, 1, 0], 0.375)],
 )
 def test_mean_abs_advantage_of_binary_rewards_is_2p_1_minus_p(rewards, expected):
     mean = sum(rewards) / len(rewards)
@@ -30,11 +31,15 @@ def test_mean_abs_advantage_of_binary_rewards_is_2p_1_minus_p(rewards, expected)
     ("rows", "expected"),
     [
         ([], {}),
-        ([{"level": 3, "pass_rate": 0.5, "judged": 4}, {"level": 3, "pass_rate": 1.0, "judged": 4}], {3: 0.25}),
-        ([{"level": 2, "pass_rate": 0.25, "judged": 4}, {"level": 4, "pass_rate": None, "judged": 0}],
+        ([{"level": 3, "pass_rate": 0.5, "judged": 4},
+          {"level": 3, "pass_rate": 1.0, "judged": 4}], {3: 0.25}),
+        ([{"level": 2, "pass_rate": 0.25, "judged": 4},
+          {"level": 4, "pass_rate": None, "judged": 0}],
          {2: 0.375}),  # unjudged ignored
-        ([{"level": 2, "pass_rate": 1.0, "judged": 1}], {}),  # one sample: no advantage (the warm-up)
-        ([{"level": 5, "pass_rate": 0.5, "judged": 4}, {"level": 1, "pass_rate": 0.5, "judged": 4}], {}),
+        # one sample: no advantage (the warm-up)
+        ([{"level": 2, "pass_rate": 1.0, "judged": 1}], {}),
+        ([{"level": 5, "pass_rate": 0.5, "judged": 4},
+          {"level": 1, "pass_rate": 0.5, "judged": 4}], {}),
     ],
 )
 def test_bucket_rewards(rows, expected):
@@ -67,7 +72,8 @@ def test_temperature_must_be_positive():
 
 
 def _round(pass_rates: dict[int, list[float]]) -> list[dict[str, float]]:
-    return [{"level": level, "pass_rate": p, "judged": 4} for level, rates in pass_rates.items() for p in rates]
+    return [{"level": level, "pass_rate": p, "judged": 4}
+            for level, rates in pass_rates.items() for p in rates]
 
 
 def test_bandit_shifts_toward_the_bucket_with_the_highest_mean_abs_advantage():
@@ -101,7 +107,8 @@ def test_levels_are_deterministic_for_a_seed_and_replay_equals_incremental_updat
 
 
 def _synthesize_round_1(tmp_path, monkeypatch, scheduler, curricula_rates):
-    """synthesize.fn for round 1 with a fake proposer (the generator answers the requested level)."""
+    """synthesize.fn for round 1 with a fake proposer (the generator answers the requested
+    level)."""
     import random
 
     from configs import load_config
@@ -122,12 +129,14 @@ def _synthesize_round_1(tmp_path, monkeypatch, scheduler, curricula_rates):
     ctx.catalog.ensure_run("bandit", config.model_dump_json())
     curated = []
     for index, rates in enumerate(curricula_rates):
-        rows = [{"problem_id": f"{index}-{n}", "run_id": "bandit", "round": index, "level": r["level"],
-                 "samples": 4, "judged": 4, "pass_rate": r["pass_rate"], "reward_std": 0.0, "kept": True,
-                 "drop_reason": None} for n, r in enumerate(_round(rates))]
+        rows = [{"problem_id": f"{index}-{n}", "run_id": "bandit", "round": index,
+                 "level": r["level"], "samples": 4, "judged": 4, "pass_rate": r["pass_rate"],
+                 "reward_std": 0.0, "kept": True, "drop_reason": None}
+                for n, r in enumerate(_round(rates))]
         path = tmp_path / f"curriculum-{index}.parquet"
         write_atomic("curriculum", rows, path)
-        curated.append(StageOutput("curate", index, f"fp{index}{sorted(rates.items())}", {"curriculum": path}, True))
+        curated.append(StageOutput("curate", index, f"fp{index}{sorted(rates.items())}",
+                                   {"curriculum": path}, True))
     out = synthesize_module.synthesize.fn(ctx, 1, Checkpoint(tmp_path, "ckpt"), [], curated)
     metrics = {r["name"]: r["value"] for r in ctx.catalog.query(
         "SELECT name, value FROM metrics WHERE stage = 'synthesize'")}
@@ -138,11 +147,13 @@ def test_synthesize_draws_bandit_levels_and_fingerprints_the_curricula(tmp_path,
     edge_at_3 = [{2: [1.0, 1.0], 3: [0.5, 0.5], 4: [0.0, 0.0]}] * 2
     out, metrics, proposals = _synthesize_round_1(tmp_path / "a", monkeypatch, "bandit", edge_at_3)
     requested = Counter(int(p["prompt"].split("L")[1].rstrip(":")) for p in proposals)
-    assert {level: metrics[f"requested_level_{level}"] for level in LEVELS} == {l: requested[l] for l in LEVELS}
+    assert ({level: metrics[f"requested_level_{level}"] for level in LEVELS}
+            == {level: requested[level] for level in LEVELS})
     assert sum(requested.values()) == 64 and requested[3] > requested[2] + requested[4]
     assert metrics["bandit_q_level_3"] > metrics["bandit_q_level_2"] == metrics["bandit_q_level_4"]
     again, _, repeated = _synthesize_round_1(tmp_path / "b", monkeypatch, "bandit", edge_at_3)
-    assert again.fingerprint == out.fingerprint and repeated == [dict(p) for p in proposals]  # resume: same levels
+    # resume: same levels
+    assert again.fingerprint == out.fingerprint and repeated == [dict(p) for p in proposals]
     other, _, _ = _synthesize_round_1(tmp_path / "c", monkeypatch, "bandit", [{2: [0.5]}])
     assert other.fingerprint != out.fingerprint
     cycle_a, cycle_metrics, _ = _synthesize_round_1(tmp_path / "d", monkeypatch, "cycle", edge_at_3)

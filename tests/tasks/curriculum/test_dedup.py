@@ -63,7 +63,8 @@ def test_a_text_matching_only_a_dropped_text_is_kept():
     assert clusters([a, b, c, "zzz"], threshold=0.52, ngram=3) == [0, 0, 0, 3]
 
 
-@pytest.mark.parametrize(("a", "b", "n"), [("1234+5678", "1234+5679", 3), (ALPHABET[:30], ALPHABET[6:36], 3),
+@pytest.mark.parametrize(("a", "b", "n"), [("1234+5678", "1234+5679", 3),
+                                           (ALPHABET[:30], ALPHABET[6:36], 3),
                                            ("112+34*5", "12+34*56", 2)])
 def test_signature_agreement_estimates_jaccard(a, b, n):
     sig = signatures([a, b], ngram=n, num_perm=512)
@@ -103,7 +104,8 @@ def test_candidate_pairs_grow_linearly_not_with_all_pairs():
     new_signature, earlier_signature = signatures(new, ngram=3), signatures(earlier, ngram=3)
     for earlier_count in (12_500, 50_000):
         signature = np.vstack([earlier_signature[:earlier_count], new_signature])
-        i, _ = dedup._candidate_pairs(dedup._band_keys(signature, *lsh_bands(0.8), 0), earlier_count)
+        i, _ = dedup._candidate_pairs(dedup._band_keys(signature, *lsh_bands(0.8), 0),
+                                      earlier_count)
         assert len(i) < len(new)  # random texts: almost no candidates, never all 4096 x n pairs
     wall, cpu = time.perf_counter(), time.process_time()
     flags = near_duplicates(new, earlier, threshold=0.8, ngram=3)
@@ -114,13 +116,17 @@ def test_candidate_pairs_grow_linearly_not_with_all_pairs():
 
 def test_admit_drops_near_duplicates_and_keeps_exact_duplicates_as_duplicate():
     domain = ArithmeticDomain()
-    pairs = [("<propose>L4:", text) for text in ["123+456", "123+457", "123+456", "37+5", "37+6", "99*", "321+655"]]
+    pairs = [("<propose>L4:", text)
+             for text in ["123+456", "123+457", "123+456", "37+5", "37+6", "99*", "321+655"]]
 
     def reasons(threshold):
-        proposals, problems = admit(domain, pairs, source="proposer", seen={"321+654"}, heldout=set(),
-                                    run_id="r", round_index=1, near_duplicate_threshold=threshold, ngram=3)
-        assert [p["text"] for p in problems] == [p["text"] for p in proposals if p["drop_reason"] is None]
+        proposals, problems = admit(domain, pairs, source="proposer", seen={"321+654"},
+                                    heldout=set(), run_id="r", round_index=1,
+                                    near_duplicate_threshold=threshold, ngram=3)
+        assert [p["text"] for p in problems] == [p["text"] for p in proposals
+                                                 if p["drop_reason"] is None]
         return [p["drop_reason"] for p in proposals]
 
-    assert reasons(0.5) == [None, "near_duplicate", "duplicate", None, None, "invalid", "near_duplicate"]
+    assert reasons(0.5) == [None, "near_duplicate", "duplicate", None, None, "invalid",
+                            "near_duplicate"]
     assert reasons(1.0) == [None, None, "duplicate", None, None, "invalid", None]

@@ -1,4 +1,5 @@
-"""The proposer's online reward: the solver answers each proposed problem; its pass rate is rewarded."""
+"""The proposer's online reward: the solver answers each proposed problem; its pass rate is
+rewarded."""
 
 import pytest
 
@@ -86,7 +87,8 @@ def test_majority_labels_reward_agreement_with_the_vote_not_the_reference():
     def solve(prompts, n, seed):
         return [["5", "5", "5", "7"] for _ in prompts]  # 37+5 = 42: the vote is wrong
 
-    by_vote = online_proposer_reward(domain, solve, band("uncertainty"), samples=4, seed=0, labels="majority")
+    by_vote = online_proposer_reward(domain, solve, band("uncertainty"), samples=4, seed=0,
+                                     labels="majority")
     by_reference = online_proposer_reward(domain, solve, band("uncertainty"), samples=4, seed=0)
     assert by_vote(completions=["37+5"]) == [pytest.approx(0.5)]  # agreement 3/4
     assert by_reference(completions=["37+5"]) == [0.0]            # p = 0

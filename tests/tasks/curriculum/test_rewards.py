@@ -56,7 +56,8 @@ def test_proposer_reward_dispatches_by_name(name, pass_rate, rewards, expected):
 
 
 def test_unknown_reward_lists_the_choices():
-    with pytest.raises(ValueError, match="'novelty' is unknown; choose one of variance, learnability"):
+    with pytest.raises(ValueError,
+                       match="'novelty' is unknown; choose one of variance, learnability"):
         proposer_reward("novelty", 0.5, [])
 
 
@@ -77,7 +78,8 @@ def test_penalized_is_clipped_at_zero(reward, penalty, strength, expected):
 
 
 def test_proposer_weight_follows_the_config():
-    assert proposer_weight(0.25, [1, 0, 0, 0], CurateConfig()) == pytest.approx(0.75)  # default learnability
+    # default learnability
+    assert proposer_weight(0.25, [1, 0, 0, 0], CurateConfig()) == pytest.approx(0.75)
     assert proposer_weight(0.25, [1, 0, 0, 0], CurateConfig(proposer_reward="learnability")) == 0.75
     band = CurateConfig(proposer_reward="band", proposer_band_low=0.2, proposer_band_high=0.3)
     assert proposer_weight(0.25, [], band) == 1.0
@@ -87,21 +89,25 @@ def test_proposer_weight_follows_the_config():
 
 
 def test_proposer_band_must_be_ordered():
-    with pytest.raises(ValidationError, match="proposer_band_low = 0.9 must be <= proposer_band_high = 0.1"):
+    with pytest.raises(ValidationError,
+                       match="proposer_band_low = 0.9 must be <= proposer_band_high = 0.1"):
         CurateConfig(proposer_band_low=0.9, proposer_band_high=0.1)
 
 
 def _round():
-    """Two problems, 4 samples each: '12+34' right 1 of 4 (p 0.25), '56+78' right 3 of 4 (p 0.75)."""
+    """Two problems, 4 samples each: '12+34' right 1 of 4 (p 0.25), '56+78' right 3 of 4
+    (p 0.75)."""
     domain = ArithmeticDomain()
     problems, rollouts, verdicts = [], [], []
     for pid, text, right in [("a", "12+34", 1), ("b", "56+78", 3)]:
         problems.append({"problem_id": pid, "run_id": "r", "round": 1, "text": text, "level": 3,
-                         "reference": domain.parse(text).reference, "source": "proposer", "proposal_id": "q" + pid})
+                         "reference": domain.parse(text).reference, "source": "proposer",
+                         "proposal_id": "q" + pid})
         for i in range(4):
-            rollouts.append({"rollout_id": f"{pid}{i}", "problem_id": pid, "sample_index": i, "prompt": "<solve>",
-                             "completion": "x"})
-            verdicts.append({"rollout_id": f"{pid}{i}", "problem_id": pid, "reward": float(i < right)})
+            rollouts.append({"rollout_id": f"{pid}{i}", "problem_id": pid, "sample_index": i,
+                             "prompt": "<solve>", "completion": "x"})
+            verdicts.append({"rollout_id": f"{pid}{i}", "problem_id": pid,
+                             "reward": float(i < right)})
     return domain, problems, rollouts, verdicts
 
 
@@ -109,7 +115,8 @@ def _round():
     ("config", "weights"),
     [(CurateConfig(proposer_reward="variance"), {"a": 0.75, "b": 0.75}),
      (CurateConfig(proposer_reward="learnability"), {"b": 0.25, "a": 0.75}),
-     (CurateConfig(proposer_reward="band", proposer_band_low=0.5, proposer_band_high=1.0), {"b": 1.0, "a": 0.0}),
+     (CurateConfig(proposer_reward="band", proposer_band_low=0.5, proposer_band_high=1.0),
+      {"b": 1.0, "a": 0.0}),
      (CurateConfig(proposer_reward="regret"), {"a": 1.0, "b": 1.0})],
 )
 def test_training_rows_weight_proposer_rows_by_the_chosen_reward(config, weights):
@@ -118,15 +125,18 @@ def test_training_rows_weight_proposer_rows_by_the_chosen_reward(config, weights
     rows = training_rows(domain, problems, rollouts, verdicts, curriculum, config, warmup=False)
     proposer = {r["problem_id"]: r["weight"] for r in rows if r["role"] == "proposer"}
     assert proposer == pytest.approx(weights)
-    assert sorted(proposer, key=lambda pid: -proposer[pid]) == sorted(weights, key=lambda pid: -weights[pid])
+    assert (sorted(proposer, key=lambda pid: -proposer[pid])
+            == sorted(weights, key=lambda pid: -weights[pid]))
 
 
 def test_repeated_proposals_lower_the_proposer_weight():
     domain, problems, rollouts, verdicts = _round()
     config = CurateConfig(proposer_reward="regret", diversity={"penalty": 1.0, "threshold": 0.35})
-    # the proposer wrote 12+34 three times, a near duplicate (12+35, J = 0.5) once, 56+78 once, garbage once
+    # the proposer wrote 12+34 three times, a near duplicate (12+35, J = 0.5) once, 56+78 once,
+    # garbage once
     samples = ["12+34", "12+34", " 12+34", "12+35", "56+78", "?"]
-    proposals = [{"text": t, "problem_id": domain.parse(t).text if t != "?" else None} for t in samples]
+    proposals = [{"text": t, "problem_id": domain.parse(t).text if t != "?" else None}
+                 for t in samples]
     id_of = {"12+34": "a", "56+78": "b", "12+35": "c"}
     for p in proposals:
         p["problem_id"] = id_of.get(p["problem_id"])
@@ -142,8 +152,10 @@ def test_repeated_proposals_lower_the_proposer_weight():
 def test_shape_penalty_counts_problems_of_one_form_as_repeats():
     domain = ArithmeticDomain()
     assert domain.shape("512-87") == domain.shape("734-21") == "000-00" != domain.shape("12+34")
-    proposals = [{"text": t, "problem_id": pid} for t, pid in [("512-87", "a"), ("734-21", "b"), ("12+34", "c")]]
+    proposals = [{"text": t, "problem_id": pid}
+                 for t, pid in [("512-87", "a"), ("734-21", "b"), ("12+34", "c")]]
     by_text = repetition_penalties(domain, proposals, CurateConfig(diversity={"penalty": 1.0}))
-    by_shape = repetition_penalties(domain, proposals, CurateConfig(diversity={"penalty": 1.0, "on": "shape"}))
+    by_shape = repetition_penalties(domain, proposals,
+                                    CurateConfig(diversity={"penalty": 1.0, "on": "shape"}))
     assert by_text == pytest.approx({"a": 1 / 3, "b": 1 / 3, "c": 1 / 3})
     assert by_shape == pytest.approx({"a": 2 / 3, "b": 2 / 3, "c": 1 / 3})

@@ -31,7 +31,8 @@ def test_majority_vote(answers, vote):
 def test_majority_labels_is_per_problem_and_independent_of_answer_order():
     answers = {"a": ["2", "3", "2"], "b": ["8", "9"], "c": [None]}
     votes = majority_labels(answers)
-    assert votes == {"a": ("2", pytest.approx(2 / 3), False), "b": ("8", 0.5, True), "c": (None, 0.0, False)}
+    assert votes == {"a": ("2", pytest.approx(2 / 3), False), "b": ("8", 0.5, True),
+                     "c": (None, 0.0, False)}
     reversed_votes = majority_labels({k: list(reversed(v)) for k, v in answers.items()})
     assert reversed_votes == votes
 
@@ -40,8 +41,10 @@ def test_majority_labels_is_per_problem_and_independent_of_answer_order():
     ("labels", "references", "only", "matches", "precision"),
     [
         ({"a": "1", "b": "2", "c": "3"}, {"a": "1", "b": "5", "c": "3"}, None, (2, 3), 2 / 3),
-        ({"a": "1", "b": None}, {"a": "1", "b": "2"}, None, (1, 1), 1.0),     # no label: not counted
-        ({"a": "1", "b": "2"}, {"a": None, "b": "3"}, None, (0, 1), 0.0),     # no reference: not counted
+        # no label: not counted
+        ({"a": "1", "b": None}, {"a": "1", "b": "2"}, None, (1, 1), 1.0),
+        # no reference: not counted
+        ({"a": "1", "b": "2"}, {"a": None, "b": "3"}, None, (0, 1), 0.0),
         ({"a": "1"}, {}, None, (0, 0), None),                                  # nothing to measure
         ({"a": "1", "b": "2"}, {"a": "1", "b": "3"}, ["b"], (0, 1), 0.0),
     ],
