@@ -461,6 +461,9 @@ def main() -> None:
     except ConfigError as exc:
         raise SystemExit(str(exc)) from None
 
+    from flows.environment import set_defaults
+
+    set_defaults()  # the CLI's kernel pins, before the runs import torch
     from flows.run import RunSpec, flywheel_flow
 
     if args.report_only and args.data_root is None:

@@ -19,7 +19,6 @@ a killed run left half written is reported one line per file, discarded and reco
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 import time
@@ -47,20 +46,10 @@ def fail(message: str, code: int = 2) -> None:
 
 
 def _quiet_environment() -> None:
-    """Defaults for a clean, offline CPU run; anything the user already set wins."""
-    defaults = {
-        "HF_HUB_OFFLINE": "1",
-        "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-        "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
-        "TRANSFORMERS_VERBOSITY": "error",
-        "TOKENIZERS_PARALLELISM": "false",
-        "DO_NOT_TRACK": "1",
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "PREFECT_LOGGING_LEVEL": "WARNING",
-        "PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW": "ignore",
-    }
-    for key, value in defaults.items():
-        os.environ.setdefault(key, value)
+    """Defaults for a clean, offline, reproducible CPU run (flows/environment.py)."""
+    from flows.environment import CLI_DEFAULTS, set_defaults
+
+    set_defaults(CLI_DEFAULTS)
 
 
 def _print_summary(data_root: Path, run_id: str) -> None:

@@ -22,7 +22,6 @@ its own slot runs, and says how late.
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from prefect import flow, get_run_logger
 from prefect.states import Cancelled
 
 from configs import validate_config
+from flows.environment import set_defaults
 from flows.run import RunSpec, flywheel_flow
 from schedules.times import superseded_by
 from storage.catalog import Catalog
@@ -51,13 +51,6 @@ def missed_night(scheduled: datetime | None, now: datetime, cron: str | None, ti
     return None
 
 
-def _quiet_environment() -> None:
-    for key, value in {"HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-                       "TRANSFORMERS_VERBOSITY": "error",
-                       "TOKENIZERS_PARALLELISM": "false"}.items():
-        os.environ.setdefault(key, value)
-
-
 @flow(name=FLOW_NAME, validate_parameters=False, log_prints=True)
 def nightly_round(data_root: str, run_id: str, config: dict[str, Any], cron: str | None = None,
                   timezone: str = "UTC", interval_seconds: float | None = None) -> Any:
@@ -67,11 +60,13 @@ def nightly_round(data_root: str, run_id: str, config: dict[str, Any], cron: str
     from storage.lock import RunLocked
     from storage.recovery import guarded_run
 
-    _quiet_environment()
+    set_defaults()  # before the stages import torch
     logger = get_run_logger()
     cfg = validate_config(config, f"the parameters of deployment {FLOW_NAME} (run {run_id})")
     flow_run = get_run_context().flow_run  # type: ignore[union-attr]
-    scheduled = flow_run.expected_start_time if flow_run is not None else None
+    expected = flow_run.expected_start_time if flow_run is not None else None
+    # Prefect hands a Pendulum datetime; the schedule arithmetic takes the standard library's
+    scheduled = datetime.fromtimestamp(expected.timestamp(), UTC) if expected else None
     now = datetime.now(UTC)
     later = missed_night(scheduled, now, cron, timezone, interval_seconds)
     if later is not None:

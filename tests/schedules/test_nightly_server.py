@@ -167,3 +167,4 @@ def test_second_night_for_the_same_run_is_refused_while_one_runs(tmp_path, prefe
         assert first.poll() is None, "the first night is untouched"
     finally:
         _stop_group(first, signal.SIGKILL)
+        first.stderr.close()

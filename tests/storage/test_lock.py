@@ -37,6 +37,7 @@ def test_second_holder_is_refused_with_pid_and_start_time(tmp_path):
     finally:
         child.stdin.close()
         child.wait(timeout=30)
+        child.stdout.close()
     with RunLock(tmp_path, "r") as lock:  # released cleanly: nothing to take over
         assert lock.taken_over is None
 
@@ -46,6 +47,8 @@ def test_lock_of_a_killed_process_is_taken_over(tmp_path):
     assert live_holder(tmp_path, "r").pid == child.pid
     child.kill()  # SIGKILL: no cleanup runs, the file still names the dead holder
     child.wait(timeout=30)
+    child.stdin.close()
+    child.stdout.close()
     assert live_holder(tmp_path, "r") is None  # what `flywheel status` calls interrupted
     assert json.loads(lock_path(tmp_path, "r").read_text())["pid"] == child.pid
     with RunLock(tmp_path, "r") as lock:
@@ -69,6 +72,7 @@ def test_cli_refuses_a_running_run_in_one_line(tmp_path):
     finally:
         child.stdin.close()
         child.wait(timeout=30)
+        child.stdout.close()
     assert result.returncode == 3
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and f"pid {child.pid}" in lines[0] and "already running" in lines[0]

@@ -63,3 +63,4 @@ def test_a_catalog_held_by_another_process_names_its_pid(tmp_path):
     finally:
         holder.kill()
         holder.wait()
+        holder.stdout.close()
