@@ -91,9 +91,10 @@ def test_served_schedule_completes_a_round_on_a_real_server(tmp_path):
     url = f"http://127.0.0.1:{port}/api"
     data_root = tmp_path / "data"
     server_log, serve_log = tmp_path / "server.log", tmp_path / "serve.log"
+    server_out, serve_out = server_log.open("w"), serve_log.open("w")
     server = subprocess.Popen(
         [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-        env=_env(PREFECT_HOME=str(tmp_path / "prefect-home")), stdout=server_log.open("w"),
+        env=_env(PREFECT_HOME=str(tmp_path / "prefect-home")), stdout=server_out,
         stderr=subprocess.STDOUT, start_new_session=True)
     serve = None
     client_env = _env(PREFECT_API_URL=url, PREFECT_HOME=str(tmp_path / "client-home"),
@@ -103,7 +104,7 @@ def test_served_schedule_completes_a_round_on_a_real_server(tmp_path):
         serve = subprocess.Popen(
             [str(BIN / "flywheel"), "schedule", "serve", "--config", str(CONFIG), "--data-root",
              str(data_root), "--interval", "3600"],
-            env=client_env, stdout=serve_log.open("w"), stderr=subprocess.STDOUT,
+            env=client_env, stdout=serve_out, stderr=subprocess.STDOUT,
             start_new_session=True)
 
         from prefect.client.orchestration import get_client
@@ -130,6 +131,8 @@ def test_served_schedule_completes_a_round_on_a_real_server(tmp_path):
         if serve is not None:
             _stop_group(serve)
         _stop_group(server, signal.SIGTERM)
+        server_out.close()
+        serve_out.close()
 
 
 PAUSE_POINT = "rollout:1:start"
