@@ -110,7 +110,11 @@ class ArithmeticDomain:
                 text = (f"{number(rng.randint(1, 2))}{rng.choice('+-*')}"
                         f"{number(rng.randint(1, 2))}{rng.choice('+-*')}{number(1)}")
         problem = self.parse(text)
-        assert isinstance(problem, Problem) and problem.level == level, (text, level)
+        if not isinstance(problem, Problem) or problem.level != level:
+            msg = (f"arithmetic generator wrote {text!r} for level {level}, which parses as "
+                   f"{problem!r}: the generator and the parser's levels disagree (a bug in "
+                   "domains/arithmetic.py)")
+            raise RuntimeError(msg)
         return problem
 
     def solver_prompt(self, problem_text: str) -> str:
