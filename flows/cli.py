@@ -8,12 +8,13 @@
     flywheel report RUN_ID [--out DIR] [--data-root DIR]
 
 Every command takes `--data-root` (default `$FLYWHEEL_DATA_ROOT` or `./flywheel-data`). Errors a
-user can cause (bad config, unknown run id) print one line and exit with status 2; nothing is
-written before the config is valid. `status` imports neither torch nor Prefect.
+user can cause (bad config, unknown run id, an unusable data root or model folder) print one
+line and exit with status 2; nothing is written before they are checked. `status` imports
+neither torch nor Prefect. Exit statuses: flows/exit_codes.py.
 `run` and `resume` hold the run's lock (storage/lock.py): a run id that another live
 process is running is refused in one line naming its pid and start time (exit status 3); what
 a killed run left half written is reported one line per file, discarded and recomputed
-(storage/recovery.py).
+(storage/recovery.py). How a run executes, is interrupted and fails: flows/execution.py.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Annotated, Any
 
 import typer
 
+from flows import exit_codes
 from flows.schedule_cli import schedule_app  # light: typer only
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -67,25 +69,37 @@ def _print_summary(data_root: Path, run_id: str) -> None:
     Console(width=None if sys.stdout.isatty() else 120).print(table)
 
 
+def _check_data_root(data_root: Path) -> None:
+    """The data root and its catalog, each failure one line: exit 3 when another process holds
+    the catalog, else 2."""
+    from storage.preflight import CatalogLocked, DataRootUnusable, check_catalog, check_data_root
+
+    try:
+        check_data_root(data_root)
+        check_catalog(data_root)
+    except CatalogLocked as exc:
+        fail(str(exc), code=exit_codes.LOCKED)
+    except DataRootUnusable as exc:
+        fail(str(exc))
+
+
 def _check_before_start(data_root: Path, config: Any) -> None:
     """What can be checked before anything is written, each failure one line (exit 2): the
     data root and its catalog, the model, the rollout backend and the task runner."""
     from flows.runners import RunnerUnavailable, check_task_runner
     from models.backends import BackendUnavailable, check_backend
     from models.preflight import ModelUnfit, check_model_folder, check_tiny_model_fits
-    from storage.preflight import DataRootUnusable, check_catalog, check_data_root
 
+    _check_data_root(data_root)
     model = config.model
     try:
-        check_data_root(data_root)
-        check_catalog(data_root)
         if model.path is not None:
             check_model_folder(model.path)
         else:
             check_tiny_model_fits(model.hidden_size, model.num_layers, model.intermediate_size)
         check_backend(config.rollout.backend)
         check_task_runner(config.scale)
-    except (DataRootUnusable, ModelUnfit, BackendUnavailable, RunnerUnavailable) as exc:
+    except (ModelUnfit, BackendUnavailable, RunnerUnavailable) as exc:
         fail(str(exc))
 
 
@@ -99,24 +113,15 @@ def _execute(data_root: Path, run_id: str, config: Any) -> None:
     logging.basicConfig(level=logging.WARNING, format="%(message)s",
                         handlers=[RichHandler(show_path=False, show_time=False)])
     logging.getLogger("flywheel").setLevel(logging.INFO)
-    from storage.lock import RunLocked
-    from storage.recovery import guarded_run, plain_notices
-    from validators.gate import GateFailed
-    from validators.summary import print_gate_failure, quiet_gate_tracebacks
+    from flows.execution import execute
+    from storage.recovery import plain_notices
 
     plain_notices()
     started = time.time()
-    try:  # the run lock is taken before the heavy imports, so a refusal is instant (exit 3)
-        with guarded_run(data_root, run_id):
-            from flows.run import RunSpec, flywheel_flow
-
-            quiet_gate_tracebacks()  # after Prefect set up its log handlers
-            flywheel_flow(RunSpec(data_root=str(data_root.resolve()), run_id=run_id, config=config))
-    except RunLocked as exc:
-        fail(str(exc), code=3)
-    except GateFailed as exc:  # the report, not a traceback; exit 1
-        print_gate_failure(exc, run_id, echo=lambda line: typer.echo(line, err=True))
-        raise typer.Exit(1) from None
+    code = execute(data_root, run_id, config, command=" ".join(["flywheel", *sys.argv[1:]]),
+                   echo=lambda line: typer.echo(line, err=True))
+    if code != exit_codes.OK:
+        raise typer.Exit(code)
     _print_summary(data_root, run_id)
     typer.echo(f"run {run_id} finished in {time.time() - started:.0f} s; "
                f"data in {data_root / 'runs' / run_id}")
@@ -157,18 +162,18 @@ def resume(
     """Finish a run with its recorded config: done stages are skipped, the rest recomputed."""
     from configs import ConfigError, load_config, validate_config
     from storage.catalog import Catalog
-    from storage.preflight import DataRootUnusable, check_catalog
+    from storage.run_record import read_run_config
 
+    _check_data_root(data_root)
     catalog = Catalog(data_root)
-    if not catalog.path.exists():
-        fail(f"no catalog at {catalog.path} (check --data-root)")
-    try:
-        check_catalog(data_root)
-    except DataRootUnusable as exc:
-        fail(str(exc))
-    recorded = catalog.run_config_json(run_id)
-    if recorded is None:
-        fail(f"unknown run id {run_id!r} in {catalog.path} (see `flywheel status`)")
+    recorded = catalog.run_config_json(run_id) if catalog.path.exists() else None
+    recorded = recorded or read_run_config(data_root, run_id)  # killed before its catalog row
+    if recorded is None and config is None:
+        if (data_root / "runs" / run_id).is_dir():
+            fail(f"run {run_id!r} stopped before it recorded its config; give it again: "
+                 f"`flywheel resume {run_id} --config FILE`")
+        where = catalog.path if catalog.path.exists() else f"{data_root} (no catalog yet)"
+        fail(f"unknown run id {run_id!r} in {where} (check --data-root, or `flywheel status`)")
     try:
         cfg = (validate_config(json.loads(recorded), f"run {run_id}") if config is None
                else load_config(config))

@@ -120,8 +120,12 @@ def flywheel_flow(spec: RunSpec) -> Checkpoint:
                 incumbent, incumbent_eval = outcome.incumbent, outcome.incumbent_eval
                 problems.append(outcome.problems)
                 curated.append(outcome.curated)
-    except BaseException:
-        ctx.catalog.set_run_status(spec.run_id, "failed")
+    except BaseException as exc:
+        status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+        try:
+            ctx.catalog.set_run_status(spec.run_id, status)
+        except Exception as record_exc:  # noqa: BLE001 - e.g. the disk is full: keep the cause
+            exc.add_note(f"(the run's status could not be recorded: {record_exc})")
         raise
     ctx.catalog.set_run_status(spec.run_id, "completed")
     return incumbent

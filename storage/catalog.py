@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -186,6 +187,8 @@ class Catalog:
         """
         if not read_only:
             self.data_root.mkdir(parents=True, exist_ok=True)
+            if not self.path.exists():
+                self._create()
         elif not self.path.exists():
             raise FileNotFoundError(f"no catalog at {self.path} (run `flywheel run` first)")
         con = retry_while_locked(
@@ -197,6 +200,25 @@ class Catalog:
             yield con
         finally:
             con.close()
+
+    def _create(self) -> None:
+        """Create the catalog with its tables under a temporary name, then link it into place:
+        a process killed meanwhile leaves no half-created catalog, and of two processes
+        creating it at once one wins and the other opens the winner's."""
+        for stale in self.data_root.glob(".catalog.duckdb.tmp-*"):
+            pid = stale.name.rsplit("-", 1)[1].split(".")[0]
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                stale.unlink(missing_ok=True)  # left by a process killed while creating it
+        temp = self.data_root / f".catalog.duckdb.tmp-{os.getpid()}"
+        temp.unlink(missing_ok=True)
+        with duckdb.connect(str(temp), config=STORAGE_CONFIG) as con:
+            con.execute(_SCHEMA)
+        try:
+            os.link(temp, self.path)
+        except FileExistsError:
+            pass
+        finally:
+            temp.unlink(missing_ok=True)
 
     def _migrate_paths(self, con: duckdb.DuckDBPyConnection) -> None:
         """Rewrite absolute paths of files inside run folders as relative ones (`resolve`)."""

@@ -25,6 +25,10 @@ class DataRootUnusable(ValueError):
     """The data root or its catalog cannot be used; the message says why and what to do."""
 
 
+class CatalogLocked(DataRootUnusable):
+    """Another process holds the catalog (the CLI exits 3, as for a locked run)."""
+
+
 def _nearest_existing(path: Path) -> Path:
     while not path.exists() and path != path.parent:
         path = path.parent
@@ -51,6 +55,10 @@ def check_data_root(data_root: Path, *, min_free_bytes: int = MIN_FREE_BYTES) ->
         msg = (f"--data-root {data_root}: {existing} is a file, not a folder (give a folder, or "
                "a path that does not exist yet)")
         raise DataRootUnusable(msg)
+    if os.statvfs(existing).f_flag & os.ST_RDONLY:
+        msg = (f"--data-root {data_root}: {existing} is on a read-only file system (choose "
+               "another --data-root, or mount it writable)")
+        raise DataRootUnusable(msg)
     if not os.access(existing, os.W_OK | os.X_OK):
         msg = (f"--data-root {data_root}: {existing} is not writable by this user (choose "
                "another --data-root, or make it writable)")
@@ -75,8 +83,9 @@ def check_catalog(data_root: Path, *, wait: float = CATALOG_WAIT_SECONDS) -> Non
     Raises
     ------
     DataRootUnusable
-        The catalog is damaged (not a DuckDB file, truncated) or another process holds it
-        (the message names its pid when DuckDB reports one).
+        The catalog is damaged (not a DuckDB file, truncated).
+    CatalogLocked
+        Another process holds it (the message names its pid when DuckDB reports one).
     """
     path = Path(data_root) / "catalog.duckdb"
     if not path.exists():
@@ -91,7 +100,7 @@ def check_catalog(data_root: Path, *, wait: float = CATALOG_WAIT_SECONDS) -> Non
             who = f"process {holder[1]}" if holder else "another process"
             msg = (f"catalog {path} is locked by {who} (for more than {wait:g} s); wait for it "
                    "to finish, or stop it")
-            raise DataRootUnusable(msg) from None
+            raise CatalogLocked(msg) from None
         raise DataRootUnusable(_damaged(path, exc)) from None
     except duckdb.Error as exc:
         raise DataRootUnusable(_damaged(path, exc)) from None

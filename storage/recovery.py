@@ -128,6 +128,9 @@ def sweep_run(run_dir: Path, recorded_paths: set[str], kept_fingerprints: set[st
     found: list[Discarded] = []
     if not run_dir.is_dir():
         return found
+    for entry in sorted(run_dir.iterdir()):  # the run's config record (storage/run_record.py)
+        if entry.is_file() and TEMP_FILE.match(entry.name):
+            _discard(entry, "temporary file never renamed into place", found, recomputed=False)
     for round_folder in sorted(run_dir.glob("round-*")):
         for entry in sorted(round_folder.iterdir()):
             name = entry.name

@@ -7,12 +7,15 @@ jitter. Only errors that can pass on their own are retried: OS and I/O errors, t
 memory, runtime errors from torch or a backend. Never retried: a failed data gate (`GateFailed`,
 matched by class name so this module does not import the validators), a bad config, rows that
 break a schema, an unavailable backend, a locked run, and any other error (ValueError, KeyError,
-...) that would only fail the same way again. A retry reruns the stage through `run_stage`, so
-it resumes from what the failed attempt saved (training restarts from its last checkpoint).
+...) that would only fail the same way again, nor an OS error that needs a person (a full
+disk or quota, a read-only file system, a permission denied). A retry reruns the stage through
+`run_stage`, so it resumes from what the failed attempt saved (training restarts from its last
+checkpoint).
 """
 
 from __future__ import annotations
 
+import errno
 from typing import Any
 
 from prefect.tasks import exponential_backoff
@@ -22,6 +25,7 @@ BACKOFF_SECONDS = 10.0
 NEVER_RETRIED = frozenset(
     {"GateFailed", "ConfigError", "DatasetError", "BackendUnavailable", "RunLocked"}
 )
+NEEDS_A_PERSON = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
 TRANSIENT_TYPES: tuple[type[BaseException], ...] = (OSError, TimeoutError, MemoryError,
                                                      RuntimeError)
 
@@ -29,6 +33,8 @@ TRANSIENT_TYPES: tuple[type[BaseException], ...] = (OSError, TimeoutError, Memor
 def is_transient(exc: BaseException | None) -> bool:
     """True for an error worth retrying (see the module docstring)."""
     if exc is None or any(cls.__name__ in NEVER_RETRIED for cls in type(exc).__mro__):
+        return False
+    if isinstance(exc, OSError) and exc.errno in NEEDS_A_PERSON:
         return False
     return isinstance(exc, TRANSIENT_TYPES)
 

@@ -126,20 +126,45 @@ def run_stage(
     if stored is not None:
         return stored
     started = time.time()
-    pause_point(f"{stage}:{round_index}:start")
     try:
+        pause_point(f"{stage}:{round_index}:start")
         result = compute(fingerprint)
         outputs = write_result(ctx, result, stage=stage, round_index=round_index,
                                fingerprint=fingerprint)
     except BaseException as exc:
+        mark_failed_stage(exc, stage, round_index)
         error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        ctx.catalog.record_failed(
-            run_id=ctx.run_id, round_index=round_index, stage=stage, fingerprint=fingerprint,
-            started_at=started, error=error,
-        )
+        try:
+            ctx.catalog.record_failed(
+                run_id=ctx.run_id, round_index=round_index, stage=stage, fingerprint=fingerprint,
+                started_at=started, error=error,
+            )
+        except Exception as record_exc:  # noqa: BLE001 - e.g. the disk is full: keep the cause
+            exc.add_note(f"(the failure could not be recorded in the catalog: {record_exc})")
         raise
     return record_result(ctx, result, outputs, stage=stage, round_index=round_index,
                          fingerprint=fingerprint, inputs=inputs, started=started)
+
+
+def mark_failed_stage(exc: BaseException, stage: str, round_index: int) -> None:
+    """Remember on `exc` which stage it stopped (the innermost stage wins)."""
+    if getattr(exc, "flywheel_stage", None) is None:
+        try:
+            exc.flywheel_stage = (stage, round_index)  # type: ignore[attr-defined]
+        except AttributeError:  # an exception type without a __dict__
+            pass
+
+
+def failed_stage(exc: BaseException) -> tuple[str, int] | None:
+    """(stage, round) that `exc`, or an exception it was raised from, stopped; else None."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        where = getattr(exc, "flywheel_stage", None)
+        if where is not None:
+            return where
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def lost_rows(ctx: RunContext, round_index: int, fingerprint: str,

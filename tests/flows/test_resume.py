@@ -1,15 +1,18 @@
-"""Kill -9 a real `flywheel run` at five points, `flywheel resume` after each, and compare the
-result with an uninterrupted run of the same config: same fingerprints, same row counts, and
-byte-identical files (problems, rollouts, verdicts, curriculum, train rows, evals, and the
-checkpoint's weights, since training resumes exactly from its last saved step). A checkpoint
-folder without its catalog row and temporary files are covered in tests/storage/test_recovery.py
-and by bench/chaos.py's random kills; each extra kill here costs a process start (~5 s of CPU).
+"""Stop a real `flywheel run` at five points (kill -9, SIGTERM, Ctrl-C's SIGINT), `flywheel
+resume` after each, and compare the result with an uninterrupted run of the same config: same
+fingerprints, same row counts, and byte-identical files (problems, rollouts, verdicts,
+curriculum, train rows, evals, and the checkpoint's weights, since training resumes exactly from
+its last saved step). A checkpoint folder without its catalog row and temporary files are
+covered in tests/storage/test_recovery.py and by bench/chaos.py's random kills; each extra kill
+here costs a process start (~5 s of CPU).
 
-The kill points come from the test hook `pause_point` (storage/recovery.py): the child
-writes the point's name to a marker file and sleeps there until it is killed. The whole process
-group is killed (SIGKILL), as a dying machine would. The first process runs with Prefect's own
-temporary server whose database lives in its PREFECT_HOME; that folder is deleted after the kill
-and every later process talks to the session's server, which has never seen the run.
+The stop points come from the test hook `pause_point` (storage/recovery.py): the child writes
+the point's name to a marker file and sleeps there until it is stopped. The signal goes to the
+whole process group, as a dying machine (SIGKILL), `kill` (SIGTERM) or Ctrl-C in a terminal
+(SIGINT) would. The first process runs with its own temporary Prefect server (no
+PREFECT_API_URL; flows/prefect_server.py) whose database lives in its PREFECT_HOME: the server
+must die with the killed run, and that folder is deleted after the kill; every later process
+talks to the session's server, which has never seen the run.
 """
 
 from __future__ import annotations
@@ -44,14 +47,15 @@ max_steps = 30
 [gates]
 enabled = false  # Great Expectations costs seconds per process; gates have their own tests
 """
-# (point to kill at, what the next resume must report in one line)
+# (point to stop at, what the next resume must report in one line, the signal that stops it)
 KILLS = [
-    ("synthesize:0:wrote-proposals", "proposals-"),      # inside synthesize: a file, no row
-    ("rollout:0:wrote-rollouts", "rollouts-"),           # inside rollout: the same
-    ("verify:0:done", None),                             # between verify and curate
-    ("train:0:step-15", "resuming from the trainer's checkpoint at step 10"),  # mid-training
-    ("evaluate:0:start", None),                          # inside evaluate
+    ("synthesize:0:wrote-proposals", "proposals-", signal.SIGKILL),  # a file, no row
+    ("rollout:0:wrote-rollouts", "rollouts-", signal.SIGKILL),       # the same
+    ("verify:0:done", None, signal.SIGTERM),                         # between verify and curate
+    ("train:0:step-15", "resuming from the trainer's checkpoint at step 10", signal.SIGKILL),
+    ("evaluate:0:start", None, signal.SIGINT),                       # Ctrl-C inside evaluate
 ]
+STOP_SECONDS = 15  # SIGINT/SIGTERM: the process is gone within this, with one line
 
 
 def _env(tmp: Path, prefect_url: str | None, **extra: str) -> dict[str, str]:
@@ -85,9 +89,29 @@ def _wait_paused(proc: subprocess.Popen, marker: Path, point: str, log: Path) ->
     pytest.fail(f"never reached {point}:\n{log.read_text()}")
 
 
-def _kill(proc: subprocess.Popen) -> None:
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=60)
+def _stop(proc: subprocess.Popen, sig: int) -> tuple[int, float]:
+    """Send `sig` to the whole process group (as a dying machine, `kill` or Ctrl-C in a
+    terminal would); (exit status, seconds until the process was gone)."""
+    started = time.monotonic()
+    os.killpg(proc.pid, sig)
+    code = proc.wait(timeout=60)
+    return code, time.monotonic() - started
+
+
+def _server_pids(prefect_home: Path) -> list[int]:
+    """The temporary Prefect servers recorded under a PREFECT_HOME (flows/prefect_server.py)."""
+    return [int(p.stem) for p in (prefect_home / "flywheel-servers").glob("*.json")]
+
+
+def _gone_within(pid: int, seconds: float) -> bool:
+    from flows.prefect_server import is_alive
+
+    deadline = time.monotonic() + seconds
+    while is_alive(pid, None):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
 
 
 def snapshot(data_root: Path, run_id: str) -> dict:
@@ -121,8 +145,8 @@ def crashed_and_reference(tmp_path_factory, prefect_server):
     reference_log = tmp / "reference.log"
     reference = _start(["run", "--config", str(config), "--run-id", RUN_ID, "--data-root",
                         str(reference_root)], _env(tmp, prefect_server), reference_log)
-    logs, refused, prefect_db_existed = [], None, False
-    for index, (point, _) in enumerate(KILLS):
+    logs, refused, prefect_db_existed, stops, server_gone = [], None, False, [], None
+    for index, (point, _, sig) in enumerate(KILLS):
         log = tmp / f"step-{index}.log"
         if index == 0:  # Prefect's own temporary server, its database in PREFECT_HOME
             args = ["run", "--config", str(config), "--run-id", RUN_ID]
@@ -139,9 +163,11 @@ def crashed_and_reference(tmp_path_factory, prefect_server):
                  str(crash_root)], env=_env(tmp, prefect_server), capture_output=True, text=True,
                 timeout=120, check=False)
             refused = (refused.returncode, refused.stderr, proc.pid)
-        _kill(proc)
+        servers = _server_pids(tmp / "prefect-home-own") if index == 0 else []
+        stops.append((sig, *_stop(proc, sig)))
         logs.append(log.read_text())
-        if index == 0:
+        if index == 0:  # the run's own server dies with it (parent-death signal)
+            server_gone = len(servers) == 1 and _gone_within(servers[0], 10)
             prefect_db_existed = any((tmp / "prefect-home-own").glob("*.db"))
             shutil.rmtree(tmp / "prefect-home-own")
     status = subprocess.run([sys.executable, "-m", "flows.cli", "status", RUN_ID,
@@ -156,6 +182,7 @@ def crashed_and_reference(tmp_path_factory, prefect_server):
     return {
         "reference": snapshot(reference_root, RUN_ID), "crashed": snapshot(crash_root, RUN_ID),
         "logs": logs, "refused": refused, "prefect_db_existed": prefect_db_existed,
+        "stops": stops, "server_gone": server_gone,
         "status_after_kill": status,
         "crash_root": crash_root, "config": config, "tmp": tmp, "prefect": prefect_server,
     }
@@ -173,15 +200,38 @@ def test_resumed_run_equals_uninterrupted_run(crashed_and_reference):
 @pytest.mark.slow
 def test_each_interruption_is_reported_in_one_line(crashed_and_reference):
     logs = crashed_and_reference["logs"]
-    for index, (point, expected) in enumerate(KILLS):
+    for index, (point, expected, sig) in enumerate(KILLS):
         resumed = logs[index + 1]  # what the next process said on resuming
         lines = resumed.splitlines()
-        assert any("lock taken over" in line for line in lines), (point, resumed)
+        killed = sig == signal.SIGKILL  # a signal the run catches releases its lock itself
+        assert any("lock taken over" in line for line in lines) == killed, (point, resumed)
         if expected is not None:
             hits = [line for line in lines if expected in line]
             assert hits, (point, resumed)
             assert all(str(crashed_and_reference["crash_root"]) in h for h in hits), hits
     assert "Traceback" not in "".join(logs)
+
+
+@pytest.mark.slow
+def test_sigint_and_sigterm_stop_the_run_in_seconds_with_one_line(crashed_and_reference):
+    stopped = [(sig, code, seconds, log) for (sig, code, seconds), log
+               in zip(crashed_and_reference["stops"], crashed_and_reference["logs"][:len(KILLS)],
+                      strict=True)
+               if sig != signal.SIGKILL]
+    assert {sig for sig, *_ in stopped} == {signal.SIGINT, signal.SIGTERM}
+    for sig, code, seconds, log in stopped:
+        assert code == 128 + sig and seconds < STOP_SECONDS, (sig, code, seconds, log)
+        last = log.strip().splitlines()[-1]
+        assert last.startswith(f"interrupted by {signal.Signals(sig).name} ") and (
+            f"`flywheel resume {RUN_ID}` continues" in last), log
+    evaluate_stop = crashed_and_reference["logs"][KILLS.index(
+        ("evaluate:0:start", None, signal.SIGINT))]
+    assert "during evaluate (round 0)" in evaluate_stop.strip().splitlines()[-1]
+
+
+@pytest.mark.slow
+def test_a_killed_runs_own_prefect_server_dies_with_it(crashed_and_reference):
+    assert crashed_and_reference["server_gone"]
 
 
 @pytest.mark.slow

@@ -1,0 +1,184 @@
+"""How `flywheel run` and `flywheel resume` execute a run once its config and data root passed
+their checks: the lock, the config record, the log file, the temporary Prefect server, the
+signals, and one line for whatever stops the run.
+
+    <data-root>/logs/<run_id>.log    every invocation appends: a header line, the flywheel and
+                                     Prefect log records, and the traceback of a failure
+
+What the terminal shows when a run stops early (flows/exit_codes.py):
+
+    error: stage verify (round 1) failed: the disk is full ([Errno 28] No space left on
+    device); traceback in flywheel-data/logs/demo.log; `flywheel resume demo` continues once
+    the cause is fixed                                                    (exit 4, one line)
+    interrupted by SIGINT during rollout (round 2); `flywheel resume demo` continues from
+    the last finished stage                                               (exit 130)
+
+Prefect's own error records (a failed task or flow run, with its traceback) go to the log file
+only; the line above says what they would.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from flows import exit_codes
+from flows.interrupts import interrupted_by, stop_on_signals
+
+Echo = Callable[[str], None]
+LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+
+
+def log_path(data_root: Path, run_id: str) -> Path:
+    """The run's log file."""
+    return Path(data_root) / "logs" / f"{run_id}.log"
+
+
+class _PrefectErrorsToFileOnly(logging.Filter):
+    """Keeps Prefect's error records (failed task/flow runs and their tracebacks) off the
+    terminal; the CLI prints one line instead and the log file keeps the records."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.name.startswith("prefect") and record.levelno >= logging.ERROR)
+
+
+def start_log(path: Path, command: str) -> None:
+    """Append this invocation's header line to the log file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(f"==== {time.strftime('%Y-%m-%d %H:%M:%S')} {command} (pid {os.getpid()})\n")
+
+
+def attach_log_file(path: Path) -> None:
+    """Send every flywheel record (INFO and up) and Prefect's (WARNING and up) to `path` too,
+    and keep Prefect's errors off the console. Call it after Prefect set up its logging (which
+    replaces the root logger's handlers)."""
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    handler.setLevel(logging.INFO)
+    quiet = _PrefectErrorsToFileOnly()
+    root = logging.getLogger()
+    for console in root.handlers:
+        console.addFilter(quiet)
+    root.addHandler(handler)
+    logging.getLogger("flywheel.recovery").addHandler(handler)  # it does not propagate
+
+
+def cause(exc: BaseException) -> str:
+    """What went wrong, in a few words, for the one-line failure message."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if len(text) > 200:
+        text = text[:197] + "..."
+    lowered = text.lower()
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT) or (
+            "no space left on device" in lowered):
+        return f"the disk is full ({text})"
+    if isinstance(exc, MemoryError) or "can't allocate memory" in lowered or (
+            "out of memory" in lowered):
+        return f"out of memory ({type(exc).__name__}: {text})"
+    return f"{type(exc).__name__}: {text}"
+
+
+def _record_traceback(path: Path, exc: BaseException) -> Path | None:
+    """Append the traceback to the log file; returns the file, or None when that failed too
+    (a full disk)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as out:
+            out.write("".join(traceback.format_exception(exc)))
+    except OSError:
+        return None
+    return path
+
+
+def _where(exc: BaseException) -> str | None:
+    from tasks.stage import failed_stage
+
+    found = failed_stage(exc)
+    return None if found is None else f"{found[0]} (round {found[1]})"
+
+
+def stopped_line(exc: BaseException, run_id: str, log: Path | None) -> tuple[str, int]:
+    """(the line to print, the exit status) for an exception that stopped the run."""
+    where = _where(exc)
+    interrupted = interrupted_by(exc)
+    if interrupted is not None:
+        during = f"during {where}" if where else "between stages"
+        return (f"interrupted by {interrupted} {during}; `flywheel resume {run_id}` continues "
+                "from the last finished stage", interrupted.exit_code)
+    what = f"stage {where}" if where else "the run"
+    details = f"traceback in {log}" if log else "its traceback could not be written either"
+    return (f"error: {what} failed: {cause(exc)}; {details}; `flywheel resume {run_id}` "
+            "continues once the cause is fixed", exit_codes.STAGE_FAILED)
+
+
+def _start_server(data_root: Path) -> Any:
+    """Our own temporary Prefect server, unless PREFECT_API_URL names one (flows/prefect_server.py).
+    Returns it (not yet answering), or None."""
+    if os.environ.get("PREFECT_API_URL"):
+        return None
+    from flows.prefect_server import TemporaryServer
+
+    server = TemporaryServer(log_path=Path(data_root) / "logs" / "prefect-server.log")
+    os.environ["PREFECT_API_URL"] = server.start()
+    return server
+
+
+def execute(data_root: Path, run_id: str, config: Any, *, command: str, echo: Echo) -> int:
+    """Run (or resume) `run_id` with `config` to its end or to the first thing that stops it.
+
+    Parameters
+    ----------
+    data_root
+        The data root (already checked).
+    run_id
+        The run.
+    config
+        The validated RunConfig.
+    command
+        The command line, for the log file's header.
+    echo
+        Prints one line on stderr.
+
+    Returns
+    -------
+    The exit status (flows/exit_codes.py).
+    """
+    from storage.lock import RunLocked
+    from storage.recovery import guarded_run
+    from storage.run_record import write_run_config
+    from validators.gate import GateFailed
+    from validators.summary import print_gate_failure, quiet_gate_tracebacks
+
+    log = log_path(data_root, run_id)
+    with stop_on_signals(echo):
+        try:  # the run lock is taken before the heavy imports, so a refusal is instant (exit 3)
+            with guarded_run(data_root, run_id):
+                write_run_config(data_root, run_id, config.model_dump_json())
+                start_log(log, command)
+                server = _start_server(data_root)
+                from flows.run import RunSpec, flywheel_flow  # torch, Prefect: while it starts
+
+                if server is not None:
+                    server.wait_ready()
+                attach_log_file(log)
+                quiet_gate_tracebacks()
+                flywheel_flow(RunSpec(data_root=str(Path(data_root).resolve()), run_id=run_id,
+                                      config=config))
+        except RunLocked as exc:
+            echo(f"error: {exc}")
+            return exit_codes.LOCKED
+        except GateFailed as exc:  # the report, not a traceback
+            print_gate_failure(exc, run_id, echo=echo)
+            return exit_codes.GATE_FAILED
+        except (Exception, KeyboardInterrupt) as exc:
+            line, code = stopped_line(exc, run_id, _record_traceback(log, exc))
+            echo(line)
+            return code
+    return exit_codes.OK
