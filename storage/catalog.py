@@ -394,6 +394,31 @@ class Catalog:
                 [run_id, fingerprint]).fetchall()
         return rows[0][0] if rows else None
 
+    def lost_outputs(self, run_id: str) -> list[dict[str, Any]]:
+        """Completed stages whose catalog lists fewer datasets than the stage wrote (a
+        `datasets` row was lost): `resume` recomputes them, `validate` reports them.
+
+        Parameters
+        ----------
+        run_id
+            The run.
+
+        Returns
+        -------
+        One dict per such stage: round, stage, fingerprint, listed (datasets rows there) and
+        outputs (how many the stage wrote), in round and stage order.
+        """
+        with self.connect(read_only=True) as con:
+            cursor = con.execute(
+                "SELECT s.round, s.stage, s.fingerprint, count(DISTINCT d.kind) AS listed,"
+                " max(s.outputs) AS outputs FROM stages s LEFT JOIN datasets d"
+                " ON d.run_id = s.run_id AND d.fingerprint = s.fingerprint"
+                " WHERE s.run_id = ? AND s.status = 'completed' AND s.outputs IS NOT NULL"
+                " GROUP BY s.round, s.stage, s.fingerprint HAVING listed < max(s.outputs)"
+                " ORDER BY s.round, min(s.started_at)", [run_id])
+            names = [c[0] for c in cursor.description]
+            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
     def record_completed(
         self,
         *,

@@ -111,15 +111,22 @@ def validate_run(data_root: Any, run_id: str, *, round_index: int | None = None,
         gates = validate_config({"gates": json.loads(recorded).get("gates", {})},
                                 f"run {run_id} (its recorded [gates])").gates
     results = validate_stored(catalog, run_id, gates, round_index=round_index, stage=stage)
-    if not results:
+    lost = [row for row in catalog.lost_outputs(run_id)
+            if (round_index is None or row["round"] == round_index)
+            and (stage is None or row["stage"] == stage)]
+    if not results and not lost:
         which = "".join([f" round {round_index}" if round_index is not None else "",
                          f" stage {stage!r}" if stage else ""])
         raise ValidateError(f"run {run_id} has no stored outputs{which} to validate "
                             "(see `flywheel status`)")
     ok = print_results(results, echo)
-    failed = sum(not r.success for r in results)
-    echo(f"{len(results)} datasets checked, {failed} failed")
-    return ok
+    for row in lost:
+        echo(f"FAILED  round {row['round']} {row['stage']}: the catalog lists {row['listed']} of "
+             f"the {row['outputs']} datasets the stage wrote (a catalog row was lost); "
+             f"`flywheel resume {run_id}` recomputes the stage")
+    failed = sum(not r.success for r in results) + len(lost)
+    echo(f"{len(results) + len(lost)} datasets checked, {failed} failed")
+    return ok and not lost
 
 
 class _DropGateFailed(logging.Filter):

@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from storage.catalog import Catalog
+from tests.flows.runs import child_env, snapshot, start, wait_paused
 
 RUN_ID = "crashy"
 CONFIG = """
@@ -58,37 +59,6 @@ KILLS = [
 STOP_SECONDS = 15  # SIGINT/SIGTERM: the process is gone within this, with one line
 
 
-def _env(tmp: Path, prefect_url: str | None, **extra: str) -> dict[str, str]:
-    """A child's environment: the session's Prefect server (or, with None, Prefect's own
-    temporary server with its database under tmp/prefect-home-own), one torch thread."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PREFECT_", "FLYWHEEL_TEST_"))}
-    env.update(OMP_NUM_THREADS="1", FLYWHEEL_TEST_PAUSE_FILE=str(tmp / "paused"), **extra)
-    if prefect_url:
-        env.update(PREFECT_API_URL=prefect_url, PREFECT_HOME=str(tmp / "prefect-home"))
-    else:
-        env.update(PREFECT_HOME=str(tmp / "prefect-home-own"),
-                   PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="300")
-    return env
-
-
-def _start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
-    with open(log, "w") as out:
-        return subprocess.Popen([sys.executable, "-m", "flows.cli", *args], env=env,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def _wait_paused(proc: subprocess.Popen, marker: Path, point: str, log: Path) -> None:
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if marker.exists() and marker.read_text() == point:
-            return
-        if proc.poll() is not None:
-            pytest.fail(f"exited {proc.returncode} before reaching {point}:\n{log.read_text()}")
-        time.sleep(0.05)
-    pytest.fail(f"never reached {point}:\n{log.read_text()}")
-
-
 def _stop(proc: subprocess.Popen, sig: int) -> tuple[int, float]:
     """Send `sig` to the whole process group (as a dying machine, `kill` or Ctrl-C in a
     terminal would); (exit status, seconds until the process was gone)."""
@@ -114,27 +84,6 @@ def _gone_within(pid: int, seconds: float) -> bool:
     return True
 
 
-def snapshot(data_root: Path, run_id: str) -> dict:
-    """What must not depend on interruptions: per stage its fingerprint and row count, per file
-    its row count and checksum (keyed by round, stage and kind; paths differ between roots)."""
-    catalog = Catalog(data_root)
-    stages = catalog.query(
-        "SELECT round, stage, fingerprint, rows FROM stages"
-        " WHERE run_id = ? AND status = 'completed'", [run_id])
-    files = catalog.query(
-        "SELECT d.round, d.stage, d.kind, d.rows, d.checksum FROM datasets d JOIN stages s"
-        " ON d.run_id = s.run_id AND d.fingerprint = s.fingerprint"
-        " WHERE d.run_id = ? AND s.status = 'completed'", [run_id])
-    run_dir = data_root / "runs" / run_id  # nothing half written, duplicated or stale left over
-    names = sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*") if p.name != "run.lock")
-    return {
-        "stages": sorted((s["round"], s["stage"], s["fingerprint"], s["rows"]) for s in stages),
-        "files": sorted((f["round"], f["stage"], f["kind"], f["rows"], f["checksum"])
-                        for f in files),
-        "names": names,
-    }
-
-
 @pytest.fixture(scope="module")
 def crashed_and_reference(tmp_path_factory, prefect_server):
     tmp = tmp_path_factory.mktemp("resume")
@@ -143,25 +92,25 @@ def crashed_and_reference(tmp_path_factory, prefect_server):
     marker = tmp / "paused"
     reference_root, crash_root = tmp / "reference", tmp / "crash"
     reference_log = tmp / "reference.log"
-    reference = _start(["run", "--config", str(config), "--run-id", RUN_ID, "--data-root",
-                        str(reference_root)], _env(tmp, prefect_server), reference_log)
+    reference = start(["run", "--config", str(config), "--run-id", RUN_ID, "--data-root",
+                        str(reference_root)], child_env(tmp, prefect_server), reference_log)
     logs, refused, prefect_db_existed, stops, server_gone = [], None, False, [], None
     for index, (point, _, sig) in enumerate(KILLS):
         log = tmp / f"step-{index}.log"
         if index == 0:  # Prefect's own temporary server, its database in PREFECT_HOME
             args = ["run", "--config", str(config), "--run-id", RUN_ID]
-            env = _env(tmp, None, FLYWHEEL_TEST_PAUSE_AT=point)
+            env = child_env(tmp, None, FLYWHEEL_TEST_PAUSE_AT=point)
         else:
             args = ["resume", RUN_ID]
-            env = _env(tmp, prefect_server, FLYWHEEL_TEST_PAUSE_AT=point)
+            env = child_env(tmp, prefect_server, FLYWHEEL_TEST_PAUSE_AT=point)
         marker.unlink(missing_ok=True)
-        proc = _start([*args, "--data-root", str(crash_root)], env, log)
-        _wait_paused(proc, marker, point, log)
+        proc = start([*args, "--data-root", str(crash_root)], env, log)
+        wait_paused(proc, marker, point, log)
         if index == 0:  # while it runs, a second process on the same run id is refused
             refused = subprocess.run(
                 [sys.executable, "-m", "flows.cli", "resume", RUN_ID, "--data-root",
-                 str(crash_root)], env=_env(tmp, prefect_server), capture_output=True, text=True,
-                timeout=120, check=False)
+                 str(crash_root)], env=child_env(tmp, prefect_server), capture_output=True,
+                text=True, timeout=120, check=False)
             refused = (refused.returncode, refused.stderr, proc.pid)
         servers = _server_pids(tmp / "prefect-home-own") if index == 0 else []
         stops.append((sig, *_stop(proc, sig)))
@@ -174,8 +123,8 @@ def crashed_and_reference(tmp_path_factory, prefect_server):
                              "--data-root", str(crash_root)], capture_output=True, text=True,
                             timeout=120, check=False).stdout
     final_log = tmp / "final.log"
-    final = _start(["resume", RUN_ID, "--data-root", str(crash_root)], _env(tmp, prefect_server),
-                   final_log)
+    final = start(["resume", RUN_ID, "--data-root", str(crash_root)],
+                  child_env(tmp, prefect_server), final_log)
     assert final.wait(timeout=600) == 0, final_log.read_text()
     logs.append(final_log.read_text())
     assert reference.wait(timeout=600) == 0, reference_log.read_text()
@@ -266,8 +215,8 @@ def test_config_change_mid_run_reruns_downstream_only(crashed_and_reference):
         "[train.warmup]\n", "[train.warmup]\nlearning_rate = 0.002\n"))
     before = {(s[0], s[1]): s[2] for s in crashed_and_reference["crashed"]["stages"]}
     log = tmp / "changed.log"
-    proc = _start(["run", "--config", str(changed), "--run-id", RUN_ID, "--data-root",
-                   str(crash_root)], _env(tmp, crashed_and_reference["prefect"]), log)
+    proc = start(["run", "--config", str(changed), "--run-id", RUN_ID, "--data-root",
+                   str(crash_root)], child_env(tmp, crashed_and_reference["prefect"]), log)
     assert proc.wait(timeout=600) == 0, log.read_text()
     rows = Catalog(crash_root).query(
         "SELECT round, stage, fingerprint FROM stages WHERE run_id = ? AND status = 'completed'"
