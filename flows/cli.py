@@ -54,6 +54,19 @@ def _quiet_environment() -> None:
     set_defaults(CLI_DEFAULTS)
 
 
+def _quit_on_signals() -> None:
+    """Outside a running run (where flows/interrupts.py takes over), SIGINT/SIGTERM end the
+    command with one line and 130/143: nothing is being written then."""
+    import signal
+
+    def quit_now(signum: int, frame: object) -> None:
+        typer.echo(f"interrupted by {signal.Signals(signum).name}", err=True)
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, quit_now)
+
+
 def _print_summary(data_root: Path, run_id: str) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -138,6 +151,7 @@ def run(
     data_root: DataRoot = Path("flywheel-data"),
 ) -> None:
     """Run the flywheel: warm-up round 0, then N self-improvement rounds."""
+    _quit_on_signals()
     from configs import RUN_ID_PATTERN, ConfigError, load_config
 
     overrides = {} if rounds is None else {"rounds": rounds}
@@ -160,6 +174,7 @@ def resume(
     data_root: DataRoot = Path("flywheel-data"),
 ) -> None:
     """Finish a run with its recorded config: done stages are skipped, the rest recomputed."""
+    _quit_on_signals()
     from configs import ConfigError, load_config, validate_config
     from storage.catalog import Catalog
     from storage.run_record import read_run_config
