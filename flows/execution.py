@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from flows import exit_codes
-from flows.interrupts import interrupted_by, stop_on_signals
+from flows.interrupts import stop_on_signals
+from tasks.interruption import interrupted_by
 
 Echo = Callable[[str], None]
 LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"

@@ -1,11 +1,12 @@
 """SIGINT and SIGTERM stop a run within seconds, leaving it resumable.
 
-The first signal raises `Interrupted` (a KeyboardInterrupt) in the main thread, wherever the
-run is: the stage in progress records a `failed` row, Prefect marks its flow run crashed, the
-run's status becomes `interrupted`, and the CLI prints one line with the resume command. A
-watchdog ends the process if that takes longer than `STOP_GRACE_SECONDS`; a second signal ends
-it at once. Either hard stop is as safe as kill -9 (every file is written to a temporary name
-and renamed, every catalog write is one transaction, and `resume` sweeps what is left).
+The first signal raises `Interrupted` (a KeyboardInterrupt, tasks/interruption.py, which also
+remembers it) in the main thread, wherever the run is: the stage in progress records a `failed`
+row, Prefect marks its flow run crashed, the run's status becomes `interrupted`, and the CLI
+prints one line with the resume command. A watchdog ends the process if that takes longer than
+`STOP_GRACE_SECONDS`; a second signal ends it at once. Either hard stop is as safe as kill -9
+(every file is written to a temporary name and renamed, every catalog write is one
+transaction, and `resume` sweeps what is left).
 """
 
 from __future__ import annotations
@@ -17,31 +18,10 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from tasks.interruption import request
+
 STOP_GRACE_SECONDS = 15.0
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
-class Interrupted(KeyboardInterrupt):
-    """The run was asked to stop by a signal."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-    @property
-    def exit_code(self) -> int:
-        return 128 + self.signum  # the shell's convention: 130 for SIGINT, 143 for SIGTERM
-
-
-def interrupted_by(exc: BaseException) -> Interrupted | None:
-    """The `Interrupted` that `exc` is, or was raised while handling / because of."""
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, Interrupted):
-            return exc
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return None
 
 
 @contextmanager
@@ -77,7 +57,7 @@ def stop_on_signals(say: Callable[[str], None], grace: float = STOP_GRACE_SECOND
         timer = threading.Timer(grace, watchdog, [signum])
         timer.daemon = True
         timer.start()
-        raise Interrupted(signum)
+        raise request(signum)
 
     previous = {s: signal.signal(s, handler) for s in SIGNALS}
     try:

@@ -20,6 +20,8 @@ from typing import Any
 
 from prefect.tasks import exponential_backoff
 
+from tasks import interruption
+
 RETRIES = 2
 BACKOFF_SECONDS = 10.0
 NEVER_RETRIED = frozenset(
@@ -40,7 +42,11 @@ def is_transient(exc: BaseException | None) -> bool:
 
 
 def retry_transient(task: Any, task_run: Any, state: Any) -> bool:
-    """Prefect `retry_condition_fn`: retry only when the failed state holds a transient error."""
+    """Prefect `retry_condition_fn`: retry only when the failed state holds a transient error
+    (and the run was not asked to stop: a library may have turned the interruption into a
+    runtime error)."""
+    if interruption.requested() is not None:
+        return False
     exc = state.data if isinstance(state.data, BaseException) else None
     if exc is None:
         try:

@@ -33,6 +33,7 @@ from storage.recovery import (
     notice,
     pause_point,
 )
+from tasks import interruption
 from tasks.context import RunContext
 from tasks.gates import failed_gate, gate_outputs, regate_stored
 
@@ -120,6 +121,7 @@ def run_stage(
     StageOutput
         `skipped` when the output was found done (or its stored data passed a re-run gate).
     """
+    interruption.check()  # a stop request that a library swallowed ends the run here
     seed = ctx.stage_seed(stage, round_index)
     fingerprint = stage_fingerprint(stage, version, config, seed, inputs)
     stored = stored_output(ctx, stage=stage, round_index=round_index, fingerprint=fingerprint)
