@@ -144,8 +144,12 @@ def run_stage(
         except Exception as record_exc:  # noqa: BLE001 - e.g. the disk is full: keep the cause
             exc.add_note(f"(the failure could not be recorded in the catalog: {record_exc})")
         raise
-    return record_result(ctx, result, outputs, stage=stage, round_index=round_index,
-                         fingerprint=fingerprint, inputs=inputs, started=started)
+    try:
+        return record_result(ctx, result, outputs, stage=stage, round_index=round_index,
+                             fingerprint=fingerprint, inputs=inputs, started=started)
+    except BaseException as exc:  # a gate or the catalog; the stage's row says which
+        mark_failed_stage(exc, stage, round_index)
+        raise
 
 
 def mark_failed_stage(exc: BaseException, stage: str, round_index: int) -> None:
