@@ -30,7 +30,7 @@ from typing import Any
 
 from flows import exit_codes
 from flows.interrupts import stop_on_signals
-from tasks.interruption import interrupted_by
+from storage.interruption import interrupted_by
 
 Echo = Callable[[str], None]
 LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
@@ -176,8 +176,12 @@ def execute(data_root: Path, run_id: str, config: Any, *, command: str, echo: Ec
             echo(f"error: {exc}")
             return exit_codes.LOCKED
         except GateFailed as exc:  # the report, not a traceback
-            print_gate_failure(exc, run_id, echo=echo)
-            return exit_codes.GATE_FAILED
+            if interrupted_by(exc) is None:
+                print_gate_failure(exc, run_id, echo=echo)
+                return exit_codes.GATE_FAILED
+            line, code = stopped_line(exc, run_id, _record_traceback(log, exc))
+            echo(line)
+            return code
         except (Exception, KeyboardInterrupt) as exc:
             line, code = stopped_line(exc, run_id, _record_traceback(log, exc))
             echo(line)

@@ -1,6 +1,6 @@
 """SIGINT and SIGTERM stop a run within seconds, leaving it resumable.
 
-The first signal raises `Interrupted` (a KeyboardInterrupt, tasks/interruption.py, which also
+The first signal raises `Interrupted` (a KeyboardInterrupt, storage/interruption.py, which also
 remembers it) in the main thread, wherever the run is: the stage in progress records a `failed`
 row, Prefect marks its flow run crashed, the run's status becomes `interrupted`, and the CLI
 prints one line with the resume command. A watchdog ends the process if that takes longer than
@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from tasks.interruption import request
+from storage.interruption import request
 
 STOP_GRACE_SECONDS = 15.0
 SIGNALS = (signal.SIGINT, signal.SIGTERM)

@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 import duckdb
 import pyarrow.parquet as pq
 
+from storage import interruption
 from storage.datasets import KINDS, WrittenDataset
 from storage.fingerprint import stable_hash
 
@@ -802,6 +803,7 @@ def readable_parquet(paths: list[str]) -> tuple[list[str], list[str]]:
         try:
             pq.read_metadata(path)
         except Exception:  # noqa: BLE001 - any unreadable footer means a damaged file
+            interruption.check()  # unless the read was interrupted
             damaged.append(path)
         else:
             readable.append(path)

@@ -48,6 +48,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from storage import interruption
 from storage.catalog import Catalog
 from storage.fingerprint import file_checksum
 from storage.lock import RunLock
@@ -314,6 +315,7 @@ def check_recorded(datasets: dict[str, dict[str, Any]]) -> tuple[Path, str] | No
         try:
             rows = pq.read_metadata(path).num_rows
         except Exception:  # noqa: BLE001 - any unreadable footer means a damaged file
+            interruption.check()  # unless the read was interrupted
             return path, "truncated or unreadable Parquet file (no valid footer)"
         if rows != info["rows"]:
             return path, f"Parquet file has {rows} rows, the catalog recorded {info['rows']}"

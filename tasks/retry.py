@@ -20,7 +20,7 @@ from typing import Any
 
 from prefect.tasks import exponential_backoff
 
-from tasks import interruption
+from storage import interruption
 
 RETRIES = 2
 BACKOFF_SECONDS = 10.0

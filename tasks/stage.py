@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from storage import interruption
 from storage.datasets import WrittenDataset, dataset_path, round_dir, write_atomic
 from storage.fingerprint import file_checksum, stage_fingerprint
 from storage.recovery import (
@@ -33,7 +34,6 @@ from storage.recovery import (
     notice,
     pause_point,
 )
-from tasks import interruption
 from tasks.context import RunContext
 from tasks.gates import failed_gate, gate_outputs, regate_stored
 

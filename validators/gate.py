@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from configs import GatesConfig
+from storage import interruption
 from storage.gate_data import (
     attach_dataset,
     gate_connection,
@@ -375,6 +376,8 @@ def run_gate(path: Path | str, kind: str, gates: GatesConfig, *, run_id: str | N
             failures += failed
             if payload is not None:
                 gx_results[suite.frame] = payload
+    if failures:
+        interruption.check()  # a stop request is not the data's failure
     return GateResult(kind=kind, path=str(path), rows=rows, success=not failures,
                       evaluated=evaluated, failures=failures,
                       seconds=time.perf_counter() - started, round=round_index, stage=stage,

@@ -2,9 +2,11 @@
 
 The signal handler raises `Interrupted` in the main thread, but a library may turn that
 exception into its own (DuckDB answers it with `RuntimeError: Query interrupted`; a retry loop
-may catch that). So the request is also remembered here, and `check()` raises it again at the
-points where a run can stop cleanly: before and after every stage (tasks/stage.py), and no
-retry starts once it is set (tasks/retry.py).
+may catch that). So the request is also remembered here, and `check()` raises it again where a
+swallowed interruption would do harm: before every stage (tasks/stage.py), before a gate
+reports a failure (validators/gate.py) and before an unreadable Parquet footer is called
+damaged (storage/catalog.py, storage/recovery.py); no retry starts once it is set
+(tasks/retry.py). It lives in `storage`, the package every other imports.
 """
 
 from __future__ import annotations
