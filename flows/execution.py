@@ -152,7 +152,7 @@ def execute(data_root: Path, run_id: str, config: Any, *, command: str, echo: Ec
     The exit status (flows/exit_codes.py).
     """
     from storage.lock import RunLocked
-    from storage.recovery import guarded_run
+    from storage.recovery import guarded_run, pause_point
     from storage.run_record import write_run_config
     from validators.gate import GateFailed
     from validators.summary import print_gate_failure, quiet_gate_tracebacks
@@ -162,6 +162,7 @@ def execute(data_root: Path, run_id: str, config: Any, *, command: str, echo: Ec
         try:  # the run lock is taken before the heavy imports, so a refusal is instant (exit 3)
             with guarded_run(data_root, run_id):
                 write_run_config(data_root, run_id, config.model_dump_json())
+                pause_point("run:recorded")  # test hook: the config is recorded, no catalog yet
                 start_log(log, command)
                 server = _start_server(data_root)
                 from flows.run import RunSpec, flywheel_flow  # torch, Prefect: while it starts

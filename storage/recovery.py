@@ -28,7 +28,8 @@ with FLYWHEEL_TEST_PAUSE_AT=<point> in the environment, the process writes <poin
 named by FLYWHEEL_TEST_PAUSE_FILE when it reaches <point>, then sleeps FLYWHEEL_TEST_PAUSE_SECONDS
 (default: until killed). Points: `<stage>:<round>:start` (before computing),
 `<stage>:<round>:wrote-<kind>` (a file written, its catalog row not yet), `<stage>:<round>:done`
-(catalog row written: between two stages), `train:<round>:step-<n>` (after optimizer step n).
+(catalog row written: between two stages), `train:<round>:step-<n>` (after optimizer step n),
+`run:recorded` (the run's config recorded, before its catalog row and Prefect server).
 Unset, it costs one dictionary lookup.
 """
 

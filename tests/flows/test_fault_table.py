@@ -228,3 +228,31 @@ def test_a_fault_is_short_and_resume_then_matches_an_uninterrupted_run(runs, tmp
     finally:
         if fault is read_only_data_root and os.geteuid() == 0:
             subprocess.run(["umount", str(root)], capture_output=True, check=False)
+
+
+@pytest.mark.slow
+def test_a_run_killed_before_its_catalog_existed_resumes_identical(runs, tmp_path):
+    root = tmp_path / "data"
+    point = "run:recorded"
+    log = tmp_path / "killed.log"
+    proc = start(["run", "--config", str(runs["config"]), "--run-id", RUN_ID, "--data-root",
+                  str(root)], child_env(tmp_path, runs["prefect"], FLYWHEEL_TEST_PAUSE_AT=point),
+                 log)
+    wait_paused(proc, tmp_path / "paused", point, log)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (root / "catalog.duckdb").exists()
+    resumed = _flywheel(["resume", RUN_ID, "--data-root", str(root)], runs)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert snapshot(root, RUN_ID) == runs["reference"]
+
+
+def test_a_run_that_recorded_nothing_asks_for_its_config(tmp_path):
+    root = tmp_path / "data"
+    (root / "runs" / RUN_ID).mkdir(parents=True)  # killed before it wrote its config
+    result = subprocess.run([sys.executable, "-m", "flows.cli", "resume", RUN_ID, "--data-root",
+                             str(root)], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"error: run {RUN_ID!r} stopped before it recorded its config; give it again: "
+        f"`flywheel resume {RUN_ID} --config FILE`"]
