@@ -7,8 +7,9 @@ name the key, the bad value and the allowed range:
     config error in configs/x.toml: train.learning_rate = -0.1: Input should be greater than 0
 
 Algorithm settings are nested in sections of their own (TOML sub-tables): `[train.warmup]`,
-`[train.grpo]`, `[train.dpo]`, `[train.proposer]`, `[synthesize.bandit]`, `[curate.diversity]`;
-a dotted override reaches them too (`load_config(path, {"train.grpo.beta": 0.1})`). Every
+`[train.grpo]`, `[train.dpo]`, `[train.proposer]`, `[train.lora]`, `[synthesize.bandit]`,
+`[curate.diversity]`; a dotted override reaches them too
+(`load_config(path, {"train.grpo.beta": 0.1})`). Every
 stage reads only its own slice (`config.rollout`, `config.curate`, ...); that slice is what goes
 into the stage's fingerprint, so changing it reruns that stage and everything after. A stage
 leaves out only what it does not read in its mode (the warm-up reads no `[train.grpo]` and
@@ -48,10 +49,63 @@ class ModelConfig(_Section):
     init_seed: int = Field(0, ge=0, description="tiny model: seed of the initial weights")
 
 
+FREE_FORM_DOMAINS = ("reasoning_gym", "dataset")  # answers checked by [verify]'s extractors
+ANSWER_EXTRACTORS = ("boxed", "hashes", "answer_is", "regex", "last_number", "last_line",
+                     "whole")
+
+
+class ReasoningGymConfig(_Section):
+    """`[domain.reasoning_gym]`: the reasoning-gym tasks of `domain.name = "reasoning_gym"`
+    (domains/reasoning_gym.py); level L is the task curriculum's global level L - 1."""
+
+    tasks: dict[str, float] = Field(
+        {"basic_arithmetic": 1.0},
+        description="reasoning-gym dataset names (reasoning_gym.factory.DATASETS, each with a "
+                    "curriculum) and their weights in the generator's draws; each >= 0, not all 0")
+
+    @field_validator("tasks")
+    @classmethod
+    def _tasks_weighted(cls, value: dict[str, float]) -> dict[str, float]:
+        if not value or any(w < 0 for w in value.values()) or not any(value.values()):
+            msg = (f"tasks = {value}: name at least one reasoning-gym task with a weight > 0, "
+                   "e.g. {basic_arithmetic = 1.0, spell_backward = 1.0}")
+            raise ValueError(msg)
+        return value
+
+
+class DatasetConfig(_Section):
+    """`[domain.dataset]`: the user's question/answer files of `domain.name = "dataset"`
+    (domains/dataset.py); checked when the run starts, before anything runs."""
+
+    paths: list[str] = Field(
+        [], description="JSONL (.jsonl) or Parquet (.parquet) files of questions and answers")
+    heldout_path: str | None = Field(
+        None, description="a file of held-out questions (same columns); None = split the rows")
+    heldout_fraction: float = Field(
+        0.1, gt=0, lt=1,
+        description="share of the rows held out (by a fixed-seed draw) when no heldout_path and "
+                    "no split column is given")
+    heldout_seed: int = Field(0, ge=0, description="seed of the held-out draw")
+    question_column: str = Field("question", min_length=1, description="column of the questions")
+    answer_column: str = Field("answer", min_length=1, description="column of the answers")
+    level_column: str = Field(
+        "level", min_length=1,
+        description="optional column of integer difficulty levels 1..5 (absent: every row is "
+                    "level 1; `difficulty` is read when `level` is absent)")
+    id_column: str = Field(
+        "id", min_length=1, description="optional column of unique row ids (checked for repeats)")
+    split_column: str = Field(
+        "split", min_length=1,
+        description="optional column naming each row's split; rows of heldout_split are held out")
+    heldout_split: str = Field(
+        "test", min_length=1, description="the split column's value of held-out rows")
+
+
 class DomainConfig(_Section):
     """The problem domain (domains/): its levels, its seed generator and its held-out set."""
 
-    name: Literal["arithmetic"] = Field("arithmetic", description="the domain (domains/)")
+    name: Literal["arithmetic", "python_io", "reasoning_gym", "dataset"] = Field(
+        "arithmetic", description="the domain (domains/)")
     min_level: int = Field(2, ge=1, le=5, description="easiest difficulty level proposed")
     max_level: int = Field(4, ge=1, le=5, description="hardest difficulty level proposed")
     seed_problems: int = Field(8000, ge=1, le=1_000_000, description="round-0 generator problems")
@@ -59,6 +113,26 @@ class DomainConfig(_Section):
         2, ge=1, le=5, description="hardest level the warm-up trains the solver on")
     heldout_per_level: int = Field(
         40, ge=1, le=10_000, description="held-out problems per level (evaluate)")
+    modes: dict[Literal["deduction", "abduction", "induction"], float] = Field(
+        {"deduction": 1.0, "abduction": 0.0, "induction": 0.0},
+        description="python_io: the task modes' weights in the generator's problems (seed, "
+                    "top-up; the held-out set is deduction only): deduction = predict the "
+                    "output, abduction = give an input that yields the output, induction = write "
+                    "the function from input/output pairs; each >= 0, not all 0")
+
+    @field_validator("modes")
+    @classmethod
+    def _modes_weighted(cls, value: dict[str, float]) -> dict[str, float]:
+        missing = {"deduction", "abduction", "induction"} - set(value)
+        if missing or any(w < 0 for w in value.values()) or not any(value.values()):
+            msg = (f"modes = {value}: give deduction, abduction and induction each a weight "
+                   ">= 0, not all 0")
+            raise ValueError(msg)
+        return value
+
+    reasoning_gym: ReasoningGymConfig = Field(
+        ReasoningGymConfig(), description="reasoning_gym: the tasks and their weights")
+    dataset: DatasetConfig = Field(DatasetConfig(), description="dataset: the files and columns")
 
     @model_validator(mode="after")
     def _levels_ordered(self) -> DomainConfig:
@@ -303,6 +377,30 @@ class ProposerTrainConfig(_Section):
         description="grpo: solver answers per proposed problem (the online pass rate)")
 
 
+class LoraConfig(_Section):
+    """`[train.lora]`: train a LoRA adapter (peft) on the incumbent in every pass instead of all
+    weights; the checkpoint is still the full model (adapter merged in), the adapter is kept in
+    its `adapter/` folder (models/lora.py). Part of the train fingerprint when enabled."""
+
+    enabled: bool = Field(False, description="true = LoRA (needs peft); false = full fine-tuning")
+    rank: int = Field(16, ge=1, le=4096, description="r: rank of the low-rank update")
+    alpha: float = Field(
+        32.0, gt=0, le=65_536, description="lora_alpha: the update is scaled by alpha / rank")
+    dropout: float = Field(0.05, ge=0, lt=1, description="dropout on the adapter's input")
+    target_modules: str | list[str] = Field(
+        "all-linear",
+        description="modules that get an adapter: 'all-linear' (every linear layer but the output "
+                    "head) or a list of module names, e.g. ['q_proj', 'v_proj']")
+
+    @field_validator("target_modules")
+    @classmethod
+    def _modules_named(cls, value: str | list[str]) -> str | list[str]:
+        if not value or (isinstance(value, list) and not all(value)):
+            msg = (f"target_modules = {value!r}: name at least one module, or 'all-linear'")
+            raise ValueError(msg)
+        return value
+
+
 class TrainConfig(_Section):
     """How the train stage fine-tunes the incumbent. Round 0 (the warm-up) always trains SFT on
     the seed references with `[train.warmup]`, whatever `algorithm` says: an untrained model
@@ -339,11 +437,28 @@ class TrainConfig(_Section):
         description="on out-of-memory, retry once with this per-step batch and gradient "
                     "accumulation up to batch_size (None = no retry). Not part of the fingerprint",
     )
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto",
+        description="where training runs: auto = cuda when torch sees a GPU, else cpu. Not part of "
+                    "the fingerprint (the resolved dtype is)")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto",
+        description="training and checkpoint precision: auto = bfloat16 on cuda, float32 on cpu; "
+                    "float16 needs cuda. The fingerprint covers the resolved dtype unless float32")
+    gradient_checkpointing: bool = Field(
+        False,
+        description="recompute activations in the backward pass: less memory, about 30% slower. "
+                    "Not part of the fingerprint")
+    num_processes: int = Field(
+        1, ge=1, le=1024,
+        description="training processes, one per GPU (> 1: `accelerate launch`, gloo on cpu); "
+                    "batch_size is split over them. Not part of the fingerprint")
     warmup: WarmupConfig = Field(WarmupConfig(), description="round 0's SFT settings")
     grpo: GrpoConfig = Field(GrpoConfig(), description="the GRPO trainer's settings")
     dpo: DpoConfig = Field(DpoConfig(), description="the DPO trainer's settings")
     proposer: ProposerTrainConfig = Field(
         ProposerTrainConfig(), description="how rounds >= 1 train the proposer rows")
+    lora: LoraConfig = Field(LoraConfig(), description="LoRA instead of full fine-tuning")
 
     @model_validator(mode="after")
     def _batches_fit(self) -> TrainConfig:
@@ -356,6 +471,25 @@ class TrainConfig(_Section):
         if "grpo" in (self.algorithm, self.proposer.algorithm) and self.batch_size % group:
             msg = (f"train.batch_size = {self.batch_size} must be a multiple of "
                    f"train.grpo.num_generations = {group} (grpo: a batch holds whole groups)")
+            raise ValueError(msg)
+        return self
+
+    @model_validator(mode="after")
+    def _processes_fit(self) -> TrainConfig:
+        n = self.num_processes
+        if self.dtype == "float16" and self.device == "cpu":
+            msg = "train.dtype = 'float16' needs train.device = 'cuda'; use 'bfloat16' on the cpu"
+            raise ValueError(msg)
+        for key, batch in (("batch_size", self.batch_size),
+                           ("oom_retry_batch_size", self.oom_retry_batch_size)):
+            if n > 1 and batch is not None and batch % n:
+                msg = (f"train.{key} = {batch} must be a multiple of train.num_processes = {n} "
+                       "(each process takes an equal share)")
+                raise ValueError(msg)
+        if n > 1 and self.proposer.algorithm == "grpo":
+            msg = (f"train.num_processes = {n} cannot run the proposer's GRPO pass (its reward "
+                   "samples the incumbent in the training process); set train.num_processes = 1 "
+                   "or train.proposer.algorithm = 'sft'")
             raise ValueError(msg)
         return self
 
@@ -386,6 +520,38 @@ class VerifyConfig(_Section):
                     "common answer among the problem's k samples (TTRL / R-Zero pseudo-labels; "
                     "label precision against references is recorded where they exist)",
     )
+    extract: list[Literal[ANSWER_EXTRACTORS]] = Field(
+        ["boxed", "hashes", "answer_is", "last_number"],
+        description="reasoning_gym, dataset: how the final answer is found in a completion, "
+                    "tried in order (domains/answers.py): boxed = last \\boxed{}, hashes = "
+                    "after `####`, answer_is = after 'the answer is', regex = answer_regex, "
+                    "last_number, last_line, whole = the stripped completion (the tiny model)",
+        min_length=1,
+    )
+    answer_regex: str | None = Field(
+        None, description="the `regex` extractor's pattern (group 1 = the answer)")
+    compare: Literal["auto", "exact", "math", "task"] = Field(
+        "auto",
+        description="reasoning_gym, dataset: exact (normalised text), math (math-verify "
+                    "equivalence: 1/2 = 0.5 = \\frac{1}{2}), task (reasoning-gym's own scorer, "
+                    "partial credit); auto = task for reasoning_gym, math for dataset")
+    math_timeout_seconds: int = Field(
+        5, ge=1, le=600, description="time limit of one math-verify parse or comparison")
+
+    @model_validator(mode="after")
+    def _regex_usable(self) -> VerifyConfig:
+        import re
+
+        if "regex" in self.extract and not self.answer_regex:
+            msg = "extract names 'regex' but answer_regex is unset: set answer_regex = '...'"
+            raise ValueError(msg)
+        if self.answer_regex:
+            try:
+                re.compile(self.answer_regex)
+            except re.error as exc:
+                msg = f"answer_regex = {self.answer_regex!r} is not a valid regex: {exc}"
+                raise ValueError(msg) from None
+        return self
 
 
 class PromoteConfig(_Section):
@@ -485,6 +651,46 @@ class ScheduleConfig(_Section):
         return check_timezone(value)
 
 
+class SandboxConfig(_Section):
+    """`[sandbox]`: how model-written programs run (domains/sandbox/, docs/sandbox.md); read by
+    the python_io domain only. The limits are per program and part of the synthesize and verify
+    fingerprints of python_io runs (they decide which programs are admitted); `workers` and
+    `isolation` are not (they never change a result)."""
+
+    workers: int = Field(
+        2, ge=1, le=256, description="pre-started sandbox workers (fork servers); one per core")
+    cpu_seconds: float = Field(
+        1.0, gt=0, le=60, description="CPU time of one program (user + system), seconds")
+    wall_seconds: float = Field(
+        2.0, gt=0, le=120, description="wall-clock time of one program, seconds")
+    memory_mb: int = Field(
+        256, ge=16, le=65_536, description="address space one program may add, MiB")
+    max_file_bytes: int = Field(
+        65_536, ge=0, le=1 << 30,
+        description="largest file a program may write in its temporary folder, bytes")
+    max_output_bytes: int = Field(
+        4096, ge=64, le=1 << 20,
+        description="most characters a program may print, and may return in all")
+    tmpfs_mb: int = Field(
+        16, ge=1, le=4096, description="size of the worker's private tmpfs (all program folders)")
+    isolation: Literal["strict", "warn"] = Field(
+        "strict",
+        description="strict: refuse to run programs when an isolation mechanism (namespaces, "
+                    "seccomp, uid drop) is missing; warn: run with a loud warning instead")
+
+    @model_validator(mode="after")
+    def _wall_covers_cpu(self) -> SandboxConfig:
+        if self.wall_seconds < self.cpu_seconds:
+            msg = (f"wall_seconds = {self.wall_seconds} must be >= cpu_seconds = "
+                   f"{self.cpu_seconds} (a program cannot use more CPU than wall time)")
+            raise ValueError(msg)
+        return self
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The limits, as a stage fingerprint covers them (not workers or isolation)."""
+        return self.model_dump(mode="json", exclude={"workers", "isolation"})
+
+
 class ScaleConfig(_Section):
     """Where rollout and verification run (tasks/shards.py, flows/runners.py).
 
@@ -530,6 +736,8 @@ class RunConfig(_Section):
     gates: GatesConfig = Field(GatesConfig(), description="the data-quality gates")
     schedule: ScheduleConfig = Field(ScheduleConfig(), description="the nightly deployment")
     scale: ScaleConfig = Field(ScaleConfig(), description="where rollout and verification run")
+    sandbox: SandboxConfig = Field(
+        SandboxConfig(), description="how model-written programs run (python_io)")
 
     @model_validator(mode="after")
     def _sections_agree(self) -> RunConfig:
@@ -547,8 +755,37 @@ class RunConfig(_Section):
         return self
 
     def slice(self, *names: str) -> dict[str, Any]:
-        """The config sections a stage reads, as plain data for its fingerprint."""
-        return {name: getattr(self, name).model_dump(mode="json") for name in names}
+        """The config sections a stage reads, as plain data for its fingerprint.
+
+        `[domain]` and `[verify]` hold keys of one domain only (python_io's `modes`, the
+        `[domain.reasoning_gym]` and `[domain.dataset]` sections, the answer checking of the
+        free-form domains); those enter a fingerprint only in their domain, so a run of the
+        other domains keeps its fingerprints whatever they are set to.
+        """
+        out = {name: getattr(self, name).model_dump(mode="json") for name in names}
+        domain = self.domain.name
+        if "domain" in out:
+            foreign = {"modes": "python_io", "reasoning_gym": "reasoning_gym",
+                       "dataset": "dataset"}
+            out["domain"] = {k: v for k, v in out["domain"].items()
+                             if foreign.get(k, domain) == domain}
+        if "verify" in out and domain not in FREE_FORM_DOMAINS:
+            out["verify"] = {"labels": out["verify"]["labels"]}
+        return out
+
+    def heldout_slice(self) -> dict[str, Any]:
+        """What decides a held-out score beyond the domain's name, for the evaluate fingerprint:
+        the `[domain]` section and the answer checking of `[verify]` in the free-form domains
+        (reasoning_gym, dataset); empty for the others, which own their parser."""
+        if self.domain.name not in FREE_FORM_DOMAINS:
+            return {}
+        checking = self.verify.model_dump(mode="json", exclude={"labels"})
+        return {**self.slice("domain"), "answer_checking": checking}
+
+    def executor_slice(self) -> dict[str, Any]:
+        """The sandbox limits, for the fingerprints of the stages that run programs (synthesize,
+        verify) in a domain that runs them (python_io); empty for the others."""
+        return {"sandbox": self.sandbox.fingerprint()} if self.domain.name == "python_io" else {}
 
 
 def _describe(error: dict[str, Any]) -> str:
@@ -586,10 +823,20 @@ def load_config(path: str | Path | None = None,
             data = tomllib.loads(path.read_text())
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config error in {path}: not valid TOML: {exc}") from None
-    for dotted, value in (overrides or {}).items():
+    return validate_config(apply_overrides(data, overrides or {}, source), source)
+
+
+def apply_overrides(data: dict[str, Any], overrides: dict[str, Any], source: str) -> dict[str, Any]:
+    """`data` (a config as nested dicts, changed in place) with each dotted key of `overrides`
+    set, e.g. {"train.grpo.beta": 0.1}; a key below a value that is no section is a ConfigError."""
+    for dotted, value in overrides.items():
         *parents, leaf = dotted.split(".")
         node = data
-        for part in parents:
+        for depth, part in enumerate(parents):
             node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                section = ".".join(parents[:depth + 1])
+                raise ConfigError(f"config error in {source}: cannot set `{dotted}`: "
+                                  f"`{section}` is a value, not a section")
         node[leaf] = value
-    return validate_config(data, source)
+    return data

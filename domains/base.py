@@ -26,9 +26,16 @@ class Problem:
     level: int
 
 
+# Why a domain's executor refused a parsed program (domains/sandbox): synthesize records these
+# as the proposal's `drop_reason` (any other rejection is recorded as `invalid`).
+EXECUTION_REASONS = ("timeout", "memory", "forbidden", "crash", "nondeterministic",
+                     "output_limit")
+
+
 @dataclass(frozen=True)
 class Rejected:
-    """A proposal the parser refused, with the reason the audit shows."""
+    """A proposal the parser refused, with its reason: one of `EXECUTION_REASONS` when running
+    it failed (recorded as such), else the parser's own word (recorded as `invalid`)."""
 
     reason: str
 

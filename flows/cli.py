@@ -1,11 +1,15 @@
 """The `flywheel` command line.
 
-    flywheel run [--config F] [--rounds N] [--run-id ID] [--data-root DIR]
-    flywheel resume RUN_ID [--config F] [--data-root DIR]
+    flywheel run [--config F] [--rounds N] [--set KEY=VALUE ...] [--run-id ID] [--data-root DIR]
+    flywheel resume RUN_ID [--config F] [--set KEY=VALUE ...] [--data-root DIR]
     flywheel validate RUN_ID [--round N] [--stage S] [--config F] [--data-root DIR]
     flywheel status RUN_ID [--json] [--data-root DIR]
+    flywheel runs [--json] [--data-root DIR]
+    flywheel checkpoint RUN_ID [--round N] [--data-root DIR]
+    flywheel config show [RUN_ID | --config F] [--set KEY=VALUE ...] | config diff A B
     flywheel audit RUN_ID QUERY [ARGS] [--format table|json|csv] [--data-root DIR]
     flywheel report RUN_ID [--out DIR] [--data-root DIR]
+    flywheel --version
 
 Every command takes `--data-root` (default `$FLYWHEEL_DATA_ROOT` or `./flywheel-data`). Errors a
 user can cause (bad config, unknown run id, an unusable data root or model folder) print one
@@ -29,11 +33,31 @@ from typing import Annotated, Any
 import typer
 
 from flows import exit_codes
-from flows.schedule_cli import schedule_app  # light: typer only
+from flows.config_cli import SetOpt, config_app, parse_sets  # light: typer only
+from flows.schedule_cli import schedule_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Flywheel: self-improving model rounds as a resumable data pipeline.")
 app.add_typer(schedule_app, name="schedule")  # flywheel schedule serve|deploy|show
+app.add_typer(config_app, name="config")  # flywheel config show|diff
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"flywheel {version('flywheel')}")
+        except PackageNotFoundError:  # a source tree that was never installed
+            typer.echo("flywheel (not installed: `pip install -e .`)")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option(
+        "--version", callback=_print_version, is_eager=True,
+        help="print the version and exit")] = False) -> None:
+    """Flywheel: self-improving model rounds as a resumable data pipeline."""
 
 DataRoot = Annotated[
     Path,
@@ -98,7 +122,8 @@ def _check_data_root(data_root: Path) -> None:
 
 def _check_before_start(data_root: Path, config: Any) -> None:
     """What can be checked before anything is written, each failure one line (exit 2): the
-    data root and its catalog, the model, the rollout backend and the task runner."""
+    data root and its catalog, the model, the rollout backend, the task runner and the training
+    device."""
     from flows.runners import RunnerUnavailable, check_task_runner
     from models.backends import BackendUnavailable, check_backend
     from models.preflight import ModelUnfit, check_model_folder, check_tiny_model_fits
@@ -113,6 +138,12 @@ def _check_before_start(data_root: Path, config: Any) -> None:
         check_backend(config.rollout.backend)
         check_task_runner(config.scale)
     except (ModelUnfit, BackendUnavailable, RunnerUnavailable) as exc:
+        fail(str(exc))
+    from models.runtime import check_runtime
+
+    try:  # a GPU for device = "cuda", peft for LoRA, enough GPUs for num_processes
+        check_runtime(config.train)
+    except ValueError as exc:
         fail(str(exc))
 
 
@@ -143,21 +174,26 @@ def _execute(data_root: Path, run_id: str, config: Any) -> None:
 @app.command()
 def run(
     config: Annotated[Path | None, typer.Option(
-        "--config", help="run config TOML (default: tiny CPU run)")] = None,
+        "--config", help="run config TOML or a preset's name, e.g. r-zero (default: the tiny "
+                         "CPU run)")] = None,
     rounds: Annotated[int | None, typer.Option(
         "--rounds", help="self-improvement rounds after warm-up")] = None,
     run_id: Annotated[str | None, typer.Option(
         "--run-id", help="run id (default: a timestamp)")] = None,
+    sets: SetOpt = None,
     data_root: DataRoot = Path("flywheel-data"),
 ) -> None:
     """Run the flywheel: warm-up round 0, then N self-improvement rounds."""
     _quit_on_signals()
-    from configs import RUN_ID_PATTERN, ConfigError, load_config
+    from configs import RUN_ID_PATTERN, load_config
+    from configs.presets import config_file
 
-    overrides = {} if rounds is None else {"rounds": rounds}
     try:
-        cfg = load_config(config, overrides)
-    except ConfigError as exc:
+        overrides = parse_sets(sets)
+        if rounds is not None:
+            overrides["rounds"] = rounds
+        cfg = load_config(config_file(config), overrides)
+    except ValueError as exc:  # a bad --set, or a ConfigError naming the key
         fail(str(exc))
     run_id = run_id or time.strftime("run-%Y%m%d-%H%M%S")
     if not re.match(RUN_ID_PATTERN, run_id):
@@ -171,28 +207,31 @@ def resume(
     config: Annotated[Path | None, typer.Option(
         "--config", help="use this config instead of the recorded one (e.g. fixed gate "
                          "thresholds); stages whose fingerprint is unchanged are skipped")] = None,
+    sets: SetOpt = None,
     data_root: DataRoot = Path("flywheel-data"),
 ) -> None:
     """Finish a run with its recorded config: done stages are skipped, the rest recomputed."""
     _quit_on_signals()
-    from configs import ConfigError, load_config, validate_config
+    from configs import apply_overrides, load_config, validate_config
+    from configs.presets import config_file
+    from flows.config_cli import recorded_config
     from storage.catalog import Catalog
-    from storage.run_record import read_run_config
 
     _check_data_root(data_root)
     catalog = Catalog(data_root)
-    recorded = catalog.run_config_json(run_id) if catalog.path.exists() else None
-    recorded = recorded or read_run_config(data_root, run_id)  # killed before its catalog row
+    recorded = recorded_config(data_root, run_id)  # killed before its catalog row: its record
     if recorded is None and config is None:
         if (data_root / "runs" / run_id).is_dir():
             fail(f"run {run_id!r} stopped before it recorded its config; give it again: "
                  f"`flywheel resume {run_id} --config FILE`")
         where = catalog.path if catalog.path.exists() else f"{data_root} (no catalog yet)"
         fail(f"unknown run id {run_id!r} in {where} (check --data-root, or `flywheel status`)")
+    label = f"run {run_id}"
     try:
-        cfg = (validate_config(json.loads(recorded), f"run {run_id}") if config is None
-               else load_config(config))
-    except ConfigError as exc:
+        overrides = parse_sets(sets)
+        cfg = (validate_config(apply_overrides(json.loads(recorded), overrides, label), label)
+               if config is None else load_config(config_file(config), overrides))
+    except ValueError as exc:  # a bad --set, or a ConfigError naming the key
         fail(str(exc))
     _execute(data_root, run_id, cfg)
 
@@ -203,34 +242,121 @@ def status(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
     data_root: DataRoot = Path("flywheel-data"),
 ) -> None:
-    """Show a run's stages and its per-round summary."""
+    """Show a run's stages and its per-round summary; a stopped run exits 1, 4 or 130."""
+    from flows.execution import log_path
+    from flows.status_view import effective_status, stop_line
     from storage.audit.snapshot import round_summary
     from storage.catalog import Catalog
+    from storage.lock import live_holder
 
     catalog = Catalog(data_root)
     if not catalog.path.exists():
         fail(f"no catalog at {catalog.path} (check --data-root)")
     run_status = catalog.run_status(run_id)
     if run_status is None:
-        fail(f"unknown run id {run_id!r} in {catalog.path}")
+        fail(f"unknown run id {run_id!r} in {catalog.path} (`flywheel runs` lists them)")
     stages = catalog.stage_rows(run_id)
-    from storage.lock import live_holder
-
-    if run_status == "running" and live_holder(data_root, run_id) is None:
-        run_status = "interrupted"  # killed: its lock has no live holder
+    run_status = effective_status(run_status, stages[-1]["status"] if stages else None,
+                                  live=live_holder(data_root, run_id) is not None)
+    line, code = stop_line(run_id, run_status, stages, log_path(data_root, run_id))
     if as_json:
-        payload = {"run_id": run_id, "status": run_status, "stages": stages,
-                   "rounds": round_summary(catalog, run_id)}
+        payload = {"run_id": run_id, "status": run_status, "exit_status": code, "stopped": line,
+                   "stages": stages, "rounds": round_summary(catalog, run_id)}
         typer.echo(json.dumps(payload, indent=2, default=str))
-        return
-    hint = f" (`flywheel resume {run_id}` finishes it)" if run_status == "interrupted" else ""
-    typer.echo(f"run {run_id}: {run_status}{hint}")
+        raise typer.Exit(code)
+    typer.echo(line or f"run {run_id}: {run_status}")  # the first line says what to do
     for s in stages:
         typer.echo(f"  round {s['round']:>3}  {s['stage']:<10} {s['status']:<11} "
                    f"{s['fingerprint'][:12]}  "
                    f"rows={s['rows'] if s['rows'] is not None else '-':<6} "
-                   f"{s['seconds']:.1f}s" + (f"  {s['error']}" if s["error"] else ""))
+                   f"{s['seconds']:.1f}s" + (f"  {_clip(s['error'])}" if s["error"] else ""))
     _print_summary(data_root, run_id)
+    raise typer.Exit(code)
+
+
+def _clip(error: str) -> str:
+    from flows.status_view import one_line
+
+    return one_line(error, 100)
+
+
+def _open_catalog(data_root: Path) -> Any:
+    from storage.catalog import Catalog
+
+    catalog = Catalog(data_root)
+    if not catalog.path.exists():
+        fail(f"no catalog at {catalog.path} (check --data-root)")
+    return catalog
+
+
+@app.command()
+def runs(
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    data_root: DataRoot = Path("flywheel-data"),
+) -> None:
+    """List the data root's runs: status, rounds, best held-out accuracy, promoted checkpoint."""
+    from dataclasses import asdict
+
+    from flows.status_view import effective_status
+    from storage.lock import live_holder
+    from storage.runs import runs_overview
+
+    overview = runs_overview(_open_catalog(data_root))
+    for row in overview:
+        row["status"] = effective_status(row["status"], row.pop("last_stage_status"),
+                                         live=live_holder(data_root, row["run_id"]) is not None)
+    if as_json:
+        typer.echo(json.dumps([{**r, "incumbent": r["incumbent"] and asdict(r["incumbent"])}
+                               for r in overview], indent=2))
+        return
+    _print_runs(overview)
+
+
+def _print_runs(overview: list[dict[str, Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from storage.audit.snapshot import format_cell
+
+    table = Table(box=None, header_style="bold")
+    for column in ("run", "status", "rounds", "best acc", "incumbent", "acc", "checkpoint",
+                   "updated"):
+        table.add_column(column, justify="left" if column in ("run", "status", "checkpoint")
+                         else "right", overflow="fold")
+    for r in overview:
+        winner = r["incumbent"]
+        round_name = "-" if winner is None else "base" if winner.round is None else winner.round
+        table.add_row(r["run_id"], r["status"], f"{r['decided_rounds']}/{r['planned_rounds']}",
+                      format_cell(r["best_accuracy"]), format_cell(round_name),
+                      format_cell(winner and winner.accuracy), (winner and winner.path) or "-",
+                      time.strftime("%Y-%m-%d %H:%M", time.localtime(r["updated_at"])))
+    if not overview:
+        typer.echo("no runs yet (`flywheel run` starts one)")
+        return
+    Console(width=None if sys.stdout.isatty() else 160).print(table)
+
+
+@app.command()
+def checkpoint(
+    run_id: Annotated[str, typer.Argument(help="the run")],
+    round_index: Annotated[int | None, typer.Option(
+        "--round", help="the incumbent after this round (default: the last decided one)")] = None,
+    data_root: DataRoot = Path("flywheel-data"),
+) -> None:
+    """Print the folder of the run's promoted checkpoint (its incumbent), for scripts."""
+    from storage.runs import incumbent
+
+    catalog = _open_catalog(data_root)
+    if catalog.run_status(run_id) is None:
+        fail(f"unknown run id {run_id!r} in {catalog.path} (`flywheel runs` lists them)")
+    winner = incumbent(catalog, run_id, round_index)
+    if winner is None or winner.path is None:
+        fail(f"run {run_id!r} has no checkpoint yet"
+             + (f" at round {round_index}" if round_index is not None else ""))
+    if not Path(winner.path).is_dir():
+        fail(f"run {run_id!r}: its checkpoint {winner.path} is missing "
+             f"(`flywheel resume {run_id}` recomputes it)")
+    typer.echo(winner.path)
 
 
 @app.command()
@@ -295,18 +421,19 @@ def validate(
     data_root: DataRoot = Path("flywheel-data"),
 ) -> None:
     # Two adjacent literals, not a wrapped docstring: `flywheel --help` would show the break
-    ("""Re-run the data gates on a run's stored outputs and print the report (exit 1 on a """
+    ("""Re-run the data gates on a run's stored outputs and print the report (exit 5 on a """
      """failure).""")
     from configs import ConfigError
+    from configs.presets import config_file
     from validators.summary import ValidateError, validate_run
 
     try:
         ok = validate_run(data_root, run_id, round_index=round_index, stage=stage,
-                          config_path=config, echo=typer.echo)
+                          config_path=config_file(config), echo=typer.echo)
     except (ValidateError, ConfigError) as exc:
         fail(str(exc))
     if not ok:
-        raise typer.Exit(1)
+        raise typer.Exit(exit_codes.VALIDATE_FAILED)
 
 
 def main() -> None:

@@ -23,11 +23,12 @@ schedule_app = typer.Typer(add_completion=False, no_args_is_help=True,
 ConfigOpt = Annotated[Path | None, typer.Option(
     "--config", help="run config TOML (default: tiny CPU run)")]
 CronOpt = Annotated[str | None, typer.Option(
-    "--cron", help="five-field cron string (default: [schedule] cron)")]
+    "--cron", help="five-field cron string or a nickname such as @daily (default: the "
+                   "config's schedule.cron)")]
 TzOpt = Annotated[str | None, typer.Option(
-    "--timezone", help="IANA time zone (default: [schedule] timezone)")]
+    "--timezone", help="IANA time zone (default: the config's schedule.timezone)")]
 RunIdOpt = Annotated[str | None, typer.Option(
-    "--run-id", help="run to continue (default: [schedule] run_id)")]
+    "--run-id", help="run to continue (default: the config's schedule.run_id)")]
 DataRootOpt = Annotated[Path, typer.Option("--data-root", envvar="FLYWHEEL_DATA_ROOT",
                                            help="where the catalog and datasets live")]
 
@@ -40,6 +41,7 @@ def _fail(message: str) -> None:
 def _load(config: Path | None, cron: str | None, timezone: str | None, run_id: str | None) -> Any:
     from configs import ConfigError, load_config
     from configs.cron import check_cron, check_timezone
+    from configs.presets import config_file
 
     for option, value, check in (("--cron", cron, check_cron),
                                  ("--timezone", timezone, check_timezone)):
@@ -51,7 +53,7 @@ def _load(config: Path | None, cron: str | None, timezone: str | None, run_id: s
     overrides = {f"schedule.{key}": value for key, value in
                  (("cron", cron), ("timezone", timezone), ("run_id", run_id)) if value is not None}
     try:
-        return load_config(config, overrides)
+        return load_config(config_file(config), overrides)
     except ConfigError as exc:
         _fail(str(exc))
 

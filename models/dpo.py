@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from models.runtime import TrainRuntime
 from models.trainer import (
     TrainProgress,
     TrainResult,
@@ -25,6 +26,7 @@ from models.trainer import (
     finish,
     fit,
     load_policy,
+    micro_batch_size,
     planned_steps,
     report_callback,
 )
@@ -69,28 +71,32 @@ def train_dpo(
     gradient_accumulation_steps: int = 1,
     resume_from: Path | None = None,
     logging_steps: int = 10,
+    runtime: TrainRuntime | None = None,
 ) -> TrainResult:
     """Train `base` with DPO on (prompt, chosen = `completion`, `rejected`) rows; save to
     `out_dir`.
 
     `batch_size` pairs per optimizer step in `gradient_accumulation_steps` micro-batches;
-    resumable from a trainer checkpoint like `train_sft`. Rows with weight 0 are left out; a
-    row of weight > 0 without a `rejected` completion is not a pair and raises (`dpo_pairs`).
+    resumable from a trainer checkpoint like `train_sft`, on the device and in the precision
+    of `runtime` (see `train_sft`; under LoRA the reference is the base with the adapter
+    disabled, not a second copy). Rows with weight 0 are left out; a row of weight > 0 without
+    a `rejected` completion is not a pair and raises (`dpo_pairs`).
     """
     from datasets import Dataset
     from trl import DPOConfig, DPOTrainer
 
     rows = dpo_pairs(rows)
     steps = planned_steps(len(rows), epochs=epochs, batch_size=batch_size, max_steps=max_steps)
-    micro_batch = batch_size // gradient_accumulation_steps
+    runtime = runtime or TrainRuntime()
+    micro_batch = micro_batch_size(batch_size, gradient_accumulation_steps, runtime)
     dataset = Dataset.from_list([{"prompt": r["prompt"], "chosen": r["completion"],
                                   "rejected": r["rejected"]} for r in rows])
-    tokenizer, model = load_policy(base)
+    tokenizer, model = load_policy(base, runtime)
     config = DPOConfig(
         **common_arguments(work_dir=work_dir, steps=steps, micro_batch=micro_batch,
                            gradient_accumulation_steps=gradient_accumulation_steps,
                            learning_rate=learning_rate, save_steps=save_steps, seed=seed,
-                           logging_steps=logging_steps),
+                           logging_steps=logging_steps, runtime=runtime),
         max_length=max_length,
         beta=beta,
     )
@@ -102,5 +108,5 @@ def train_dpo(
         callbacks=[report_callback(progress, steps)],
     )
     output = fit(trainer, resume_from)
-    return finish(trainer, output, tokenizer, out_dir,
+    return finish(trainer, output, tokenizer, out_dir, runtime=runtime,
                   trained_tokens=tokens_per_pair(tokenizer, rows) * output.global_step * batch_size)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from domains.base import Domain
+from models.runtime import TrainRuntime
 from models.trainer import (
     TrainProgress,
     TrainResult,
@@ -31,6 +32,7 @@ from models.trainer import (
     fit,
     load_policy,
     logged,
+    micro_batch_size,
     planned_steps,
     report_callback,
 )
@@ -81,17 +83,19 @@ def whole_batch(rows: list[dict[str, Any]], per_step: int) -> list[dict[str, Any
 def grpo_config(*, work_dir: Path, steps: int, batch_size: int, gradient_accumulation_steps: int,
                 learning_rate: float, save_steps: int, seed: int, logging_steps: int,
                 num_generations: int, max_completion_length: int, temperature: float,
-                beta: float) -> Any:
+                beta: float, runtime: TrainRuntime | None = None) -> Any:
     """TRL's GRPOConfig: the shared training arguments, one generation batch per optimizer step
-    (`batch_size` completions), generation by transformers (no vLLM)."""
+    (`batch_size` completions over all processes), generation by transformers (no vLLM)."""
     from trl import GRPOConfig
 
+    runtime = runtime or TrainRuntime()
     return GRPOConfig(
         **common_arguments(work_dir=work_dir, steps=steps,
-                           micro_batch=batch_size // gradient_accumulation_steps,
+                           micro_batch=micro_batch_size(batch_size, gradient_accumulation_steps,
+                                                        runtime),
                            gradient_accumulation_steps=gradient_accumulation_steps,
                            learning_rate=learning_rate, save_steps=save_steps, seed=seed,
-                           logging_steps=logging_steps),
+                           logging_steps=logging_steps, runtime=runtime),
         num_generations=num_generations,
         generation_batch_size=batch_size,
         max_completion_length=max_completion_length,
@@ -122,6 +126,7 @@ def train_grpo(
     gradient_accumulation_steps: int = 1,
     resume_from: Path | None = None,
     logging_steps: int = 1,
+    runtime: TrainRuntime | None = None,
 ) -> TrainResult:
     """Train `base` with GRPO on the prompts of `rows` (label = `completion`); save to `out_dir`.
 
@@ -129,8 +134,9 @@ def train_grpo(
     ...); `verifier_reward(domain)` is the one the flywheel uses. `batch_size` completions per
     optimizer step (a multiple of `num_generations`) in `gradient_accumulation_steps`
     micro-batches; fewer prompts than one step takes are repeated to fill it. Resumable from a
-    trainer checkpoint like `train_sft`. The result's `rewards` are the mean rewards of every
-    logged step (every `logging_steps` steps).
+    trainer checkpoint like `train_sft`, on the device and in the precision of `runtime` (see
+    `train_sft`). The result's `rewards` are the mean rewards of every logged step (every
+    `logging_steps` steps).
     """
     from datasets import Dataset
     from trl import GRPOTrainer
@@ -140,13 +146,13 @@ def train_grpo(
                           max_steps=max_steps)
     rows = whole_batch(rows, batch_size // num_generations)
     dataset = Dataset.from_list([{"prompt": r["prompt"], "label": r["completion"]} for r in rows])
-    tokenizer, model = load_policy(base)
+    tokenizer, model = load_policy(base, runtime)
     config = grpo_config(work_dir=work_dir, steps=steps, batch_size=batch_size,
                          gradient_accumulation_steps=gradient_accumulation_steps,
                          learning_rate=learning_rate, save_steps=save_steps, seed=seed,
                          logging_steps=logging_steps, num_generations=num_generations,
                          max_completion_length=max_completion_length, temperature=temperature,
-                         beta=beta)
+                         beta=beta, runtime=runtime)
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=[reward],
@@ -160,4 +166,4 @@ def train_grpo(
         msg = f"GRPO stopped at step {output.global_step} of {steps}; nothing was saved"
         raise RuntimeError(msg)
     return finish(trainer, output, tokenizer, out_dir, rewards=tuple(logged(trainer, "reward")),
-                  trained_tokens=trainer.state.num_input_tokens_seen)
+                  trained_tokens=trainer.state.num_input_tokens_seen, runtime=runtime)

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from models.lora import ADAPTER_DIR
 from models.trainer import TrainProgress, TrainResult, last_checkpoint, planned_steps
 from storage.recovery import Discarded, notice, pause_point, remove
 
@@ -309,7 +310,26 @@ def run_passes(plan: TrainPlan, job: TrainJob, accumulation: int) -> list[TrainR
             if not last:
                 temp.rename(out)
             base = out
+    keep_adapters(plan, job.scratch)
     return results
+
+
+def keep_adapters(plan: TrainPlan, scratch: Path) -> None:
+    """Copy the LoRA adapters of the passes before the last into the stage's checkpoint, as
+    `adapter-<kind>/` beside the last pass's `adapter/` (models/lora.py); no-op without LoRA.
+
+    Parameters
+    ----------
+    plan
+        The passes that ran.
+    scratch
+        The train stage's work folder: `model-<kind>` of each earlier pass, `model` the last.
+    """
+    for kind in plan.kinds[:-1]:
+        adapter = scratch / f"model-{kind}" / ADAPTER_DIR
+        if adapter.is_dir():
+            shutil.copytree(adapter, scratch / "model" / f"{ADAPTER_DIR}-{kind}",
+                            dirs_exist_ok=True)
 
 
 def train_passes(plan: TrainPlan, job: TrainJob, *, batch_size: int,

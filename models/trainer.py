@@ -4,7 +4,11 @@ writes a Hugging Face checkpoint folder, so every algorithm yields the same chec
 SFT trains on prompt/completion rows with the loss on the completion only (TRL's default for
 prompt-completion data). Row `weight` is recorded for audit; SFT trains each row once per epoch
 (rows of weight 0 are skipped). GRPO (models/grpo.py) and DPO (models/dpo.py)
-share this module's training arguments, step reports and checkpoint writer.
+share this module's training arguments, model loader, step reports and checkpoint writer.
+
+Every adapter takes a `runtime` (models/runtime.py): the device and dtype, gradient
+checkpointing, LoRA (models/lora.py) and the number of processes. The default, float32 on the
+CPU with full fine-tuning in one process, is the tiny demo's.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from models.runtime import TrainRuntime, precision_arguments, torch_dtype, weights_dtype
 
 TrainProgress = Callable[[int, int, float | None], None]
 
@@ -32,7 +38,11 @@ def planned_steps(rows: int, *, epochs: float, batch_size: int, max_steps: int) 
     return min(max_steps, max(1, math.ceil(rows * epochs / batch_size)))
 
 
-_CHECKPOINT_FILES = ("model.safetensors", "optimizer.pt", "scheduler.pt", "rng_state.pth")
+_CHECKPOINT_FILES = ("optimizer.pt", "scheduler.pt")
+# a full model's weights, or a LoRA adapter's (the Trainer saves only the adapter of a peft model)
+_WEIGHT_FILES = ("model.safetensors", "adapter_model.safetensors")
+# `rng_state.pth` of one process, `rng_state_<rank>.pth` of each of several (models/launch.py)
+_RNG_FILES = "rng_state*.pth"
 
 
 def last_checkpoint(work_dir: Path) -> tuple[Path | None, list[Path]]:
@@ -54,8 +64,10 @@ def last_checkpoint(work_dir: Path) -> tuple[Path | None, list[Path]]:
     for step, folder in sorted(steps, reverse=True):
         try:
             state = json.loads((folder / "trainer_state.json").read_text())
-            complete = state.get("global_step") == step and all(
-                (folder / name).is_file() for name in _CHECKPOINT_FILES)
+            complete = (state.get("global_step") == step
+                        and all((folder / name).is_file() for name in _CHECKPOINT_FILES)
+                        and any((folder / name).is_file() for name in _WEIGHT_FILES)
+                        and any(folder.glob(_RNG_FILES)))
         except (OSError, ValueError):
             complete = False
         if complete:
@@ -64,11 +76,20 @@ def last_checkpoint(work_dir: Path) -> tuple[Path | None, list[Path]]:
     return None, incomplete
 
 
+def micro_batch_size(batch_size: int, gradient_accumulation_steps: int,
+                     runtime: TrainRuntime) -> int:
+    """Rows one process takes per forward pass, so that one optimizer step covers `batch_size`
+    rows over `gradient_accumulation_steps` micro-batches of `runtime.num_processes` processes."""
+    return batch_size // (gradient_accumulation_steps * runtime.num_processes)
+
+
 def common_arguments(*, work_dir: Path, steps: int, micro_batch: int,
                      gradient_accumulation_steps: int, learning_rate: float, save_steps: int,
-                     seed: int, logging_steps: int = 10) -> dict[str, Any]:
-    """TrainingArguments every adapter shares: float32 on CPU, cosine schedule, seeded data
-    order, a resumable checkpoint every `save_steps` steps (0 = never) in `work_dir`."""
+                     seed: int, logging_steps: int = 10,
+                     runtime: TrainRuntime | None = None) -> dict[str, Any]:
+    """TrainingArguments every adapter shares: the runtime's device and precision (default
+    float32 on the CPU), cosine schedule, seeded data order, a resumable checkpoint every
+    `save_steps` steps (0 = never) in `work_dir`."""
     return {
         "output_dir": str(work_dir),
         "max_steps": steps,
@@ -83,10 +104,10 @@ def common_arguments(*, work_dir: Path, steps: int, micro_batch: int,
         "save_steps": save_steps or 500,
         "save_total_limit": 1,
         "report_to": "none",
-        "use_cpu": True,
-        "bf16": False,
-        "fp16": False,
-        "gradient_checkpointing": False,
+        **precision_arguments(runtime or TrainRuntime()),
+        # several processes (models/launch.py): every parameter gets a gradient every step
+        **({"ddp_find_unused_parameters": False} if runtime and runtime.num_processes > 1
+           else {}),
         "seed": seed,
         "data_seed": seed,
         "dataloader_num_workers": 0,
@@ -118,13 +139,34 @@ def logged(trainer: Any, key: str) -> list[float]:
     return [float(entry[key]) for entry in trainer.state.log_history if key in entry]
 
 
-def load_policy(base: Path) -> tuple[Any, Any]:
-    """Tokenizer and float32 model of the checkpoint folder every adapter starts from."""
-    import torch
+def load_policy(base: Path, runtime: TrainRuntime | None = None) -> tuple[Any, Any]:
+    """Tokenizer and model of the checkpoint folder every adapter starts from: in the runtime's
+    weights dtype (default float32), wrapped in a fresh LoRA adapter when `runtime.lora` is set.
+    """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    return (AutoTokenizer.from_pretrained(base),
-            AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32))
+    runtime = runtime or TrainRuntime()
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch_dtype(weights_dtype(runtime)))
+    if runtime.lora is not None:
+        from models.lora import with_adapter
+
+        model = with_adapter(model, runtime.lora)
+    return AutoTokenizer.from_pretrained(base), model
+
+
+def save_checkpoint(model: Any, tokenizer: Any, out_dir: Path, runtime: TrainRuntime) -> None:
+    """Write a full Hugging Face checkpoint in the training dtype: a LoRA model's adapter goes
+    to `out_dir/adapter` and the weights with it merged to `out_dir` (models/lora.py)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if runtime.lora is not None:
+        from models.lora import merged
+
+        model = merged(model, out_dir)
+    dtype = torch_dtype(runtime.precision.dtype)
+    if model.dtype != dtype:  # float16 trained on float32 master weights
+        model = model.to(dtype)
+    model.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
 
 
 def fit(trainer: Any, resume_from: Path | None) -> Any:
@@ -136,12 +178,12 @@ def fit(trainer: Any, resume_from: Path | None) -> Any:
 
 
 def finish(trainer: Any, output: Any, tokenizer: Any, out_dir: Path, *, trained_tokens: float,
-           rewards: tuple[float, ...] = ()) -> TrainResult:
-    """Write the checkpoint format every adapter writes (`save_pretrained` model + tokenizer)
-    and summarise the training; losses include the steps before a resume."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    trainer.model.save_pretrained(out_dir)
-    tokenizer.save_pretrained(out_dir)
+           rewards: tuple[float, ...] = (), runtime: TrainRuntime | None = None) -> TrainResult:
+    """Write the checkpoint format every adapter writes (`save_checkpoint`; in a multi-process
+    training the main process writes it) and summarise the training; losses include the steps
+    before a resume."""
+    if trainer.is_world_process_zero():
+        save_checkpoint(trainer.model, tokenizer, out_dir, runtime or TrainRuntime())
     losses = logged(trainer, "loss")
     return TrainResult(steps=output.global_step, final_loss=losses[-1] if losses else None,
                        mean_loss=float(output.training_loss), trained_tokens=int(trained_tokens),
@@ -164,13 +206,16 @@ def train_sft(
     save_steps: int = 0,
     gradient_accumulation_steps: int = 1,
     resume_from: Path | None = None,
+    runtime: TrainRuntime | None = None,
 ) -> TrainResult:
     """Fine-tune `base` on prompt/completion `rows` with TRL's SFTTrainer; save to `out_dir`.
 
-    `batch_size` rows per optimizer step, in `gradient_accumulation_steps` micro-batches.
-    Every `save_steps` steps (0 = never) a resumable checkpoint goes to `work_dir`;
-    `resume_from` (one such checkpoint) continues from its step with its optimizer, scheduler
-    and RNG states, so the steps are the same ones an uninterrupted run takes.
+    `batch_size` rows per optimizer step, in `gradient_accumulation_steps` micro-batches (of
+    each of `runtime.num_processes` processes). Every `save_steps` steps (0 = never) a resumable
+    checkpoint goes to `work_dir`; `resume_from` (one such checkpoint) continues from its step
+    with its optimizer, scheduler and RNG states, so the steps are the same ones an
+    uninterrupted run takes. `runtime` (default: float32 on the CPU) sets the device, dtype,
+    gradient checkpointing and LoRA.
     """
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
@@ -180,14 +225,16 @@ def train_sft(
         msg = "no training rows with weight > 0; nothing to train"
         raise ValueError(msg)
     steps = planned_steps(len(rows), epochs=epochs, batch_size=batch_size, max_steps=max_steps)
-    micro_batch = batch_size // gradient_accumulation_steps
+    runtime = runtime or TrainRuntime()
+    micro_batch = micro_batch_size(batch_size, gradient_accumulation_steps, runtime)
     dataset = Dataset.from_list([{"prompt": r["prompt"], "completion": r["completion"]}
                                  for r in rows])
-    tokenizer, model = load_policy(base)
+    tokenizer, model = load_policy(base, runtime)
     config = SFTConfig(
         **common_arguments(work_dir=work_dir, steps=steps, micro_batch=micro_batch,
                            gradient_accumulation_steps=gradient_accumulation_steps,
-                           learning_rate=learning_rate, save_steps=save_steps, seed=seed),
+                           learning_rate=learning_rate, save_steps=save_steps, seed=seed,
+                           runtime=runtime),
         max_length=max_length,
         packing=False,
         completion_only_loss=True,
@@ -201,5 +248,5 @@ def train_sft(
     )
     output = fit(trainer, resume_from)
     tokens_per_row = sum(len(x) for x in trainer.train_dataset["input_ids"]) / len(rows)
-    return finish(trainer, output, tokenizer, out_dir,
+    return finish(trainer, output, tokenizer, out_dir, runtime=runtime,
                   trained_tokens=tokens_per_row * steps * batch_size)

@@ -12,13 +12,15 @@ from zoneinfo import ZoneInfo
 
 from cronsim import CronSim
 
+from configs.cron import five_fields
+
 
 def next_runs(cron: str, timezone: str, after: datetime, count: int = 5) -> list[datetime]:
     """The next `count` fire times of `cron` strictly after `after`, in `timezone`."""
     tz = ZoneInfo(timezone)
     start = after.astimezone(tz).replace(microsecond=0)
     fires: list[datetime] = []
-    for fire in CronSim(cron, start):
+    for fire in CronSim(five_fields(cron), start):  # `@daily` too
         if fire > after:
             fires.append(fire)
         if len(fires) == count:

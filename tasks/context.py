@@ -30,7 +30,7 @@ class RunContext:
     def __post_init__(self) -> None:
         self.data_root = Path(self.data_root)
         self.catalog = Catalog(self.data_root)
-        self.domain = get_domain(self.config.domain.name)
+        self.domain = get_domain(self.config.domain.name, self.config)
 
     @property
     def run_dir(self) -> Path:

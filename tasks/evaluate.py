@@ -29,7 +29,11 @@ def eval_rows(backend: RolloutBackend, domain: Domain, *, per_level: int, max_ne
                                                        max_new_tokens=max_new_tokens,
                                                        seed=0, greedy=True))
     completions = [o[0].text for o in outputs]
-    scores = domain.score(completions, [p.reference for p in items])
+    references = [p.reference for p in items]
+    if hasattr(domain, "judge"):  # the free-form domains score each item by its task
+        scores = [j.reward for j in domain.judge(completions, references, [p.text for p in items])]
+    else:
+        scores = domain.score(completions, references)
     return [
         {"run_id": run_id, "round": round_index, "checkpoint": checkpoint,
          "item_id": row_id("heldout", domain.name, p.text), "level": p.level, "prompt": prompt,
@@ -39,19 +43,42 @@ def eval_rows(backend: RolloutBackend, domain: Domain, *, per_level: int, max_ne
     ]
 
 
-def accuracy(rows: list[dict[str, Any]]) -> dict[str, float]:
-    """Overall and per-level held-out accuracy: {"accuracy": .., "accuracy_level_1": .., ...}."""
+def heldout_tasks(domain: Domain, per_level: int) -> dict[str, str]:
+    """Held-out item id -> its task, for a domain of several tasks (one with `task_of`, e.g.
+    reasoning_gym); empty for the others."""
+    task_of = getattr(domain, "task_of", None)
+    if task_of is None:
+        return {}
+    return {row_id("heldout", domain.name, p.text): task_of(p.text)
+            for p in domain.heldout(per_level)}
+
+
+def accuracy(rows: list[dict[str, Any]], tasks: dict[str, str] | None = None) -> dict[str, float]:
+    """Overall and per-level held-out accuracy: {"accuracy": .., "accuracy_level_1": .., ...}.
+
+    With `tasks` (item id -> task) also per task and per task and level:
+    "accuracy_task_<task>" and "accuracy_task_<task>_level_<N>"."""
     by_level: dict[int, list[bool]] = defaultdict(list)
+    by_task: dict[str, list[bool]] = defaultdict(list)
+    by_task_level: dict[tuple[str, int], list[bool]] = defaultdict(list)
     for r in rows:
         by_level[r["level"]].append(r["correct"])
+        task = (tasks or {}).get(r["item_id"])
+        if task is not None:
+            by_task[task].append(r["correct"])
+            by_task_level[(task, r["level"])].append(r["correct"])
     out = {"accuracy": sum(r["correct"] for r in rows) / len(rows)}
     for level, marks in sorted(by_level.items()):
         out[f"accuracy_level_{level}"] = sum(marks) / len(marks)
+    for task, marks in sorted(by_task.items()):
+        out[f"accuracy_task_{task}"] = sum(marks) / len(marks)
+    for (task, level), marks in sorted(by_task_level.items()):
+        out[f"accuracy_task_{task}_level_{level}"] = sum(marks) / len(marks)
     return out
 
 
-def read_accuracy(path: Path) -> dict[str, float]:
-    return accuracy(read_rows(path))
+def read_accuracy(path: Path, tasks: dict[str, str] | None = None) -> dict[str, float]:
+    return accuracy(read_rows(path), tasks)
 
 
 @dataclass(frozen=True)
@@ -85,12 +112,14 @@ def evaluate(ctx: RunContext, round_index: int, checkpoint: Checkpoint, *,
                              run_id=ctx.run_id, round_index=round_index)
         finally:
             backend.close()
-        return StageResult(datasets={"evals": rows}, metrics=accuracy(rows))
+        return StageResult(datasets={"evals": rows}, metrics=accuracy(rows, tasks))
 
+    tasks = heldout_tasks(ctx.domain, cfg.domain.heldout_per_level)
     out = run_stage(
         ctx, stage=stage, version=VERSION, round_index=round_index,
         config={"evaluate": cfg.evaluate.model_dump(),
-                "heldout_per_level": cfg.domain.heldout_per_level, "domain": cfg.domain.name},
+                "heldout_per_level": cfg.domain.heldout_per_level, "domain": cfg.domain.name,
+                **cfg.heldout_slice()},
         inputs={"checkpoint": checkpoint.fingerprint}, compute=compute,
     )
-    return Evaluation(read_accuracy(out.path("evals")), out.path("evals"), out.fingerprint)
+    return Evaluation(read_accuracy(out.path("evals"), tasks), out.path("evals"), out.fingerprint)

@@ -13,6 +13,7 @@ from configs import ModelConfig
 from storage.datasets import round_dir
 from storage.fingerprint import stable_hash
 from tasks.context import Checkpoint, RunContext
+from tasks.model_card import checkpoint_meta, write_card
 from tasks.stage import StageResult, checkpoint_dir, run_stage
 
 VERSION = 1
@@ -45,8 +46,11 @@ def base_model(ctx: RunContext) -> Checkpoint:
         build_tiny_model(scratch, hidden_size=model.hidden_size, num_layers=model.num_layers,
                          head_dim=model.head_dim, intermediate_size=model.intermediate_size,
                          init_seed=model.init_seed)
+        write_card(scratch, checkpoint_meta(ctx, stage="base", round_index=0,
+                                            fingerprint=fingerprint, config=config))
         return StageResult(checkpoint=scratch)
 
-    out = run_stage(ctx, stage="base", version=VERSION, round_index=0,
-                    config=ctx.config.slice("model"), inputs={}, compute=compute)
+    config = ctx.config.slice("model")
+    out = run_stage(ctx, stage="base", version=VERSION, round_index=0, config=config, inputs={},
+                    compute=compute)
     return Checkpoint(path=checkpoint_dir(ctx, 0, out.fingerprint), fingerprint=out.fingerprint)

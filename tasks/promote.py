@@ -17,7 +17,8 @@ The decision's reason is one line, recorded in the catalog's `rounds` table and 
     "accuracy 0.242 >= 0.200 - 0.000; level 3: 4/40 items pass->fail > 0.050"   (rejected)
 
 A round whose curate stage left no training rows has no candidate: it is recorded as rejected
-with reason "no training rows" and the incumbent stays (flows/run.py).
+with reason "no training rows" and the incumbent stays (flows/run.py). The candidate's model
+card (tasks/model_card.py) gets its held-out accuracy and the decision before the stage's row.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from configs import PromoteConfig
 from storage.datasets import read_rows
 from tasks.context import Checkpoint, RunContext
 from tasks.evaluate import Evaluation
+from tasks.model_card import add_evaluation
 from tasks.stage import StageResult, run_stage
 
 VERSION = 2  # 2: promotion_decision (min_gain, max_level_regression, reasons); no-candidate rounds
@@ -112,6 +114,11 @@ def promote(ctx: RunContext, round_index: int, incumbent: Checkpoint, incumbent_
         candidate_accuracy = candidate_eval.accuracy["accuracy"]
 
     def compute(fingerprint: str) -> StageResult:
+        if candidate is not None and candidate_eval is not None:  # before the stage's row
+            add_evaluation(candidate.path, {
+                "heldout_accuracy": candidate_accuracy, "evals": candidate_eval.fingerprint,
+                "incumbent": incumbent.fingerprint, "incumbent_accuracy": incumbent_accuracy,
+                "promoted": decision.promoted, "reason": decision.reason})
         ctx.catalog.record_round(
             run_id=ctx.run_id, round_index=round_index, incumbent=incumbent.fingerprint,
             candidate=None if candidate is None else candidate.fingerprint,

@@ -26,6 +26,7 @@ from typing import Any
 from storage import interruption
 from storage.datasets import WrittenDataset, dataset_path, round_dir, write_atomic
 from storage.fingerprint import file_checksum, stage_fingerprint
+from storage.permissions import make_readable
 from storage.recovery import (
     Discarded,
     check_recorded,
@@ -260,6 +261,7 @@ def write_result(ctx: RunContext, result: StageResult, *, stage: str, round_inde
         final = checkpoint_dir(ctx, round_index, fingerprint)
         if final.exists():
             shutil.rmtree(final)
+        make_readable(result.checkpoint)  # safetensors writes 0600 weights, mkdtemp 0700 folders
         result.checkpoint.rename(final)
         weights = final / "model.safetensors"
         outputs.append(

@@ -44,7 +44,7 @@ from prefect import task
 from prefect.cache_policies import NONE
 
 from configs import RunConfig
-from domains.base import Domain, Problem
+from domains.base import EXECUTION_REASONS, Domain, Problem
 from models.backends import SamplingParams, make_backend
 from storage.datasets import read_table
 from storage.fingerprint import row_id
@@ -113,10 +113,12 @@ def admit(
     earlier = sorted(seen)  # sorted: the same answer in every process
     seen = set(seen)
     checked = []
+    if hasattr(domain, "prepare"):  # an executing domain runs the whole batch at once
+        domain.prepare([text for _, text in pairs])
     for index, (prompt, text) in enumerate(pairs):
         parsed = domain.parse(text)
         if not isinstance(parsed, Problem):
-            reason = "invalid"
+            reason = parsed.reason if parsed.reason in EXECUTION_REASONS else "invalid"
         elif parsed.text in heldout:
             reason = "heldout"
         elif parsed.text in seen:
@@ -259,11 +261,11 @@ def synthesize_settings(cfg: RunConfig, *, warmup: bool = False) -> dict[str, An
     """
     synth = cfg.synthesize
     if warmup:
-        return {**cfg.slice("domain"),
+        return {**cfg.slice("domain"), **cfg.executor_slice(),
                 "synthesize": synth.model_dump(mode="json", include=SEED_ROUND_KEYS)}
     proposer = synth.source == "proposer"
     bandit = proposer and synth.level_scheduler == "bandit"
-    settings = {**cfg.slice("domain"),
+    settings = {**cfg.slice("domain"), **cfg.executor_slice(),
                 "synthesize": synth.model_dump(mode="json", exclude=None if bandit else {"bandit"})}
     return {**settings, "batch_size": cfg.rollout.batch_size} if proposer else settings
 

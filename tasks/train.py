@@ -46,6 +46,7 @@ from models.passes import TrainJob, plan_training, train_metrics, train_passes
 from storage.datasets import read_rows, round_dir
 from storage.seeds import replay_indices
 from tasks.context import Checkpoint, RunContext
+from tasks.model_card import checkpoint_meta, write_card
 from tasks.progress import progress_bar
 from tasks.retry import TRANSIENT
 from tasks.rows import split_for
@@ -57,11 +58,13 @@ if TYPE_CHECKING:
 
 VERSION = 2
 # Settings marked "Not part of the fingerprint" in configs: they change how a training runs
-# (checkpoint cadence, the micro-batch after running out of memory), never what it computes, so
-# changing one (say, after an out-of-memory crash) keeps finished work.
-OPERATIONAL_KEYS = frozenset({"save_steps", "oom_retry_batch_size"})
+# (checkpoint cadence, the micro-batch after running out of memory, the device, activation
+# recomputation, the process count), never what it computes, so changing one (say, after an
+# out-of-memory crash) keeps finished work. `dtype` enters resolved (`precision_setting`).
+OPERATIONAL_KEYS = frozenset({"save_steps", "oom_retry_batch_size", "device",
+                              "gradient_checkpointing", "num_processes"})
 # The sub-sections of [train]; a stage mode reads some of them (`sections_read`).
-SUB_SECTIONS = frozenset({"warmup", "grpo", "dpo", "proposer"})
+SUB_SECTIONS = frozenset({"warmup", "grpo", "dpo", "proposer", "lora"})
 
 
 def sections_read(train: TrainConfig, *, warmup: bool) -> list[str]:
@@ -70,7 +73,8 @@ def sections_read(train: TrainConfig, *, warmup: bool) -> list[str]:
     The warm-up (round 0) is one SFT pass with `[train.warmup]` and reads no other. A later round
     reads `[train.grpo]` when the solver or the proposer trains by GRPO, `[train.dpo]` under DPO
     and `[train.proposer]` when the proposer trains by GRPO (under SFT its settings are unread, and
-    the section's absence from the fingerprint says `proposer.algorithm = "sft"`).
+    the section's absence from the fingerprint says `proposer.algorithm = "sft"`). Every pass, the
+    warm-up's too, reads `[train.lora]` when it is enabled (its absence says full fine-tuning).
 
     Parameters
     ----------
@@ -84,20 +88,33 @@ def sections_read(train: TrainConfig, *, warmup: bool) -> list[str]:
     list of str
         Names among `SUB_SECTIONS`.
     """
+    lora = ["lora"] if train.lora.enabled else []
     if warmup:
-        return ["warmup"]
+        return ["warmup", *lora]
     proposer_grpo = train.proposer.algorithm == "grpo"
     read = {"grpo": train.algorithm == "grpo" or proposer_grpo, "dpo": train.algorithm == "dpo",
             "proposer": proposer_grpo}
-    return [name for name, used in read.items() if used]
+    return [name for name, used in read.items() if used] + lora
+
+
+def precision_setting(train: TrainConfig) -> dict[str, str]:
+    """The training dtype as the fingerprint covers it: resolved (`auto` is bfloat16 on a CUDA
+    machine, float32 on a CPU one, so a run resumed on other hardware retrains the stage), and
+    left out when float32, whose absence it means (as a section's absence means its mode is off).
+    """
+    from models.runtime import resolve_precision
+
+    dtype = resolve_precision(train.device, train.dtype).dtype
+    return {} if dtype == "float32" else {"dtype": dtype}
 
 
 def train_settings(config: RunConfig, *, warmup: bool) -> dict[str, Any]:
     """The config slice the train stage reads, as its fingerprint covers it.
 
-    `[train]` without its operational settings (`OPERATIONAL_KEYS`) and with the sub-sections of
-    `sections_read`, so arms that differ only in a section the stage does not read (say
-    `train.grpo.beta` under SFT, or any algorithm section in round 0) share that stage. The
+    `[train]` without its operational settings (`OPERATIONAL_KEYS`), with the resolved dtype
+    (`precision_setting`) and the sub-sections of `sections_read`, so arms that differ only in a
+    section the stage does not read (say `train.grpo.beta` under SFT, or any algorithm section
+    in round 0) share that stage. The
     proposer's GRPO pass also reads what its online reward samples and scores with: `[rollout]`
     (the solver's backend and sampling), `[curate]` (the reward and its diversity penalty),
     `verify.labels` and `synthesize.max_new_tokens` (the longest proposal).
@@ -115,7 +132,8 @@ def train_settings(config: RunConfig, *, warmup: bool) -> dict[str, Any]:
         {"train": ..., "warmup": bool} and, with the proposer's GRPO pass, "online_reward".
     """
     train = config.train
-    settings = train.model_dump(mode="json", exclude=OPERATIONAL_KEYS | SUB_SECTIONS)
+    settings = train.model_dump(mode="json", exclude=OPERATIONAL_KEYS | SUB_SECTIONS | {"dtype"})
+    settings.update(precision_setting(train))
     read = sections_read(train, warmup=warmup)
     settings.update({name: getattr(train, name).model_dump(mode="json") for name in read})
     out: dict[str, Any] = {"train": settings, "warmup": warmup}
@@ -135,33 +153,39 @@ def with_replay(rows: list[dict[str, Any]], earlier: list[list[dict[str, Any]]],
     return rows + [pool[i] for i in replay_indices(len(pool), len(rows), ratio=ratio, seed=seed)]
 
 
+def pass_settings(train: TrainConfig, kind: str, *, warmup: bool) -> dict[str, Any]:
+    """The trainer settings of a `kind` pass (sft, grpo or dpo) from `[train]`: the arguments
+    of its trainer (models/trainer.py, grpo.py, dpo.py) besides rows, folders and steps."""
+    if kind == "grpo":
+        grpo = train.grpo
+        return {"learning_rate": grpo.learning_rate, "batch_size": train.batch_size,
+                "num_generations": grpo.num_generations, "temperature": grpo.temperature,
+                "max_completion_length": grpo.max_completion_length, "beta": grpo.beta}
+    if kind == "dpo":
+        return {"learning_rate": train.dpo.learning_rate, "batch_size": train.batch_size,
+                "max_length": train.max_length, "beta": train.dpo.beta}
+    return {"learning_rate": train.warmup.learning_rate if warmup else train.learning_rate,
+            "batch_size": train.batch_size, "max_length": train.max_length}
+
+
 def train_pass(ctx: RunContext, kind: str, *, base: Path, rows: list[dict[str, Any]],
                warmup: bool, incumbent: Path, **common: Any) -> TrainResult:
     """One trainer pass of the train stage: `kind` sft, grpo, dpo or proposer-grpo with the
-    run's settings; `common` are the arguments every trainer takes (models/passes.py)."""
-    cfg = ctx.config.train
-    if kind == "grpo":
-        from models.grpo import train_grpo, verifier_reward
+    run's settings; `common` are the arguments every trainer takes (models/passes.py), to which
+    the runtime of `[train]` (device, dtype, LoRA: models/runtime.py) is added. With
+    `train.num_processes > 1` the pass runs in that many processes (models/launch.py)."""
+    from models.launch import launch_pass, trainer_of
+    from models.runtime import train_runtime
 
-        grpo = cfg.grpo
-        return train_grpo(base=base, rows=rows, reward=verifier_reward(ctx.domain),
-                          learning_rate=grpo.learning_rate, batch_size=cfg.batch_size,
-                          num_generations=grpo.num_generations, temperature=grpo.temperature,
-                          max_completion_length=grpo.max_completion_length, beta=grpo.beta,
-                          **common)
+    cfg = ctx.config.train
+    common = {**common, "runtime": train_runtime(cfg)}
     if kind == "proposer-grpo":
         return train_proposer_grpo(ctx, base=base, rows=rows, incumbent=incumbent, **common)
-    if kind == "dpo":
-        from models.dpo import train_dpo
-
-        return train_dpo(base=base, rows=rows, learning_rate=cfg.dpo.learning_rate,
-                         batch_size=cfg.batch_size, max_length=cfg.max_length, beta=cfg.dpo.beta,
-                         **common)
-    from models.trainer import train_sft
-
-    return train_sft(base=base, rows=rows,
-                     learning_rate=cfg.warmup.learning_rate if warmup else cfg.learning_rate,
-                     batch_size=cfg.batch_size, max_length=cfg.max_length, **common)
+    settings = pass_settings(cfg, kind, warmup=warmup)
+    if cfg.num_processes > 1:
+        return launch_pass(kind, base=base, rows=rows, settings=settings,
+                           run_config=ctx.config.model_dump(mode="json"), **common)
+    return trainer_of(kind, ctx.domain)(base=base, rows=rows, **settings, **common)
 
 
 def train_proposer_grpo(ctx: RunContext, *, base: Path, rows: list[dict[str, Any]],
@@ -193,6 +217,13 @@ def train_proposer_grpo(ctx: RunContext, *, base: Path, rows: list[dict[str, Any
         solver.close()
 
 
+def data_inputs(curated: StageOutput, earlier: list[StageOutput]) -> dict[str, str]:
+    """The fingerprints of the datasets the train stage reads: the round's rows and the replay's
+    earlier rounds (part of its fingerprint, and of the checkpoint's model card)."""
+    return {"train_rows": curated.fingerprint,
+            **{f"replay_round_{o.round}": o.fingerprint for o in earlier}}
+
+
 def scratch_dir(ctx: RunContext, round_index: int, fingerprint: str) -> Path:
     """The train stage's work folder: it belongs to the fingerprint and survives a crash, so a
     training resumes from its last trainer checkpoint (models/passes.py)."""
@@ -215,6 +246,10 @@ def train_round(ctx: RunContext, round_index: int, incumbent: Checkpoint, curate
         pause_prefix=f"train:{round_index}", progress_bar=progress_bar)
     outcome = train_passes(plan, job, batch_size=cfg.batch_size,
                            oom_retry_batch_size=cfg.oom_retry_batch_size)
+    write_card(job.scratch / "model", checkpoint_meta(
+        ctx, stage="train", round_index=round_index, fingerprint=fingerprint, parent=incumbent,
+        config=train_settings(ctx.config, warmup=round_index == 0),
+        data=data_inputs(curated, earlier), rows=len(rows)))
     # the replay's inputs, for the audit to redraw the sample (storage/audit/lineage.py); a
     # 32-bit seed is exact in the catalog's float metrics
     replay = {"replay_seed": float(seed), "replay_ratio": cfg.replay_ratio,
@@ -230,8 +265,7 @@ def train(ctx: RunContext, round_index: int, incumbent: Checkpoint, curated: Sta
     out = run_stage(
         ctx, stage="train", version=VERSION, round_index=round_index,
         config=train_settings(ctx.config, warmup=round_index == 0),
-        inputs={"checkpoint": incumbent.fingerprint, "train_rows": curated.fingerprint,
-                **{f"replay_round_{o.round}": o.fingerprint for o in earlier}},
+        inputs={"checkpoint": incumbent.fingerprint, **data_inputs(curated, earlier)},
         compute=partial(train_round, ctx, round_index, incumbent, curated, earlier),
     )
     shutil.rmtree(scratch_dir(ctx, round_index, out.fingerprint), ignore_errors=True)

@@ -8,7 +8,11 @@
                extractable answer
 
 `reward` is in [0, 1], or null when the verifier cannot judge; nulls are kept and counted, never
-silently turned into 0. `method` says how the reward was obtained (reference | majority | none),
+silently turned into 0. `method` says how the reward was obtained (reference | majority), or
+why there is none: `none` (no label), or in the free-form domains (reasoning_gym, dataset, whose
+answers are extracted and compared by domains/checking.py) `no_answer` (no extractor of
+`verify.extract` found one), `verifier_timeout` or `verifier_error` (math-verify could not
+decide); the verify metrics count each as `unjudged_<reason>`.
 `label` is what it was compared against, `agreement` is the share of the problem's samples that
 gave its majority answer (recorded in both modes: with references it shows how confident the
 solver is; with votes it is the pass rate).
@@ -63,14 +67,31 @@ def verdict_rows(domain: Domain, rollouts: list[dict[str, Any]], problems: list[
     else:
         msg = f"verify.labels = {labels!r}: use 'reference' or 'majority'"
         raise ValueError(msg)
-    scores = domain.score([r["completion"] for r in rollouts], compared)
+    scores, methods = judge_rollouts(domain, rollouts, problems, compared, method)
     return [
         {"rollout_id": r["rollout_id"], "run_id": r["run_id"], "round": r["round"],
-         "problem_id": r["problem_id"], "answer": answer, "reward": score,
-         "method": method if label is not None else "none", "label": label,
-         "agreement": votes[r["problem_id"]].agreement}
-        for r, answer, label, score in zip(rollouts, answers, compared, scores, strict=True)
+         "problem_id": r["problem_id"], "answer": answer, "reward": score, "method": how,
+         "label": label, "agreement": votes[r["problem_id"]].agreement}
+        for r, answer, label, score, how in zip(rollouts, answers, compared, scores, methods,
+                                                strict=True)
     ]
+
+
+def judge_rollouts(domain: Domain, rollouts: list[dict[str, Any]], problems: list[dict[str, Any]],
+                   compared: list[str | None], method: str
+                   ) -> tuple[list[float | None], list[str]]:
+    """(reward, method) per rollout. A domain with `judge` (the free-form ones) is given the
+    problems' texts and says why a reward is missing (domains/checking.py: no_answer,
+    verifier_timeout, ...), which becomes the row's method; otherwise `score`, and "none"
+    where there is no label."""
+    completions = [r["completion"] for r in rollouts]
+    if not hasattr(domain, "judge"):
+        return (domain.score(completions, compared),
+                [method if label is not None else "none" for label in compared])
+    text = {p["problem_id"]: p["text"] for p in problems}
+    judged = domain.judge(completions, compared, [text[r["problem_id"]] for r in rollouts])
+    return ([j.reward for j in judged],
+            [method if j.reward is not None else (j.reason or "none") for j in judged])
 
 
 def verdict_metrics(rows: list[dict[str, Any]], problems: list[dict[str, Any]],
@@ -85,6 +106,10 @@ def verdict_metrics(rows: list[dict[str, Any]], problems: list[dict[str, Any]],
     votes = majority_labels(answers)
     metrics = {"verdicts": len(rows), "unjudged": len(rows) - len(judged),
                "mean_reward": sum(judged) / len(judged) if judged else 0.0}
+    for r in rows:  # why the free-form domains could not judge: unjudged_no_answer, ...
+        if r["reward"] is None and r["method"] != "none":
+            key = f"unjudged_{r['method']}"
+            metrics[key] = metrics.get(key, 0) + 1
     if votes:
         metrics["mean_agreement"] = sum(v.agreement for v in votes.values()) / len(votes)
         metrics["tied_share"] = sum(v.tie for v in votes.values()) / len(votes)
@@ -131,7 +156,8 @@ def verify(ctx: RunContext, round_index: int, problems: StageOutput,
 
     return run_stage(
         ctx, stage="verify", version=VERSION, round_index=round_index,
-        config={"domain": ctx.domain.name, **ctx.config.slice("verify")},
+        config={"domain": ctx.domain.name, **ctx.config.slice("verify"),
+                **ctx.config.executor_slice()},
         inputs={"problems": problems.fingerprint, "rollouts": rollouts.fingerprint},
         compute=compute,
     )

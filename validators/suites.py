@@ -39,6 +39,8 @@ from typing import Any
 import pyarrow as pa
 
 from configs import GatesConfig
+from domains.base import EXECUTION_REASONS
+from domains.checking import UNJUDGED_REASONS
 from storage.datasets import SCHEMAS
 
 # pandas dtypes a Parquet type may arrive as from DuckDB: numpy int64/bool without nulls (kept:
@@ -189,9 +191,12 @@ def proposal_checks(gates: GatesConfig, context: SuiteContext) -> KindChecks:
         _lengths("prompt", 1, gates.max_prompt_chars),
         _lengths("text", 0, gates.max_completion_chars),
         _check(gxe.ExpectColumnValuesToBeInSet,
-               "drop_reason is invalid, duplicate, near_duplicate, heldout or null",
+               "drop_reason is invalid, duplicate, near_duplicate, heldout, an execution "
+               "failure (timeout, memory, forbidden, crash, nondeterministic, output_limit) "
+               "or null",
                column="drop_reason",
-               value_set=["invalid", "duplicate", "near_duplicate", "heldout"]),
+               value_set=["invalid", "duplicate", "near_duplicate", "heldout",
+                          *EXECUTION_REASONS]),
         _check(gxe.ExpectColumnProportionOfUniqueValuesToBeBetween,
                f"distinct texts / proposals >= {gates.min_distinct_proposal_share}",
                column="text", min_value=gates.min_distinct_proposal_share),
@@ -243,12 +248,15 @@ def rollout_checks(gates: GatesConfig, context: SuiteContext) -> KindChecks:
 
 
 def verdict_checks(gates: GatesConfig, context: SuiteContext) -> KindChecks:
-    """Rewards in [0, 1], judged unless the method is none; per problem from round 1 on."""
+    """Rewards in [0, 1], judged unless the method names why not (none, no_answer, ...: the
+    reasons of domains/checking.py); per problem from round 1 on."""
     from great_expectations.expectations.row_conditions import Column
 
+    unjudged = list(UNJUDGED_REASONS)
     rows = [
         _between("reward", 0.0, 1.0),
-        _not_null("reward", " where method != 'none'", row_condition=Column("method") != "none"),
+        _not_null("reward", f" where method is not one of {', '.join(unjudged)}",
+                  row_condition=Column("method").is_not_in(unjudged)),
     ]
     return rows, ([_per_problem_suite(gates, context)] if _later_round(context) else [])
 

@@ -46,7 +46,8 @@ def test_algorithm_settings_are_nested_in_sections_of_their_own():
               if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel)
               and "." in name}
     assert nested == {"synthesize.bandit", "curate.diversity", "train.warmup", "train.grpo",
-                      "train.dpo", "train.proposer"}
+                      "train.dpo", "train.proposer", "train.lora", "domain.reasoning_gym",
+                      "domain.dataset"}
 
 
 @pytest.mark.parametrize(

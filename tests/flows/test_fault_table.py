@@ -6,8 +6,8 @@ Every case starts from a copy of the same interrupted run (killed with SIGKILL a
 stage), so each resume has real work left: train, evaluate and promote.
 
     fault                    shown by           exit   after the cause is removed
-    missing datasets row     validate           1      resume recomputes the stage
-    damaged first file       validate           1      resume recomputes it and its dependents
+    missing datasets row     validate           5      resume recomputes the stage
+    damaged first file       validate           5      resume recomputes it and its dependents
     truncated catalog        resume             2      the catalog restored from a backup
     locked catalog           resume             3      the holding process ended
     read-only data root      resume             2      the file system writable again
@@ -184,8 +184,8 @@ def missing_model_folder(root: Path, runs: dict) -> Iterator[list[str]]:
 
 # (fault, exit status, what the first line says)
 CASES: list[tuple[Callable, int, str]] = [
-    (missing_datasets_row, 1, "failed"),
-    (damaged_first_file, 1, "failed"),
+    (missing_datasets_row, 5, "failed"),
+    (damaged_first_file, 5, "failed"),
     (truncated_catalog, 2, "cannot be read"),
     (locked_catalog, 3, "is locked by process"),
     (read_only_data_root, 2, "read-only file system" if os.geteuid() == 0 else "not writable"),

@@ -28,6 +28,12 @@ def _setup(case: str, tmp: Path) -> tuple[str, Path]:
         toml += f"[model]\npath = {str(tmp / 'empty')!r}\n"
     elif case == "model too large":
         toml += "[model]\nhidden_size = 4096\nnum_layers = 64\n"
+    elif case == "cuda without a GPU":
+        import torch
+
+        if torch.cuda.is_available():
+            pytest.skip("this machine has a GPU")
+        toml += "[train]\ndevice = 'cuda'\n"
     elif case == "data root is a file":
         root.write_text("not a folder")
     elif case == "truncated catalog":
@@ -44,6 +50,7 @@ CASES = {
     "empty model folder": "no config.json there",
     "model too large": "B parameters; training it needs about",
     "data root is a file": "is a file, not a folder",
+    "cuda without a GPU": "torch sees no CUDA device",
     "truncated catalog": "cannot be read",
 }
 

@@ -133,7 +133,7 @@ def test_cli_gate_failure_report_resume_with_fixed_config_and_validate(tmp_path,
     assert "8 datasets checked, 0 failed" in checked.output
     strict_check = runner.invoke(app, ["validate", "g", "--round", "0", "--stage", "curate",
                                        "--config", str(strict), "--data-root", str(data)])
-    assert strict_check.exit_code == 1
+    assert strict_check.exit_code == 5  # flows/exit_codes.py VALIDATE_FAILED
     assert "expect_column_mean_to_be_between(kept)" in strict_check.output
     assert "2 datasets checked, 1 failed" in strict_check.output
     unknown = runner.invoke(app, ["validate", "nope", "--data-root", str(data)])

@@ -1,0 +1,123 @@
+"""Final-answer extraction from free-form solver completions (real models, not the tiny one).
+
+A pretrained model answers in prose; its final answer is found by the extractors named in
+`verify.extract`, tried in order, the first that finds one wins:
+
+    boxed        the last \\boxed{...} (nested braces allowed)      "... so \\boxed{\\frac{1}{2}}"
+    hashes       the text after the last `####` on its line (GSM8K)  "... #### 1,234"
+    answer_is    after the last "the answer is" / "answer:"          "So the answer is 42."
+    regex        group 1 (or the whole match) of `verify.answer_regex`, last match
+    last_number  the last number (sign, thousands commas, decimals, a/b)
+    last_line    the last non-empty line, stripped
+    whole        the whole completion, stripped (the tiny model's answers)
+
+    >>> extract_answer("We add them: \\\\boxed{1/2}.", ("boxed", "last_number")).answer
+    '1/2'
+    >>> extract_answer("no digits here", ("boxed", "last_number")).reason
+    'no_answer'
+
+An empty result counts as none. When no extractor finds an answer the result carries the
+reason `no_answer`, which the verdict records (never a silent 0).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from configs import ANSWER_EXTRACTORS as EXTRACTORS
+
+_HASHES = re.compile(r"####[ \t]*([^\n]*)")
+_ANSWER_IS = re.compile(r"(?:the (?:final )?answer is|answer:)[ \t]*:?[ \t]*([^\n]*)",
+                        re.IGNORECASE)
+_NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?|[-+]?\.\d+")
+_TRAILING = " \t.;!$"
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """An extracted answer, or None with the reason (`no_answer`) and which extractors ran."""
+
+    answer: str | None
+    reason: str | None = None
+
+
+def last_boxed(text: str) -> str | None:
+    """The content of the last `\\boxed{...}` (or `\\fbox{...}`), braces balanced; None if none
+    or unclosed."""
+    start = max(text.rfind("\\boxed{"), text.rfind("\\fbox{"))
+    if start < 0:
+        return None
+    index = text.index("{", start) + 1
+    depth = 1
+    for position in range(index, len(text)):
+        if text[position] == "{":
+            depth += 1
+        elif text[position] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[index:position]
+    return None
+
+
+def _last_group(pattern: re.Pattern[str], text: str) -> str | None:
+    matches = list(pattern.finditer(text))
+    if not matches:
+        return None
+    match = matches[-1]
+    return match.group(1) if pattern.groups else match.group(0)
+
+
+def _clean(answer: str | None) -> str | None:
+    if answer is None:
+        return None
+    answer = answer.strip().rstrip(_TRAILING).lstrip(" \t$")
+    return answer or None
+
+
+def _extract_one(method: str, completion: str, pattern: re.Pattern[str] | None) -> str | None:
+    if method == "boxed":
+        return last_boxed(completion)
+    if method == "hashes":
+        return _last_group(_HASHES, completion)
+    if method == "answer_is":
+        found = _last_group(_ANSWER_IS, completion)
+        boxed = last_boxed(found) if found else None  # "the answer is \boxed{4}"
+        return boxed if boxed is not None else found
+    if method == "regex":
+        return _last_group(pattern, completion) if pattern is not None else None
+    if method == "last_number":
+        return _last_group(_NUMBER, completion)
+    if method == "last_line":
+        lines = [line for line in completion.splitlines() if line.strip()]
+        return lines[-1] if lines else None
+    if method == "whole":
+        return completion
+    msg = f"unknown answer extractor {method!r}; use one of {', '.join(EXTRACTORS)}"
+    raise ValueError(msg)
+
+
+def extract_answer(completion: str, methods: Sequence[str],
+                   pattern: str | re.Pattern[str] | None = None) -> Extraction:
+    """The final answer of `completion` by the first of `methods` that finds one.
+
+    Parameters
+    ----------
+    completion
+        The solver's completion, as sampled.
+    methods
+        Extractor names from `EXTRACTORS`, tried in order.
+    pattern
+        The regex of the `regex` extractor (group 1 is the answer, else the whole match).
+
+    Returns
+    -------
+    The stripped answer (trailing `.`, `;`, `$` removed), or `Extraction(None, "no_answer")`.
+    """
+    compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
+    for method in methods:
+        answer = _clean(_extract_one(method, completion, compiled))
+        if answer is not None:
+            return Extraction(answer)
+    return Extraction(None, "no_answer")

@@ -1,0 +1,87 @@
+"""Answer checking for free-form domains: extract the final answer, compare it, say why not.
+
+`AnswerChecker` joins extraction (domains/answers.py, `verify.extract`) and comparison
+(`verify.compare`): `exact` and `math` (domains/equivalence.py), or a task's own scorer (the
+reasoning-gym domain passes `score_answer`, whose partial credit passes through unchanged).
+A verdict it cannot give is a `Judgement` with reward None and its reason:
+
+    none              no label to compare against (no reference, no majority answer)
+    no_answer         no extractor found an answer in the completion
+    verifier_timeout  math-verify ran past `verify.math_timeout_seconds`
+    verifier_error    the comparison raised (odd input); never read as a wrong answer
+
+    >>> checker = AnswerChecker(extract=("boxed", "last_number"), compare="math")
+    >>> checker.judge("so \\\\boxed{1/2}", "0.5")
+    Judgement(reward=1.0, reason=None)
+    >>> checker.judge("I do not know", "0.5")
+    Judgement(reward=None, reason='no_answer')
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from domains.answers import extract_answer
+from domains.equivalence import exact_equal, math_equal
+
+if TYPE_CHECKING:
+    from configs import VerifyConfig
+
+# The reasons a verdict carries no reward (the verdicts' `method` column records them).
+UNJUDGED_REASONS = ("none", "no_answer", "verifier_timeout", "verifier_error")
+
+TaskScore = Callable[[str, str], float]  # (answer, reference) -> reward in [0, 1]
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A reward in [0, 1], or None with the reason (one of `UNJUDGED_REASONS`)."""
+
+    reward: float | None
+    reason: str | None = None
+
+
+class AnswerChecker:
+    """Extract with `extract` (in order), compare by `compare` ("exact", "math" or "task")."""
+
+    def __init__(self, *, extract: Sequence[str], compare: str, pattern: str | None = None,
+                 timeout: int = 5) -> None:
+        if compare not in ("exact", "math", "task"):
+            msg = f"verify.compare = {compare!r}: use 'exact', 'math' or 'task'"
+            raise ValueError(msg)
+        self.methods = tuple(extract)
+        self.compare = compare
+        self.pattern = re.compile(pattern) if pattern else None
+        self.timeout = timeout
+
+    @classmethod
+    def from_config(cls, verify: VerifyConfig, *, default_compare: str) -> AnswerChecker:
+        """The checker of `[verify]`; `compare = "auto"` takes the domain's `default_compare`."""
+        compare = default_compare if verify.compare == "auto" else verify.compare
+        return cls(extract=verify.extract, compare=compare, pattern=verify.answer_regex,
+                   timeout=verify.math_timeout_seconds)
+
+    def extract(self, completion: str) -> str | None:
+        return extract_answer(completion, self.methods, self.pattern).answer
+
+    def judge(self, completion: str, reference: str | None,
+              task_score: TaskScore | None = None) -> Judgement:
+        """The verdict of one completion against `reference` (None: no label)."""
+        if reference is None:
+            return Judgement(None, "none")
+        extraction = extract_answer(completion, self.methods, self.pattern)
+        if extraction.answer is None:
+            return Judgement(None, extraction.reason)
+        answer = extraction.answer
+        if self.compare == "task":
+            if task_score is None:
+                msg = "verify.compare = 'task' needs a domain with its own scorer (reasoning_gym)"
+                raise ValueError(msg)
+            return Judgement(float(task_score(answer, reference)))
+        if self.compare == "exact":
+            return Judgement(1.0 if exact_equal(answer, reference) else 0.0)
+        equal, reason = math_equal(answer, reference, self.timeout)
+        return Judgement(None if equal is None else float(equal), reason)

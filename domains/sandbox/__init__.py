@@ -1,0 +1,16 @@
+"""The sandbox that runs model-written programs: a pool of fork servers (pool.py) whose children
+run one program each under namespaces, a chroot, rlimits, a dropped uid and seccomp (worker.py).
+docs/sandbox.md is the threat model, the guarantees and the limits."""
+
+from domains.sandbox.pool import (
+    IsolationError,
+    Job,
+    Limits,
+    Result,
+    SandboxIsolationWarning,
+    SandboxPool,
+)
+from domains.sandbox.worker import OUTCOMES, canonical
+
+__all__ = ["OUTCOMES", "IsolationError", "Job", "Limits", "Result", "SandboxIsolationWarning",
+           "SandboxPool", "canonical"]

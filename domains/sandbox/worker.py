@@ -1,0 +1,483 @@
+"""The sandbox worker: a fork server that runs one untrusted program per forked child.
+
+This file is started as a script (`python -s -P worker.py LIMITS_JSON`) by `domains.sandbox.pool`
+and imports the standard library only. It is importable too: the host uses `canonical` from here,
+so an answer and a program's output are written by one function.
+
+Start-up, once per worker (as root, or as root of a new user namespace):
+
+    unshare  mount, network, IPC, UTS and PID namespaces (no network device is brought up)
+    mount    a size-capped tmpfs over the folder the host made; fork once: the child is PID 1 of
+             the new PID namespace and serves, chrooted into that tmpfs (the host's files, the
+             data root, the catalog and ~/.ssh are not in its world)
+
+Per program, in a child forked from the server (copy-on-write: nothing a program changes survives
+it): a fresh working folder owned by nobody; stdin/stdout/stderr on /dev/null, every other
+descriptor closed but the result pipe; uid and gid 65534 (no capabilities); rlimits on address
+space, file size, open files, processes (0: no threads either), core size and CPU time; a CPU
+timer; `PR_SET_NO_NEW_PRIVS` and a seccomp filter that refuses fork, exec, sockets, signals to
+other processes, ptrace, namespaces, mounts, limit changes and timers with EPERM. Print output
+goes to a capped buffer, never to a descriptor.
+
+Protocol (host <-> server, on the server's stdin/stdout): a 4-byte big-endian length and a JSON
+body. The server first writes {"ready": true, "mechanisms": {name: "on" | "missing: why"}}; then
+for each {"jobs": [{"source": str, "calls": [args_repr, ...]}]} it answers {"results": [{"outcome":
+.., "outputs": [..], "stdout": .., "error": ..}]}. The child reports to the server on its own pipe;
+a program can write to that pipe too, so nothing it reports is trusted beyond "these are my
+outputs": the host compares them with what it expects.
+"""
+
+from __future__ import annotations
+
+import builtins
+import ctypes
+import errno
+import gc
+import io
+import json
+import math
+import os
+import random
+import resource
+import select
+import shutil
+import signal
+import struct
+import sys
+import time
+
+# Modules a program may import: pre-imported here, before the chroot (nothing else can be).
+# (fractions, statistics and typing are left out: each pre-imported module makes every fork
+# dearer, ~0.1 ms for decimal's.)
+ALLOWED_MODULES = ("math", "itertools", "functools", "collections", "string", "re", "heapq",
+                   "bisect", "operator", "random")
+OUTCOMES = ("ok", "timeout", "memory", "forbidden", "crash", "nondeterministic", "output_limit")
+NOBODY = 65534
+
+_CLONE_NEWNS, _CLONE_NEWUTS, _CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
+_CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
+_MS_NOSUID, _MS_NODEV, _MS_REC, _MS_PRIVATE = 2, 4, 0x4000, 0x40000
+_PR_SET_PDEATHSIG, _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP = 1, 38, 22
+
+# Refused system calls (EPERM) per architecture: process creation and exec, sockets, signals to
+# others, tracing, namespaces and mounts, limit/uid changes, timers (the CPU timer stays armed),
+# kernel keyrings, BPF, io_uring, perf, module loading and friends.
+_DENIED = {
+    "x86_64": (0xC000003E, [
+        56, 435, 57, 58, 59, 322, 41, 53, 42, 49, 50, 43, 288, 44, 46, 62, 200, 234, 129, 297,
+        424, 434, 101, 310, 311, 272, 308, 165, 166, 155, 161, 160, 302, 135, 321, 298, 323, 425,
+        426, 427, 250, 248, 249, 169, 38, 37, 222, 172, 173, 154, 133, 259, 304, 303, 246, 175,
+        313, 176, 167, 168, 163, 103, 312, 428, 429, 430, 431, 432, 433, 442, 105, 106, 113, 114,
+        117, 119, 116, 126]),
+    "aarch64": (0xC00000B7, [
+        220, 435, 221, 281, 198, 199, 203, 200, 201, 202, 242, 206, 211, 129, 130, 131, 138, 240,
+        424, 434, 117, 270, 271, 97, 268, 40, 39, 41, 51, 164, 261, 92, 280, 241, 282, 425, 426,
+        427, 219, 217, 218, 142, 103, 107, 33, 265, 264, 104, 105, 106, 273, 272, 267, 128, 116,
+        428, 429, 430, 431, 432, 433, 442, 146, 144, 145, 143, 147, 149, 159, 91]),
+}
+
+
+class OutputLimit(Exception):
+    """The program printed, or returned, more than the output cap."""
+
+
+class Unsupported(Exception):
+    """The program returned a value that is not plain data."""
+
+
+# ---- canonical output: one writer for outputs (here) and answers (the host) -----------------
+
+_int_repr, _float_repr, _str_repr = int.__repr__, float.__repr__, str.__repr__
+_type, _len, _sorted, _isinstance, _eval = type, len, sorted, isinstance, eval
+_NO_BUILTINS = {"__builtins__": {}}  # argument tuples are literals the host has checked
+
+
+def canonical(value: object, depth: int = 0) -> str:
+    """The canonical text of plain data: exact builtin types only, sets and dict items sorted, so
+    two equal values always print alike and a subclass cannot forge its own repr."""
+    kind = _type(value)
+    if depth > 20:
+        raise Unsupported("nested deeper than 20")
+    if value is None or kind is bool:
+        return "None" if value is None else ("True" if value else "False")
+    if kind is int:
+        return _int_repr(value)
+    if kind is float:
+        return _float_repr(value)
+    if kind is str:
+        return _str_repr(value)
+    if kind in (list, tuple):
+        items = [canonical(v, depth + 1) for v in value]
+        if kind is list:
+            return "[" + ", ".join(items) + "]"
+        return "(" + ", ".join(items) + ("," if _len(items) == 1 else "") + ")"
+    if kind in (set, frozenset):
+        items = _sorted(canonical(v, depth + 1) for v in value)
+        text = "{" + ", ".join(items) + "}" if items else "set()"
+        return text if kind is set else f"frozenset({text})" if items else "frozenset()"
+    if kind is dict:
+        items = _sorted(f"{canonical(k, depth + 1)}: {canonical(v, depth + 1)}"
+                        for k, v in value.items())
+        return "{" + ", ".join(items) + "}"
+    raise Unsupported(f"returned a {kind.__name__}, not plain data")
+
+
+# ---- isolation, once per worker ------------------------------------------------------------
+
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _call(fn, *args) -> None:
+    if fn(*args) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+
+
+def _unshare(libc) -> dict[str, str]:
+    """Enter new namespaces (a user namespace too when not root) -> mechanism -> state."""
+    flags = _CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWUTS | _CLONE_NEWPID
+    uid, gid = os.geteuid(), os.getegid()
+    if uid != 0:
+        flags |= _CLONE_NEWUSER
+    try:
+        _call(libc.unshare, flags)
+    except OSError as exc:
+        why = f"missing: unshare failed ({exc.strerror}); run as root or allow user namespaces"
+        return {name: why for name in ("mount_namespace", "network_namespace", "pid_namespace")}
+    if uid != 0:
+        for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"),
+                           ("gid_map", f"0 {gid} 1")):
+            with open(f"/proc/self/{name}", "w") as handle:
+                handle.write(text)
+    return {"mount_namespace": "on", "network_namespace": "on", "pid_namespace": "on"}
+
+
+def _mount_root(libc, root: str, size_mb: int) -> str:
+    """A private, size-capped tmpfs over `root` (the chroot of the serving process)."""
+    _call(libc.mount, None, b"/", None, _MS_REC | _MS_PRIVATE, None)
+    options = f"size={size_mb}m,mode=755".encode()
+    _call(libc.mount, b"tmpfs", root.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, options)
+    os.mkdir(os.path.join(root, "w"), 0o711)
+    return "on"
+
+
+def _vm_size() -> int:
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def isolate(root: str, limits: dict) -> dict[str, str]:
+    """Namespaces, the tmpfs root and PID 1; returns what is on and what is missing and why.
+
+    The calling process forks once after `unshare`: the parent waits for its child and exits
+    with its status; the child (PID 1 of the new PID namespace) returns and serves, chrooted."""
+    mechanisms = {"seccomp": "on" if _seccomp_program() else
+                  f"missing: no seccomp table for {os.uname().machine}"}
+    if os.geteuid() != 0 and not os.path.exists("/proc/self/uid_map"):
+        mechanisms["uid_drop"] = "missing: not root and no user namespaces"
+    libc = _libc()
+    mechanisms.update(_unshare(libc))
+    jailed = mechanisms["mount_namespace"] == "on"
+    if jailed:
+        mechanisms["filesystem"] = _mount_root(libc, root, limits["tmpfs_mb"])
+        pid = os.fork()
+        if pid:
+            _, status = os.waitpid(pid, 0)
+            os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        os.chroot(root)
+        os.chdir("/")
+    else:
+        mechanisms["filesystem"] = "missing: no mount namespace, programs see the host's files"
+        os.makedirs(os.path.join(root, "w"), exist_ok=True)
+    mechanisms.setdefault("uid_drop", "on" if os.geteuid() == 0 else
+                          "missing: only uid 0 is mapped in the user namespace")
+    mechanisms["rlimits"] = "on"
+    return mechanisms
+
+
+# ---- seccomp -------------------------------------------------------------------------------
+
+def _seccomp_program() -> bytes | None:
+    """The BPF filter: wrong architecture -> kill; a denied call -> EPERM; else allow."""
+    table = _DENIED.get(os.uname().machine)
+    if table is None:
+        return None
+    arch, denied = table
+    ld_abs, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    allow, eperm, kill = 0x7FFF0000, 0x00050000 | errno.EPERM, 0x80000000
+    count = len(denied)
+    code = [(ld_abs, 0, 0, 4), (jeq, 0, count + 3, arch), (ld_abs, 0, 0, 0),
+            (jge, count + 1, 0, 0x40000000)]  # x32 system calls on x86_64: refused
+    code += [(jeq, count - i, 0, nr) for i, nr in enumerate(denied)]
+    code += [(ret, 0, 0, allow), (ret, 0, 0, eperm), (ret, 0, 0, kill)]
+    return b"".join(struct.pack("HBBI", *op) for op in code)
+
+
+def seccomp_filter(libc, program: bytes):
+    """The `sock_fprog` of `program`, built once in the server; a forked child reuses it (its
+    buffers sit at the same addresses in the copy)."""
+    buffer = ctypes.create_string_buffer(program)
+    fprog = ctypes.create_string_buffer(struct.pack("HL", len(program) // 8,
+                                                    ctypes.addressof(buffer)))
+    return libc.prctl, buffer, fprog
+
+
+def _install_seccomp(prepared) -> None:
+    prctl, _, fprog = prepared
+    _call(prctl, _PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    _call(prctl, _PR_SET_SECCOMP, 2, fprog, 0, 0)
+
+
+# ---- one program, in a forked child --------------------------------------------------------
+
+class _CappedText(io.TextIOBase):
+    """A print target that keeps at most `cap` characters and raises past it."""
+
+    def __init__(self, cap: int) -> None:
+        self.parts: list[str] = []
+        self.size, self.cap, self.overflowed = 0, cap, False
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self.size += _len(text)
+        if self.size > self.cap:
+            self.overflowed = True
+            raise OutputLimit(f"printed more than {self.cap} characters")
+        self.parts.append(text)
+        return _len(text)
+
+
+def _confine(limits: dict, workdir: str, result_fd: int, devnull: int, state: dict) -> None:
+    """Everything between fork and the program: descriptors, identity, limits, seccomp."""
+    gc.disable()
+    os.mkdir(workdir, 0o700)
+    if state["drop_uid"]:
+        os.chown(workdir, NOBODY, NOBODY)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    os.closerange(3, result_fd)
+    os.closerange(result_fd + 1, 1 << 16)
+    os.chdir(workdir)
+    if state["drop_uid"]:
+        os.setgroups([])
+        os.setgid(NOBODY)
+        os.setuid(NOBODY)
+    cpu = limits["cpu_seconds"]
+    for name, value in ((resource.RLIMIT_AS, state["address_space"]),
+                        (resource.RLIMIT_FSIZE, limits["max_file_bytes"]),
+                        (resource.RLIMIT_NOFILE, 16), (resource.RLIMIT_NPROC, 0),
+                        (resource.RLIMIT_CORE, 0),
+                        (resource.RLIMIT_CPU, (math.ceil(cpu), math.ceil(cpu) + 1))):
+        resource.setrlimit(name, value if _isinstance(value, tuple) else (value, value))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a too-large write fails with EFBIG instead
+    signal.setitimer(signal.ITIMER_PROF, cpu)  # SIGPROF's default action ends the program
+    if state["seccomp"] is not None:
+        _install_seccomp(state["seccomp"])
+    random.seed(os.urandom(16))  # the server's state is shared by every fork: reseed
+    for name in [m for m in sys.modules if m.split(".")[0] in ("ctypes", "_ctypes")]:
+        del sys.modules[name]
+
+
+def _classify(exc: BaseException, workdir: str) -> str:
+    """The outcome of a program that raised `exc`."""
+    if _isinstance(exc, OutputLimit):
+        return "output_limit"
+    if _isinstance(exc, MemoryError):
+        return "memory"
+    if _isinstance(exc, (PermissionError, ImportError)):
+        return "forbidden"
+    if _isinstance(exc, OSError):
+        if exc.errno == errno.EFBIG:
+            return "output_limit"
+        names = [n for n in (exc.filename, getattr(exc, "filename2", None)) if n is not None]
+        if exc.errno in (errno.EROFS, errno.EACCES) or any(
+                not os.path.abspath(os.fsdecode(n)).startswith(workdir + os.sep) for n in names
+                if _isinstance(n, (str, bytes))):
+            return "forbidden"
+    if _isinstance(exc, RuntimeError) and "can't start new thread" in str(exc):
+        return "forbidden"
+    if _isinstance(exc, ValueError) and "not allowed to raise" in str(exc):
+        return "forbidden"  # setrlimit's EPERM
+    return "crash"
+
+
+def run_program(job: dict, limits: dict, printed: _CappedText) -> dict:
+    """Compile and run one program in this (already confined) process; call `f` per input."""
+    workdir = os.getcwd()
+    # The real builtins: a program that patches them patches only this child, which exits after
+    # it; the harness holds its own references to what it uses (`canonical` and the names below).
+    namespace = {"__builtins__": builtins, "__name__": "__sandbox__"}
+    sys.stdout = sys.stderr = printed
+    try:
+        exec(compile(job["source"], "<program>", "exec"), namespace)  # noqa: S102 (sandboxed)
+        function = namespace.get("f")
+        if not callable(function):
+            return {"outcome": "crash", "error": "the program defines no function f"}
+        outputs, size = [], 0
+        for args in job["calls"]:
+            text = canonical(function(*_eval(args, _NO_BUILTINS)))
+            size += _len(text)
+            if size > limits["max_output_bytes"]:
+                raise OutputLimit(f"returned more than {limits['max_output_bytes']} characters")
+            outputs.append(text)
+    except BaseException as exc:  # noqa: BLE001 - every way a program can fail is an outcome
+        outcome = "output_limit" if printed.overflowed else _classify(exc, workdir)
+        return {"outcome": outcome, "error": f"{_type(exc).__name__}: {exc}"[:300]}
+    if printed.overflowed:
+        return {"outcome": "output_limit", "error": "printed past the cap"}
+    return {"outcome": "ok", "outputs": outputs}
+
+
+def _child(job: dict, limits: dict, workdir: str, write_fd: int, devnull: int,
+           state: dict) -> None:
+    """The forked child: confine, run, report on `write_fd`, exit without cleanup."""
+    try:
+        _confine(limits, workdir, write_fd, devnull, state)
+        printed = _CappedText(limits["max_output_bytes"])
+        result = run_program(job, limits, printed)
+        result["stdout"] = "".join(printed.parts)
+        data = json.dumps(result).encode()
+        if _len(data) > limits["max_output_bytes"] * 4 + 1024:
+            data = json.dumps({"outcome": "output_limit", "error": "result too large"}).encode()
+        os.write(write_fd, data)
+    except BaseException as exc:  # noqa: BLE001
+        try:
+            os.write(write_fd, json.dumps({"outcome": "crash", "error": repr(exc)[:300]}).encode())
+        except BaseException:  # noqa: BLE001
+            pass
+    os._exit(0)
+
+
+def _outcome_of_status(status: int, usage, limits: dict, killed: str | None) -> dict:
+    """The outcome of a child that left no (valid) report, from how it ended."""
+    if killed:
+        return {"outcome": killed, "error": f"killed by the server: {killed}"}
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+        cpu = usage.ru_utime + usage.ru_stime
+        if sig in (signal.SIGPROF, signal.SIGXCPU) or (sig == signal.SIGKILL
+                                                       and cpu >= limits["cpu_seconds"]):
+            return {"outcome": "timeout", "error": f"CPU limit ({name})"}
+        if sig == signal.SIGXFSZ:
+            return {"outcome": "output_limit", "error": "file size limit"}
+        if sig == signal.SIGSYS:
+            return {"outcome": "forbidden", "error": "system call refused (SIGSYS)"}
+        return {"outcome": "crash", "error": f"killed by {name}"}
+    return {"outcome": "crash", "error": f"exited with {os.waitstatus_to_exitcode(status)} "
+                                         "without a result"}
+
+
+def _collect(pid: int, read_fd: int, limits: dict) -> tuple[bytes, int, object, str | None]:
+    """Read the child's report until it exits, killing it past the wall clock or output cap."""
+    pidfd = os.pidfd_open(pid)
+    chunks, size, killed, exited = [], 0, None, False
+    deadline = time.monotonic() + limits["wall_seconds"]
+    cap = limits["max_output_bytes"] * 4 + 4096
+    open_fds = [read_fd, pidfd]
+    while not exited:
+        left = deadline - time.monotonic()
+        ready = select.select(open_fds, [], [], max(left, 0))[0] if left > 0 else []
+        if not ready:
+            killed = "timeout"
+        for fd in ready:
+            if fd == pidfd:
+                exited = True
+                continue
+            data = os.read(read_fd, 65536)
+            if not data:
+                open_fds.remove(read_fd)
+            chunks.append(data)
+            size += _len(data)
+            if size > cap:
+                killed = "output_limit"
+        if killed:
+            os.kill(pid, signal.SIGKILL)
+            break
+    _, status, usage = os.wait4(pid, 0)
+    os.close(pidfd)
+    while not killed and read_fd in open_fds and (data := os.read(read_fd, 65536)):
+        chunks.append(data)
+    return b"".join(chunks), status, usage, killed
+
+
+def run_job(job: dict, limits: dict, state: dict, index: int) -> dict:
+    """Fork one child for `job` in a fresh working folder, wait for it, clean up after it."""
+    workdir = os.path.join(state["base"], str(index))
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        _child(job, limits, workdir, write_fd, state["devnull"], state)
+    os.close(write_fd)
+    try:
+        data, status, usage, killed = _collect(pid, read_fd, limits)
+    finally:
+        os.close(read_fd)
+        try:
+            os.rmdir(workdir)  # the common case: the program left nothing behind
+        except OSError:
+            shutil.rmtree(workdir, ignore_errors=True)
+    result = None
+    if data and not killed and os.WIFEXITED(status):
+        try:
+            result = json.loads(data)
+        except ValueError:
+            result = {"outcome": "crash", "error": "unreadable report"}
+        if not _isinstance(result, dict) or result.get("outcome") not in OUTCOMES:
+            result = {"outcome": "crash", "error": "malformed report"}
+    return result or _outcome_of_status(status, usage, limits, killed)
+
+
+# ---- the server ----------------------------------------------------------------------------
+
+def _read_message(stream) -> dict | None:
+    header = stream.read(4)
+    if len(header) < 4:
+        return None
+    (size,) = struct.unpack(">I", header)
+    return json.loads(stream.read(size))
+
+
+def _write_message(stream, message: dict) -> None:
+    body = json.dumps(message).encode()
+    stream.write(struct.pack(">I", len(body)) + body)
+    stream.flush()
+
+
+def serve(limits: dict, root: str) -> None:
+    """Isolate, report readiness, then run batches of jobs until stdin closes."""
+    for name in ALLOWED_MODULES:
+        __import__(name)
+    inbox, outbox = sys.stdin.buffer, sys.stdout.buffer
+    devnull = os.open(os.devnull, os.O_RDWR)
+    address_space = _vm_size() + limits["memory_mb"] * 1024 * 1024
+    mechanisms = isolate(root, limits)
+    jailed = mechanisms["filesystem"] == "on"
+    program = _seccomp_program()
+    state = {"base": "/w" if jailed else os.path.join(root, "w"), "devnull": devnull,
+             "drop_uid": mechanisms["uid_drop"] == "on",
+             "seccomp": seccomp_filter(_libc(), program) if program else None,
+             "address_space": address_space}
+    gc.collect()
+    gc.freeze()  # forked children share these objects; the collector never touches them
+    os.environ.clear()
+    _write_message(outbox, {"ready": True, "mechanisms": mechanisms})
+    counter = 0
+    while (message := _read_message(inbox)) is not None:
+        results = []
+        for job in message["jobs"]:
+            counter += 1
+            results.append(run_job(job, limits, state, counter))
+        _write_message(outbox, {"results": results})
+
+
+if __name__ == "__main__":
+    serve(json.loads(sys.argv[1]), sys.argv[2])

@@ -1,0 +1,118 @@
+"""What `flywheel status RUN_ID` says about a run that stopped, and the status it exits with.
+
+A run that did not finish names the stage that stopped it, that stage's recorded error and the
+command that continues it, in one line after the stage table:
+
+    run demo: failed at stage verify (round 1): OSError: [Errno 28] No space left on device;
+    traceback in flywheel-data/logs/demo.log; `flywheel resume demo` continues once the cause
+    is fixed                                                                  (exit 4)
+    run g: gate failed at stage curate (round 0): round 0 curate: data gate failed: ...; fix
+    the thresholds under [gates] in a config file, then `flywheel resume g --config FILE` ...
+                                                                              (exit 1)
+    run x: interrupted during rollout (round 2); `flywheel resume x` continues from the last
+    finished stage                                                            (exit 130)
+
+Exit statuses: flows/exit_codes.py (`STATUS_EXIT`). Light: no torch, no Prefect.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from flows import exit_codes
+
+_ERROR_CHARS = 300
+
+
+@dataclass(frozen=True)
+class StoppedAt:
+    """The stage row that stopped a run: its round, stage, status and one-line error."""
+
+    round: int
+    stage: str
+    status: str
+    error: str
+
+
+def one_line(text: str | None, limit: int = _ERROR_CHARS) -> str:
+    """`text` with its whitespace (line breaks too) collapsed, cut to `limit` characters."""
+    flat = " ".join((text or "").split())
+    return flat if len(flat) <= limit else flat[:limit - 3] + "..."
+
+
+def stopped_at(stages: list[dict[str, Any]]) -> StoppedAt | None:
+    """The stage that stopped the run: the newest stage row, when it did not complete.
+
+    Parameters
+    ----------
+    stages
+        The run's stage rows, oldest first (`Catalog.stage_rows`).
+
+    Returns
+    -------
+    StoppedAt or None
+        None when the newest row completed (the run stopped between stages) or there is none.
+    """
+    if not stages or stages[-1]["status"] not in ("failed", "gate_failed"):
+        return None
+    last = stages[-1]
+    return StoppedAt(last["round"], last["stage"], last["status"], one_line(last["error"]))
+
+
+def effective_status(run_status: str, last_stage_status: str | None, *, live: bool) -> str:
+    """The run's status as `status` and `runs` report it: a `running` run without a live lock
+    holder is `interrupted` (it was killed), and a `failed` run whose newest stage row failed its
+    gate is `gate_failed` (the flow records any stop as `failed`).
+
+    Parameters
+    ----------
+    run_status
+        The status the catalog records.
+    last_stage_status
+        The status of the run's newest stage row (None without one).
+    live
+        Whether a live process holds the run's lock.
+    """
+    if run_status == "running" and not live:
+        return "interrupted"
+    if run_status == "failed" and last_stage_status == "gate_failed":
+        return "gate_failed"
+    return run_status
+
+
+def stop_line(run_id: str, run_status: str, stages: list[dict[str, Any]],
+              log: Path) -> tuple[str | None, int]:
+    """(the line naming what stopped the run, or None for a completed or running one; the exit
+    status `flywheel status` reports).
+
+    Parameters
+    ----------
+    run_id
+        The run.
+    run_status
+        Its status as `effective_status` reports it ("interrupted" for a killed run too).
+    stages
+        Its stage rows, oldest first.
+    log
+        The run's log file (flows/execution.py `log_path`).
+    """
+    code = exit_codes.STATUS_EXIT.get(run_status, exit_codes.STAGE_FAILED)
+    if code == exit_codes.OK:
+        return None, code
+    where = stopped_at(stages)
+    at = f"stage {where.stage} (round {where.round})" if where else None
+    resume = f"`flywheel resume {run_id}`"
+    if run_status == "interrupted":
+        during = f"during {where.stage} (round {where.round})" if where else "between stages"
+        return (f"run {run_id}: interrupted {during}; {resume} continues from the last "
+                "finished stage", code)
+    if run_status == "gate_failed":
+        return (f"run {run_id}: gate failed at {at}: {where.error}; fix the thresholds under "
+                f"[gates] in a config file, then `flywheel resume {run_id} --config FILE` "
+                f"(`flywheel validate {run_id}` shows the failed checks)", code)
+    cause = f"at {at}: {where.error}" if where else "outside a stage"
+    details = f"traceback in {log}" if log.exists() else "no log file"
+    return (f"run {run_id}: {run_status} {cause}; {details}; {resume} continues once the cause "
+            "is fixed", code)

@@ -1,0 +1,199 @@
+"""Multi-process training: with `[train] num_processes = N > 1` each trainer pass runs as
+`accelerate launch --multi_gpu --num_processes N -m models.launch <spec>`, a subprocess the
+train stage owns. On GPUs it is one process per GPU (NCCL); on the CPU the same command runs N
+processes over gloo (the multi-process CPU test uses it). The pass's inputs travel as files in
+`<work_dir>/launch/`:
+
+    launch/spec.json   {"kind": "sft", "base": ".../checkpoint-1a2b", "out_dir": ..., ...,
+                        "settings": {"learning_rate": 0.002, ...}, "common": {"epochs": 20.0, ...},
+                        "runtime": {"precision": {"device": "cuda", "dtype": "bfloat16"}, ...},
+                        "run_config": {...}}            # GRPO: the verifier's domain is rebuilt
+    launch/rows.json   the pass's training rows
+    launch/log.txt     everything the processes printed
+    launch/result.json the TrainResult, written by the main process last
+
+The main process prints one `flywheel-progress <step> <total> <loss>` line per optimizer step;
+the train stage reads them and advances its progress bar (and the crash tests' pause points).
+A non-zero exit raises with the exit status and the log's last lines, so the error names what
+failed in the processes (an out-of-memory there reads as one here: models/passes.py retries it).
+Resuming works as in one process: the Trainer's checkpoints in `work_dir` hold every rank's RNG
+state, and `common["resume_from"]` names the one to continue from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections import deque
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from models.runtime import LoraSettings, Precision, TrainRuntime
+from models.trainer import TrainProgress, TrainResult
+
+PROGRESS_PREFIX = "flywheel-progress"
+LAUNCHABLE = ("sft", "grpo", "dpo")  # the proposer's GRPO pass samples the incumbent online
+LOG_TAIL_LINES = 25
+# the last line of a Python traceback (`OSError: ...`), possibly prefixed `[rank0]: ` by torchrun
+_EXCEPTION_LINE = re.compile(r"^(\[rank\d+\]:\s*)?([\w.]+(Error|Exception|Interrupt)\b.*)$")
+# per-pass keyword arguments that are paths (JSON carries them as strings)
+_PATH_KEYS = ("base", "out_dir", "work_dir", "resume_from")
+
+
+def trainer_of(kind: str, domain: Any) -> Any:
+    """The trainer function of pass `kind` ("sft", "grpo", "dpo"); GRPO's with the verifier of
+    `domain` bound as its reward."""
+    from functools import partial
+
+    if kind not in LAUNCHABLE:
+        msg = (f"a {kind!r} pass cannot run in several processes (train.num_processes > 1 runs "
+               f"{', '.join(LAUNCHABLE)} passes); set train.num_processes = 1")
+        raise ValueError(msg)
+    if kind == "grpo":
+        from models.grpo import train_grpo, verifier_reward
+
+        return partial(train_grpo, reward=verifier_reward(domain))
+    if kind == "dpo":
+        from models.dpo import train_dpo
+
+        return train_dpo
+    from models.trainer import train_sft
+
+    return train_sft
+
+
+def launch_command(spec: Path, num_processes: int) -> list[str]:
+    """The `accelerate launch` command line of one pass (this interpreter, a free port)."""
+    return [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
+            "--num_processes", str(num_processes), "--num_machines", "1",
+            "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "0",
+            "-m", "models.launch", str(spec)]
+
+
+def write_spec(kind: str, *, rows: list[dict[str, Any]], runtime: TrainRuntime,
+               settings: dict[str, Any], run_config: dict[str, Any], **common: Any) -> Path:
+    """Write the pass's spec and rows into `<common work_dir>/launch/`; returns the spec path."""
+    folder = Path(common["work_dir"]) / "launch"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "rows.json").write_text(json.dumps(rows, default=str))
+    (folder / "result.json").unlink(missing_ok=True)
+    paths = {key: None if common.get(key) is None else str(common[key]) for key in _PATH_KEYS}
+    spec = {"kind": kind, **paths, "settings": settings, "runtime": asdict(runtime),
+            "common": {k: v for k, v in common.items() if k not in _PATH_KEYS},
+            "run_config": run_config}
+    (folder / "spec.json").write_text(json.dumps(spec))
+    return folder / "spec.json"
+
+
+def launch_pass(kind: str, *, progress: TrainProgress | None = None, **arguments: Any
+                ) -> TrainResult:
+    """Run one trainer pass in `runtime.num_processes` processes through `accelerate launch`.
+
+    Parameters
+    ----------
+    kind
+        "sft", "grpo" or "dpo".
+    progress
+        Called with (step, total, loss) for every step the main process reports.
+    **arguments
+        `rows`, `runtime`, `settings` (the pass's trainer settings), `run_config` (the run's
+        config as JSON data, for GRPO's domain) and the arguments every trainer takes (`base`,
+        `out_dir`, `work_dir`, `epochs`, `max_steps`, `seed`, `save_steps`,
+        `gradient_accumulation_steps`, `resume_from`).
+
+    Returns
+    -------
+    TrainResult
+        As the main process recorded it.
+
+    Raises
+    ------
+    RuntimeError
+        The launch exited non-zero: its status and the log's last lines.
+    """
+    if kind not in LAUNCHABLE:
+        trainer_of(kind, None)  # raises before anything is launched
+    spec = write_spec(kind, **arguments)
+    log = spec.parent / "log.txt"
+    tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
+    errors: list[str] = []  # exception lines; the processes' last one is what they raised
+    with log.open("w") as sink, subprocess.Popen(
+            launch_command(spec, arguments["runtime"].num_processes), stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            start_new_session=True) as process:
+        try:
+            for line in process.stdout:
+                sink.write(line)
+                tail.append(line.rstrip())
+                if found := _EXCEPTION_LINE.match(line.rstrip()):
+                    errors.append(found.group(2))
+                report(line, progress)
+            status = process.wait()
+        except BaseException:
+            os.killpg(process.pid, 9)  # no orphaned training processes after an interruption
+            raise
+    if status != 0 or not (spec.parent / "result.json").is_file():
+        raised = [e for e in errors if "ChildFailedError" not in e] or ["no exception printed"]
+        lines = "\n".join(tail)
+        msg = (f"accelerate launch of the {kind} pass ({arguments['runtime'].num_processes} "
+               f"processes) exited with status {status}: {raised[-1]}; the last lines of {log}:"
+               f"\n{lines}")
+        raise RuntimeError(msg)
+    stored = json.loads((spec.parent / "result.json").read_text())
+    return TrainResult(**{**stored, "rewards": tuple(stored["rewards"])})
+
+
+def report(line: str, progress: TrainProgress | None) -> None:
+    """Pass a `flywheel-progress` line of the main process on to `progress`."""
+    parts = line.split()
+    if progress is None or len(parts) != 4 or parts[0] != PROGRESS_PREFIX:
+        return
+    progress(int(parts[1]), int(parts[2]), None if parts[3] == "-" else float(parts[3]))
+
+
+def runtime_from(data: dict[str, Any]) -> TrainRuntime:
+    """The TrainRuntime a spec's `runtime` (its `asdict`) describes."""
+    lora = data["lora"]
+    if lora is not None:
+        modules = lora["target_modules"]
+        lora = LoraSettings(**{**lora, "target_modules": modules if isinstance(modules, str)
+                               else tuple(modules)})
+    return TrainRuntime(precision=Precision(**data["precision"]),
+                        gradient_checkpointing=data["gradient_checkpointing"], lora=lora,
+                        num_processes=data["num_processes"])
+
+
+def run_spec(spec_path: Path) -> None:
+    """A launched process: train the spec's pass; the main process prints the progress lines
+    and writes `result.json` (atomically: temporary file, then rename)."""
+    spec = json.loads(Path(spec_path).read_text())
+    main = os.environ.get("RANK", "0") == "0"  # torchrun's global rank of this process
+
+    def progress(step: int, total: int, loss: float | None) -> None:
+        if main:
+            print(PROGRESS_PREFIX, step, total, "-" if loss is None else loss, flush=True)
+
+    domain = None
+    if spec["kind"] == "grpo":
+        from configs import RunConfig
+        from domains import get_domain
+
+        config = RunConfig.model_validate(spec["run_config"])
+        domain = get_domain(config.domain.name, config)
+    paths = {key: None if spec[key] is None else Path(spec[key]) for key in _PATH_KEYS}
+    result = trainer_of(spec["kind"], domain)(
+        rows=json.loads((Path(spec_path).parent / "rows.json").read_text()),
+        runtime=runtime_from(spec["runtime"]), progress=progress, **paths,
+        **spec["settings"], **spec["common"])
+    if main:
+        temp = Path(spec_path).parent / "result.json.tmp"
+        temp.write_text(json.dumps(asdict(result)))
+        temp.rename(temp.with_suffix(""))
+
+
+if __name__ == "__main__":
+    run_spec(Path(sys.argv[1]))

@@ -1,0 +1,172 @@
+"""The python_io domain: levels, generator, admission with recorded reasons, prompts, scoring."""
+
+from __future__ import annotations
+
+import ast
+import json
+import random
+
+import pytest
+
+from configs import ConfigError, load_config
+from domains import get_domain
+from domains.programs import TEMPLATES, level_of
+from domains.python_io import PythonIODomain
+
+ALL_MODES = {"deduction": 1.0, "abduction": 1.0, "induction": 1.0}
+
+
+@pytest.fixture(scope="module")
+def domain():
+    config = load_config(None, {"domain.name": "python_io", "domain.modes": ALL_MODES,
+                                "sandbox.cpu_seconds": 0.5, "sandbox.wall_seconds": 1.0})
+    built = get_domain("python_io", config)
+    yield built
+    built.pool.close()
+
+
+@pytest.mark.parametrize(("program", "level"), [
+    ("def f(x): return x*3+1", 1), ("def f(x): return abs(x-2)", 2),
+    ("def f(x): return x if x>1 else 0", 2), ("def f(s): return s[::-1]", 3),
+    ("def f(s): return s.upper()", 3), ("def f(x): return [i for i in x]", 4),
+    ("def f(x): y=x; return y", 5), ("def f(x): return (lambda y: y)(x)", 5),
+    ("def f(x): return " + "+".join(["x"] * 40), 2),  # arithmetic, but long: one level up
+])
+def test_level_comes_from_the_program(program, level):
+    assert level_of(ast.parse(program)) == level
+
+
+def test_every_template_has_the_level_it_is_filed_under():
+    for level, templates in TEMPLATES.items():
+        for template, _ in templates:
+            program = template.format(a=3, b=4, c=5, i=1)
+            assert level_of(ast.parse(program)) == level, program
+
+
+def test_generated_problems_have_their_level_and_parse_back_to_themselves(domain):
+    rng = random.Random(0)
+    for level in domain.levels:
+        for _ in range(6):
+            problem = domain.generate(rng, level)
+            assert problem.level == level
+            assert domain.parse(problem.text) == problem
+    assert {domain.generate(rng, 1).text.split(":")[0] for _ in range(60)} == set(ALL_MODES)
+
+
+def test_the_heldout_set_is_fixed_deduction_and_spans_every_level(domain):
+    first, second = domain.heldout(3), domain.heldout(3)
+    assert first == second and len(first) == 15
+    assert {p.level for p in first} == set(domain.levels)
+    assert all(p.text.startswith("deduction: ") for p in first)
+
+
+@pytest.mark.parametrize(("proposal", "reason"), [
+    ("", "empty"), ("37+5", "malformed"), ("deduction: def g(x): return x >>> f(1)", "malformed"),
+    ("deduction: def f(x): return x >>> f(1) >>> f(2)", "malformed"),  # deduction: one call
+    ("induction: def f(x): return x >>> f(1)", "malformed"),  # induction: two or more
+    ("deduction: def f(x): return x >>> f(y)", "malformed"),  # inputs are literals
+    ("deduction: import os\ndef f(x): return os.getpid() >>> f(1)", "forbidden"),
+    ("deduction: def f(x): return open('/etc/passwd').read() >>> f(1)", "forbidden"),
+    ("deduction: def f(x): return ().__class__ >>> f(1)", "forbidden"),
+    ("deduction: def f(x):\n    while True: pass >>> f(1)", "timeout"),
+    ("deduction: def f(x): return [0]*10**9 >>> f(1)", "memory"),
+    ("deduction: def f(x): return x/0 >>> f(1)", "crash"),
+    ("deduction: def f(x): return 'x'*10**5 >>> f(1)", "output_limit"),
+    ("deduction: def f(x): return id(x) >>> f(1)", "nondeterministic"),
+    ("deduction: import random\ndef f(x): return random.random() >>> f(1)", "nondeterministic"),
+    ("deduction: def f(x): return 'x'*200 >>> f(1)", "too_long"),
+])
+def test_refused_proposals_carry_their_reason(domain, proposal, reason):
+    assert domain.parse(proposal).reason == reason
+
+
+def test_outputs_written_by_the_proposer_are_recomputed(domain):
+    problem = domain.parse("deduction: def f(x): return x*3+1 >>> f(4) == 99")
+    assert problem.text == "deduction: def f(x): return x*3+1 >>> f(4) == 13"
+    assert problem.reference == "13"
+
+
+def test_solver_prompts_show_only_what_the_mode_allows(domain):
+    deduction = domain.parse("deduction: def f(x): return x*3+1 >>> f(4)")
+    abduction = domain.parse("abduction: def f(x): return x*3+1 >>> f(4)")
+    induction = domain.parse("induction: def f(x): return x*3+1 >>> f(1) >>> f(2) >>> f(5)"
+                             " >>> f(0)")
+    assert domain.solver_prompt(deduction.text).endswith("f(4) == ")
+    assert "13" not in domain.solver_prompt(deduction.text)
+    assert "f(4)" not in domain.solver_prompt(abduction.text)
+    assert "== 13" in domain.solver_prompt(abduction.text)
+    shown = domain.solver_prompt(induction.text)
+    assert "def f" not in shown and "f(2) == 7" in shown and "f(5)" not in shown
+    assert json.loads(induction.reference)["calls"] == ["(5,)", "(0,)"]
+
+
+def test_deduction_answers_compare_as_values(domain):
+    assert domain.score(["13", " 13\n", "13.0", "14", ""], ["13"] * 5) == [1.0, 1.0, 0.0, 0.0,
+                                                                            0.0]
+    assert domain.score(["[1,2]", "{'b': 1, 'a': 2}"], ["[1, 2]", "{'a': 2, 'b': 1}"]) == [1.0, 1.0]
+    assert domain.score(["13"], [None]) == [None]
+
+
+def test_abduction_accepts_any_input_that_gives_the_output(domain):
+    problem = domain.parse("abduction: def f(x): return x%3 >>> f(7)")  # f(7) == 1
+    judged = domain.run_answers(["7)", "4)", "1", "5)", "f(", "open('x')"], [problem.reference] * 6)
+    assert judged == [(1.0, "ok"), (1.0, "ok"), (1.0, "ok"), (0.0, "ok"), (0.0, None),
+                      (0.0, None)]
+
+
+def test_induction_runs_the_written_function_on_the_hidden_calls(domain):
+    problem = domain.parse("induction: def f(x): return x*3+1 >>> f(1) >>> f(2) >>> f(5)"
+                           " >>> f(0)")
+    answers = ["def f(x): return 3*x+1", "def f(x): return 3*x+1 if x < 3 else 0",
+               "def f(x): return open('/root/.ssh/id_rsa')", "def f(x):\n    while True: pass",
+               "def g(x): return 3*x+1", "def f(x): return 7"]
+    judged = domain.run_answers(answers, [problem.reference] * len(answers))
+    assert judged == [(1.0, "ok"), (0.0, "ok"), (0.0, "forbidden"), (0.0, "timeout"),
+                      (0.0, None), (0.0, "ok")]
+
+
+def test_synthesize_records_why_programs_failed_as_drop_reasons(domain):
+    from tasks.synthesize import admit
+
+    texts = ["deduction: def f(x): return x+1 >>> f(1)",
+             "deduction: def f(x): return 1/0 >>> f(1)",
+             "deduction: def f(x):\n    while 1: pass >>> f(1)", "not a program",
+             "deduction: def f(x): return id(x) >>> f(1)",
+             "deduction: def f(x): return x+1 >>> f(1)"]
+    proposals, problems = admit(domain, [("<propose>L1:", t) for t in texts], source="proposer",
+                                seen=set(), heldout=set(), run_id="r", round_index=1)
+    assert [p["drop_reason"] for p in proposals] == [None, "crash", "timeout", "invalid",
+                                                     "nondeterministic", "duplicate"]
+    assert [p["reference"] for p in problems] == ["2"]
+
+
+def test_the_domain_pickles_without_its_processes(domain):
+    import pickle
+
+    copy = pickle.loads(pickle.dumps(domain))
+    assert copy.pool._workers == [] and copy.parse("deduction: def f(x): return -x >>> f(2)")
+    copy.pool.close()
+
+
+@pytest.mark.parametrize(("text", "needle"), [
+    ("[domain]\nname = 'python_io'\nmodes = { deduction = 0, abduction = 0, induction = 0 }",
+     "not all 0"),
+    ("[domain]\nmodes = { deduction = 1 }", "give deduction, abduction and induction"),
+    ("[sandbox]\ncpu_seconds = 3\nwall_seconds = 1", "wall_seconds = 1.0 must be >= cpu_seconds"),
+    ("[sandbox]\nisolation = 'none'", "`sandbox.isolation` = 'none'"),
+    ("[sandbox]\nmemory_mb = 1", "`sandbox.memory_mb` = 1"),
+])
+def test_bad_python_io_settings_name_the_key(tmp_path, text, needle):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=None) as info:
+        load_config(path)
+    assert needle in str(info.value)
+
+
+def test_the_sandbox_limits_join_the_fingerprints_of_python_io_runs_only():
+    python_io = load_config(None, {"domain.name": "python_io"})
+    assert python_io.executor_slice() == {"sandbox": python_io.sandbox.fingerprint()}
+    assert "workers" not in python_io.sandbox.fingerprint()
+    assert load_config(None).executor_slice() == {}
+    assert isinstance(get_domain("python_io"), PythonIODomain)

@@ -1,0 +1,109 @@
+"""Checkpoint provenance without training a model: the train stage (a fake trainer) writes a model
+card that `huggingface_hub.ModelCard.load` reads, naming run, round, parent and data; promote
+adds the held-out accuracy and decision; the same inputs give the same bytes; and checkpoint
+files are readable (safetensors' 0600 weights and mkdtemp's 0700 folder are opened up)."""
+
+from __future__ import annotations
+
+import stat
+
+import pytest
+from huggingface_hub import ModelCard
+
+from configs import load_config
+from models import trainer
+from models.trainer import TrainResult
+from storage.datasets import dataset_path, write_atomic
+from storage.permissions import process_umask
+from tasks.context import Checkpoint, RunContext
+from tasks.evaluate import Evaluation
+from tasks.model_card import card_text, read_meta
+from tasks.promote import promote
+from tasks.stage import StageOutput
+from tasks.train import train
+
+
+def _eval_rows(checkpoint: str, marks: list[bool]) -> list[dict]:
+    return [{"run_id": "r", "round": 0, "checkpoint": checkpoint, "item_id": f"i{i}", "level": 1,
+             "prompt": f"<solve>{i}+1=", "completion": "x", "answer": "x", "reference": "y",
+             "correct": ok} for i, ok in enumerate(marks)]
+
+
+@pytest.fixture
+def trained(tmp_path, monkeypatch):
+    """(ctx, the incumbent, the curate output, the candidate) after a fake training."""
+    config = load_config(None, {"rounds": 0, "gates.enabled": False})
+    ctx = RunContext(data_root=tmp_path, run_id="r", config=config)
+    rows = [{"train_row_id": f"t{i}", "run_id": "r", "round": 0, "role": "solver",
+             "prompt": f"<solve>{i}+1=", "completion": str(i + 1), "rejected": None, "weight": 1.0,
+             "problem_id": f"p{i}", "rollout_id": None, "proposal_id": f"q{i}"} for i in range(8)]
+    path = write_atomic("train_rows", rows,
+                        dataset_path(tmp_path, "r", 0, "train_rows", "a" * 32)).path
+    curated = StageOutput("curate", 0, "a" * 32, {"train_rows": path}, skipped=False)
+    incumbent = Checkpoint(path=ctx.run_dir / "round-000" / "checkpoint-bbbbbbbbbbbb",
+                           fingerprint="b" * 32)
+
+    def fake_train_sft(**kwargs):
+        out = kwargs["out_dir"]
+        out.mkdir(parents=True, mode=0o700)
+        weights = out / "model.safetensors"
+        weights.write_bytes(b"weights")
+        weights.chmod(0o600)  # as safetensors writes it
+        return TrainResult(steps=1, final_loss=1.0, mean_loss=1.0, trained_tokens=8)
+
+    monkeypatch.setattr(trainer, "train_sft", fake_train_sft)
+    return ctx, incumbent, curated, train.fn(ctx, 0, incumbent, curated, [])
+
+
+def test_a_trained_checkpoint_carries_a_model_card_and_is_readable(trained):
+    ctx, incumbent, curated, candidate = trained
+    card = ModelCard.load(candidate.path / "README.md")
+    meta = card.data.to_dict()["flywheel"]
+    assert meta["run_id"] == "r" and meta["round"] == 0 and meta["stage"] == "train"
+    assert meta["fingerprint"] == candidate.fingerprint
+    assert meta["parent_checkpoint"] == {"fingerprint": "b" * 32,
+                                         "folder": "round-000/checkpoint-bbbbbbbbbbbb"}
+    assert meta["data"] == {"train_rows": curated.fingerprint} and meta["training_rows"] == 8
+    assert meta["config"]["warmup"] is True and "batch_size" in meta["config"]["train"]
+    assert "round 0 of run `r`" in card.text
+    text = (candidate.path / "README.md").read_text()
+    assert str(ctx.data_root) not in text, "no absolute path: a moved data root keeps its cards"
+
+    mask = process_umask()
+    assert stat.S_IMODE(candidate.path.stat().st_mode) == 0o777 & ~mask
+    for name in ("model.safetensors", "README.md"):
+        assert stat.S_IMODE((candidate.path / name).stat().st_mode) == 0o666 & ~mask, name
+
+
+def test_promote_adds_the_held_out_accuracy_and_decision_to_the_card(trained, tmp_path):
+    ctx, incumbent, _, candidate = trained
+    before = (candidate.path / "README.md").read_bytes()
+    evals = {}
+    for name, fingerprint, marks in (("candidate", "c" * 32, [True, True, True, False]),
+                                     ("incumbent", "d" * 32, [True, False, False, False])):
+        path = write_atomic("evals", _eval_rows(name, marks),
+                            dataset_path(tmp_path, "r", 0, "evals", fingerprint)).path
+        evals[name] = Evaluation({"accuracy": sum(marks) / 4}, path, fingerprint)
+    winner = promote.fn(ctx, 0, incumbent, evals["incumbent"], candidate, evals["candidate"])
+    assert winner == candidate
+    meta = ModelCard.load(candidate.path / "README.md").data.to_dict()["flywheel"]
+    assert meta["evaluation"] == {
+        "heldout_accuracy": 0.75, "evals": "c" * 32, "incumbent": "b" * 32,
+        "incumbent_accuracy": 0.25, "promoted": True,
+        "reason": "accuracy 0.750 >= 0.250 - 0.000"}
+    assert meta["data"] == read_meta(candidate.path)["data"], "the training provenance stays"
+    assert before != (candidate.path / "README.md").read_bytes()
+
+
+def test_the_card_is_deterministic_and_reads_back():
+    meta = {"run_id": "r", "round": 2, "stage": "train", "fingerprint": "f" * 32,
+            "parent_checkpoint": {"fingerprint": "e" * 32, "folder": "round-001/checkpoint-e"},
+            "data": {"train_rows": "a" * 32}, "training_rows": 3, "seed": 7,
+            "config": {"train": {"learning_rate": 0.001, "note": "ünïcode: yes"}}}
+    assert card_text(meta) == card_text(dict(meta))
+    first = card_text(meta)
+    assert first.startswith("---\n") and "\n---\n" in first
+    import yaml
+
+    header = yaml.safe_load(first.split("---\n")[1])
+    assert header["flywheel"] == meta and header["library_name"] == "transformers"
