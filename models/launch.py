@@ -193,6 +193,17 @@ def run_spec(spec_path: Path) -> None:
         temp = Path(spec_path).parent / "result.json.tmp"
         temp.write_text(json.dumps(asdict(result)))
         temp.rename(temp.with_suffix(""))
+    _leave_group()
+
+
+def _leave_group() -> None:
+    """Wait for every process, then tear the process group down: a process that exits with
+    gloo's threads still running aborts ("terminate called without an active exception")."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":
