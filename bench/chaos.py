@@ -100,24 +100,9 @@ def live_servers(work: Path) -> list[int]:
 
 
 def snapshot(data_root: Path) -> dict:
-    from storage.catalog import Catalog
+    from storage.run_state import completed_state
 
-    catalog = Catalog(data_root)
-    stages = catalog.query(
-        "SELECT round, stage, fingerprint, rows FROM stages"
-        " WHERE run_id = ? AND status = 'completed'", [RUN_ID])
-    files = catalog.query(
-        "SELECT d.round, d.stage, d.kind, d.rows, d.checksum FROM datasets d JOIN stages s"
-        " ON d.run_id = s.run_id AND d.fingerprint = s.fingerprint"
-        " WHERE d.run_id = ? AND s.status = 'completed'", [RUN_ID])
-    run_dir = data_root / "runs" / RUN_ID
-    names = sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*") if p.name != "run.lock")
-    return {
-        "stages": sorted((s["round"], s["stage"], s["fingerprint"], s["rows"]) for s in stages),
-        "files": sorted((f["round"], f["stage"], f["kind"], f["rows"], f["checksum"])
-                        for f in files),
-        "names": names,
-    }
+    return completed_state(data_root, RUN_ID)
 
 
 def stage_seconds(data_root: Path) -> dict[tuple[int, str], float]:

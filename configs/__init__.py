@@ -141,6 +141,14 @@ class DomainConfig(_Section):
             raise ValueError(msg)
         return self
 
+    def fingerprint(self) -> dict[str, Any]:
+        """The section as fingerprinted: the keys of one domain only (python_io's `modes`,
+        `[domain.reasoning_gym]`, `[domain.dataset]`) enter in that domain alone, so a run of
+        another domain keeps its fingerprints whatever they are set to."""
+        owner = {"modes": "python_io", "reasoning_gym": "reasoning_gym", "dataset": "dataset"}
+        return {key: value for key, value in self.model_dump(mode="json").items()
+                if owner.get(key, self.name) == self.name}
+
 
 class BanditConfig(_Section):
     """`[synthesize.bandit]`: the level bandit of `synthesize.level_scheduler = "bandit"`
@@ -755,21 +763,13 @@ class RunConfig(_Section):
         return self
 
     def slice(self, *names: str) -> dict[str, Any]:
-        """The config sections a stage reads, as plain data for its fingerprint.
-
-        `[domain]` and `[verify]` hold keys of one domain only (python_io's `modes`, the
-        `[domain.reasoning_gym]` and `[domain.dataset]` sections, the answer checking of the
-        free-form domains); those enter a fingerprint only in their domain, so a run of the
-        other domains keeps its fingerprints whatever they are set to.
-        """
-        out = {name: getattr(self, name).model_dump(mode="json") for name in names}
-        domain = self.domain.name
-        if "domain" in out:
-            foreign = {"modes": "python_io", "reasoning_gym": "reasoning_gym",
-                       "dataset": "dataset"}
-            out["domain"] = {k: v for k, v in out["domain"].items()
-                             if foreign.get(k, domain) == domain}
-        if "verify" in out and domain not in FREE_FORM_DOMAINS:
+        """The config sections a stage reads, as plain data for its fingerprint: a section's
+        own `fingerprint()` where it has one (`[domain]`); `[verify]`'s answer checking only in
+        the free-form domains that use it."""
+        out = {name: (section.fingerprint() if isinstance(section, DomainConfig)
+                      else section.model_dump(mode="json"))
+               for name in names for section in [getattr(self, name)]}
+        if "verify" in out and self.domain.name not in FREE_FORM_DOMAINS:
             out["verify"] = {"labels": out["verify"]["labels"]}
         return out
 

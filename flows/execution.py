@@ -176,14 +176,10 @@ def execute(data_root: Path, run_id: str, config: Any, *, command: str, echo: Ec
         except RunLocked as exc:
             echo(f"error: {exc}")
             return exit_codes.LOCKED
-        except GateFailed as exc:  # the report, not a traceback
-            if interrupted_by(exc) is None:
-                print_gate_failure(exc, run_id, echo=echo)
-                return exit_codes.GATE_FAILED
-            line, code = stopped_line(exc, run_id, _record_traceback(log, exc))
-            echo(line)
-            return code
         except (Exception, KeyboardInterrupt) as exc:
+            if isinstance(exc, GateFailed) and interrupted_by(exc) is None:
+                print_gate_failure(exc, run_id, echo=echo)  # the report, not a traceback
+                return exit_codes.GATE_FAILED
             line, code = stopped_line(exc, run_id, _record_traceback(log, exc))
             echo(line)
             return code

@@ -409,16 +409,13 @@ class Catalog:
         One dict per such stage: round, stage, fingerprint, listed (datasets rows there) and
         outputs (how many the stage wrote), in round and stage order.
         """
-        with self.connect(read_only=True) as con:
-            cursor = con.execute(
-                "SELECT s.round, s.stage, s.fingerprint, count(DISTINCT d.kind) AS listed,"
-                " max(s.outputs) AS outputs FROM stages s LEFT JOIN datasets d"
-                " ON d.run_id = s.run_id AND d.fingerprint = s.fingerprint"
-                " WHERE s.run_id = ? AND s.status = 'completed' AND s.outputs IS NOT NULL"
-                " GROUP BY s.round, s.stage, s.fingerprint HAVING listed < max(s.outputs)"
-                " ORDER BY s.round, min(s.started_at)", [run_id])
-            names = [c[0] for c in cursor.description]
-            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+        return self.query(
+            "SELECT s.round, s.stage, s.fingerprint, count(DISTINCT d.kind) AS listed,"
+            " max(s.outputs) AS outputs FROM stages s LEFT JOIN datasets d"
+            " ON d.run_id = s.run_id AND d.fingerprint = s.fingerprint"
+            " WHERE s.run_id = ? AND s.status = 'completed' AND s.outputs IS NOT NULL"
+            " GROUP BY s.round, s.stage, s.fingerprint HAVING listed < max(s.outputs)"
+            " ORDER BY s.round, min(s.started_at)", [run_id])
 
     def record_completed(
         self,

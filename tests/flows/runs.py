@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from storage.catalog import Catalog
+from storage.run_state import completed_state as snapshot  # noqa: F401 - re-exported
 
 
 def child_env(tmp: Path, prefect_url: str | None, **extra: str) -> dict[str, str]:
@@ -45,25 +45,3 @@ def wait_paused(proc: subprocess.Popen, marker: Path, point: str, log: Path) -> 
             pytest.fail(f"exited {proc.returncode} before reaching {point}:\n{log.read_text()}")
         time.sleep(0.05)
     pytest.fail(f"never reached {point}:\n{log.read_text()}")
-
-
-def snapshot(data_root: Path, run_id: str) -> dict:
-    """What must not depend on interruptions: per stage its fingerprint and row count, per file
-    its row count and checksum (keyed by round, stage and kind; paths differ between roots),
-    and the names in the run's folder (nothing half written, duplicated or stale left over)."""
-    catalog = Catalog(data_root)
-    stages = catalog.query(
-        "SELECT round, stage, fingerprint, rows FROM stages"
-        " WHERE run_id = ? AND status = 'completed'", [run_id])
-    files = catalog.query(
-        "SELECT d.round, d.stage, d.kind, d.rows, d.checksum FROM datasets d JOIN stages s"
-        " ON d.run_id = s.run_id AND d.fingerprint = s.fingerprint"
-        " WHERE d.run_id = ? AND s.status = 'completed'", [run_id])
-    run_dir = data_root / "runs" / run_id
-    names = sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*") if p.name != "run.lock")
-    return {
-        "stages": sorted((s["round"], s["stage"], s["fingerprint"], s["rows"]) for s in stages),
-        "files": sorted((f["round"], f["stage"], f["kind"], f["rows"], f["checksum"])
-                        for f in files),
-        "names": names,
-    }
