@@ -21,7 +21,7 @@ import ast
 import random
 import re
 
-from domains.base import PROPOSE_TAG, SOLVE_TAG, Problem, Rejected
+from domains.base import SOLVE_TAG, Problem, Rejected, digit_shape, level_prompt
 
 _EXPRESSION = re.compile(r"^(0|[1-9]\d{0,2})([+\-*](0|[1-9]\d{0,2})){1,2}$")
 _ANSWER = re.compile(r"^\s*(-?\d+)")
@@ -69,11 +69,11 @@ class ArithmeticDomain:
     levels = (1, 2, 3, 4, 5)
 
     def proposer_prompt(self, level: int) -> str:
-        return f"{PROPOSE_TAG}L{level}:"
+        return level_prompt(level)
 
     def shape(self, problem_text: str) -> str:
         """Every digit as 0: `512-87` and `734-21` share the form `000-00`."""
-        return re.sub(r"\d", "0", problem_text)
+        return digit_shape(problem_text)
 
     def parse(self, proposal: str) -> Problem | Rejected:
         text = proposal.strip()

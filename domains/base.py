@@ -8,6 +8,7 @@ the proposer never writes.
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -15,6 +16,17 @@ from typing import Protocol
 # model's tokenizer (models/tiny.py) has each as one special token.
 PROPOSE_TAG = "<propose>"
 SOLVE_TAG = "<solve>"
+
+
+
+def level_prompt(level: int) -> str:
+    """The proposer prompt every domain uses: the role tag and the level, `<propose>L3:`."""
+    return f"{PROPOSE_TAG}L{level}:"
+
+
+def digit_shape(text: str) -> str:
+    """Every digit as 0: `512-87` and `734-21` share the shape `000-00` (near-duplicates)."""
+    return re.sub(r"\d", "0", text)
 
 
 @dataclass(frozen=True)

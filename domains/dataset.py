@@ -27,7 +27,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from domains.base import PROPOSE_TAG, SOLVE_TAG, Problem, Rejected
+from domains.base import SOLVE_TAG, Problem, Rejected, digit_shape, level_prompt
 from domains.checking import AnswerChecker, Judgement
 
 if TYPE_CHECKING:
@@ -136,10 +136,10 @@ class DatasetDomain:
         self.checker = AnswerChecker.from_config(config.verify, default_compare="math")
 
     def proposer_prompt(self, level: int) -> str:
-        return f"{PROPOSE_TAG}L{level}:"
+        return level_prompt(level)
 
     def shape(self, problem_text: str) -> str:
-        return re.sub(r"\d", "0", problem_text)
+        return digit_shape(problem_text)
 
     def parse(self, proposal: str) -> Problem | Rejected:
         text = _SPACES.sub(" ", proposal.strip())

@@ -38,7 +38,7 @@ import random
 import re
 
 from configs import RunConfig
-from domains.base import PROPOSE_TAG, SOLVE_TAG, Problem, Rejected
+from domains.base import SOLVE_TAG, Problem, Rejected, digit_shape, level_prompt
 from domains.programs import LEVELS, draw_input, draw_program, function_of, level_of
 from domains.sandbox import Job, Limits, SandboxPool, canonical
 from domains.sandbox.policy import check_program
@@ -104,7 +104,7 @@ class PythonIODomain:
     # ---- prompts ---------------------------------------------------------------------------
 
     def proposer_prompt(self, level: int) -> str:
-        return f"{PROPOSE_TAG}L{level}:"
+        return level_prompt(level)
 
     def solver_prompt(self, problem_text: str) -> str:
         mode, program, calls = _split(problem_text)
@@ -117,7 +117,7 @@ class PythonIODomain:
 
     def shape(self, problem_text: str) -> str:
         """Digits as 0 and string contents masked: programs of one template share a shape."""
-        return re.sub(r"\d", "0", re.sub(r"'[^']*'", "''", problem_text))
+        return digit_shape(re.sub(r"'[^']*'", "''", problem_text))
 
     # ---- admission -------------------------------------------------------------------------
 

@@ -35,7 +35,7 @@ import random
 import re
 from typing import TYPE_CHECKING, Any
 
-from domains.base import PROPOSE_TAG, SOLVE_TAG, Problem, Rejected
+from domains.base import SOLVE_TAG, Problem, Rejected, digit_shape, level_prompt
 from domains.checking import AnswerChecker, Judgement
 
 if TYPE_CHECKING:
@@ -112,11 +112,11 @@ class ReasoningGymDomain:
         return parts[0] if parts else None
 
     def proposer_prompt(self, level: int) -> str:
-        return f"{PROPOSE_TAG}L{level}:"
+        return level_prompt(level)
 
     def shape(self, problem_text: str) -> str:
         """Every digit as 0, as for arithmetic."""
-        return re.sub(r"\d", "0", problem_text)
+        return digit_shape(problem_text)
 
     def parse(self, proposal: str) -> Problem | Rejected:
         text = proposal.strip()
