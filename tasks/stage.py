@@ -5,6 +5,14 @@
                 -> catalog row last (`gate_failed` and GateFailed raised when a gate fails:
                    tasks/gates.py)
 
+Every stage logs one line through the `flywheel` logger when it starts and one when it ends,
+each opening with an ISO timestamp so they read the same under cron or CI as on a terminal:
+
+    2025-01-02T03:04:05+00:00 round 1 rollout: started (fingerprint 3f2a9c1b0d4e)
+    2025-01-02T03:05:17+00:00 round 1 rollout: completed in 72.1 s; rows rollouts=4096
+    2025-01-02T03:05:18+00:00 round 1 verify: reused (fingerprint 77aa01b2c3d4); rows verdicts=4096
+    2025-01-02T03:05:18+00:00 round 1 train: failed after 3.2 s: OSError: ...
+
 A stage that fails records a `failed` row with its error and re-raises; nothing it half wrote
 is visible (temporary files are removed, checkpoint folders are renamed into place last).
 A recorded output found damaged (missing, truncated, wrong row count or checksum) is reported
@@ -18,8 +26,9 @@ import logging
 import shutil
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +94,25 @@ def checkpoint_dir(ctx: RunContext, round_index: int, fingerprint: str) -> Path:
     return round_dir(ctx.data_root, ctx.run_id, round_index) / f"checkpoint-{fingerprint[:12]}"
 
 
+def timestamp(epoch: float | None = None) -> str:
+    """`epoch` (default: now) as an ISO 8601 timestamp in local time with its UTC offset."""
+    moment = datetime.fromtimestamp(time.time() if epoch is None else epoch, UTC)
+    return moment.astimezone().isoformat(timespec="seconds")
+
+
+def rows_text(rows: Mapping[str, int | None]) -> str:
+    """`rows rollouts=4096 checkpoint=512` for a stage's rows per dataset kind ('' for none)."""
+    return ("rows " + " ".join(f"{kind}={n}" for kind, n in rows.items())) if rows else ""
+
+
+def log_stage(round_index: int, stage: str, event: str,
+              rows: Mapping[str, int | None] | None = None) -> None:
+    """One timestamped line of a stage's start or end: `<ISO time> round N STAGE: EVENT; rows`."""
+    detail = rows_text(rows or {})
+    log.info("%s round %d %s: %s%s", timestamp(), round_index, stage, event,
+             f"; {detail}" if detail else "")
+
+
 def run_stage(
     ctx: RunContext,
     *,
@@ -129,6 +157,7 @@ def run_stage(
     if stored is not None:
         return stored
     started = time.time()
+    log_stage(round_index, stage, f"started (fingerprint {fingerprint[:12]})")
     try:
         pause_point(f"{stage}:{round_index}:start")
         result = compute(fingerprint)
@@ -137,6 +166,8 @@ def run_stage(
     except BaseException as exc:
         mark_failed_stage(exc, stage, round_index)
         error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        log_stage(round_index, stage, f"failed after {time.time() - started:.1f} s: "
+                  f"{error.splitlines()[-1] if error else type(exc).__name__}")
         try:
             ctx.catalog.record_failed(
                 run_id=ctx.run_id, round_index=round_index, stage=stage, fingerprint=fingerprint,
@@ -146,11 +177,16 @@ def run_stage(
             exc.add_note(f"(the failure could not be recorded in the catalog: {record_exc})")
         raise
     try:
-        return record_result(ctx, result, outputs, stage=stage, round_index=round_index,
-                             fingerprint=fingerprint, inputs=inputs, started=started)
+        output = record_result(ctx, result, outputs, stage=stage, round_index=round_index,
+                               fingerprint=fingerprint, inputs=inputs, started=started)
     except BaseException as exc:  # a gate or the catalog; the stage's row says which
         mark_failed_stage(exc, stage, round_index)
+        log_stage(round_index, stage, f"stopped after {time.time() - started:.1f} s: "
+                  f"{type(exc).__name__}", {o.kind: o.rows for o in outputs})
         raise
+    log_stage(round_index, stage, f"completed in {time.time() - started:.1f} s",
+              {o.kind: o.rows for o in outputs})
+    return output
 
 
 def mark_failed_stage(exc: BaseException, stage: str, round_index: int) -> None:
@@ -214,8 +250,8 @@ def stored_output(ctx: RunContext, *, stage: str, round_index: int, fingerprint:
     if recorded is not None:
         damage = check_recorded(recorded) or lost_rows(ctx, round_index, fingerprint, recorded)
         if damage is None:
-            log.info("round %d %s: done (fingerprint %s), skipped", round_index, stage,
-                     fingerprint[:12])
+            log_stage(round_index, stage, f"reused (fingerprint {fingerprint[:12]})",
+                      {kind: info["rows"] for kind, info in recorded.items()})
             paths = {kind: Path(info["path"]) for kind, info in recorded.items()}
             return StageOutput(stage, round_index, fingerprint, paths, skipped=True)
         notice(str(Discarded(*damage)))
@@ -224,6 +260,8 @@ def stored_output(ctx: RunContext, *, stage: str, round_index: int, fingerprint:
         ctx.catalog.discard_stage(ctx.run_id, fingerprint, f"{damage[0]}: {damage[1]}")
     regated = regate_stored(ctx, stage=stage, round_index=round_index, fingerprint=fingerprint)
     if regated is not None:
+        log_stage(round_index, stage, f"reused (fingerprint {fingerprint[:12]}, gate passed "
+                  "on its stored data)")
         return StageOutput(stage, round_index, fingerprint, regated, skipped=True)
     return None
 

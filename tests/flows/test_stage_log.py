@@ -1,0 +1,77 @@
+"""Every stage logs a timestamped line when it starts and when it ends (tasks/stage.py): round,
+stage, duration and rows per dataset kind, `reused` when its output already existed."""
+
+from __future__ import annotations
+
+import logging
+import re
+from datetime import datetime
+
+import pytest
+
+from configs import GatesConfig, RunConfig
+from tasks.context import RunContext
+from tasks.stage import StageResult, run_stage
+from tests.validators.test_gate import make_round
+
+ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d"
+
+
+@pytest.fixture(scope="module")
+def rollouts():
+    return make_round(1, seed=1)["rollouts"]
+
+
+def _stage(tmp_path, compute):
+    ctx = RunContext(data_root=tmp_path, run_id="log", config=RunConfig(
+        gates=GatesConfig(enabled=False)))
+    ctx.catalog.ensure_run("log", "{}")
+    return run_stage(ctx, stage="rollout", version=1, round_index=1, config={}, inputs={},
+                     compute=compute)
+
+
+def _lines(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "flywheel"]
+
+
+def test_a_computed_stage_logs_start_and_end_with_time_duration_and_rows(tmp_path, caplog,
+                                                                          rollouts):
+    caplog.set_level(logging.INFO, logger="flywheel")
+    out = _stage(tmp_path, lambda fp: StageResult(datasets={"rollouts": rollouts}))
+    started, ended = _lines(caplog)
+    assert re.fullmatch(rf"{ISO} round 1 rollout: started \(fingerprint {out.fingerprint[:12]}\)",
+                        started), started
+    assert re.fullmatch(rf"{ISO} round 1 rollout: completed in \d+\.\d s; "
+                        rf"rows rollouts={len(rollouts)}", ended), ended
+    stamp = datetime.fromisoformat(ended.split()[0])
+    assert stamp.tzinfo is not None and abs(stamp.timestamp() - datetime.now().timestamp()) < 60
+
+
+def test_a_stage_found_done_logs_reused_with_its_recorded_rows(tmp_path, caplog, rollouts):
+    calls = []
+
+    def compute(fp):
+        calls.append(fp)
+        return StageResult(datasets={"rollouts": rollouts})
+
+    _stage(tmp_path, compute)
+    caplog.set_level(logging.INFO, logger="flywheel")
+    caplog.clear()
+    out = _stage(tmp_path, compute)
+    assert out.skipped and len(calls) == 1
+    (line,) = _lines(caplog)
+    assert re.fullmatch(rf"{ISO} round 1 rollout: reused \(fingerprint {out.fingerprint[:12]}\); "
+                        rf"rows rollouts={len(rollouts)}", line), line
+
+
+def test_a_failing_stage_logs_its_failure_and_duration(tmp_path, caplog):
+    def compute(fp):
+        raise RuntimeError("the sampler broke")
+
+    caplog.set_level(logging.INFO, logger="flywheel")
+    with pytest.raises(RuntimeError):
+        _stage(tmp_path, compute)
+    started, ended = _lines(caplog)
+    assert "started" in started
+    assert re.fullmatch(rf"{ISO} round 1 rollout: failed after \d+\.\d s: "
+                        "RuntimeError: the sampler broke", ended), ended
