@@ -1,0 +1,86 @@
+"""Progress of the long stages (tasks/progress.py): plain lines with throughput and ETA every
+10 % or 30 s off a terminal, a bar with them on one."""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+
+from rich.console import Console
+
+from tasks.progress import PlainProgress, progress_bar, seconds_text
+
+ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d"
+
+
+class Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_plain_lines_every_tenth_with_rate_and_eta_then_once_at_the_end():
+    clock, lines = Clock(), []
+    plain = PlainProgress("round 1 rollout", 1000, emit=lines.append, clock=clock)
+    for _ in range(100):  # 10 per second
+        clock.now += 1.0
+        plain.advance(10)
+    assert len(lines) == 10, lines
+    assert re.fullmatch(rf"{ISO} round 1 rollout: 100/1000 \(10%\), 10\.0/s, eta 1 min 30 s",
+                        lines[0]), lines[0]
+    assert lines[4].endswith("500/1000 (50%), 10.0/s, eta 50 s")
+    assert lines[-1].endswith("1000/1000 (100%), 10.0/s, took 1 min 40 s")
+    plain.advance(0)
+    assert len(lines) == 10
+
+
+def test_a_slow_stage_still_reports_every_30_seconds():
+    clock, lines = Clock(), []
+    plain = PlainProgress("round 2 train", 10_000, emit=lines.append, clock=clock)
+    for _ in range(7):  # one step per 10 s: 0.07 % of the total
+        clock.now += 10.0
+        plain.advance(1, "loss 1.234")
+    assert len(lines) == 2, lines  # after 30 s and after 60 s
+    assert lines[0].endswith("3/10000 (0%), 0.1/s, eta 27 h 46 min, loss 1.234"), lines[0]
+
+
+def test_a_big_step_emits_one_line_and_skips_the_tenths_it_crossed():
+    clock, lines = Clock(), []
+    plain = PlainProgress("round 0 rollout", 100, emit=lines.append, clock=clock)
+    clock.now += 2.0
+    plain.advance(45)
+    clock.now += 1.0
+    plain.advance(4)  # 49 %: the 40 % line was already given
+    assert len(lines) == 1 and "45/100 (45%)" in lines[0]
+
+
+def test_off_a_terminal_the_bar_logs_plain_lines(caplog):
+    caplog.set_level(logging.INFO, logger="flywheel")
+    console = Console(file=io.StringIO(), force_terminal=False)
+    with progress_bar("round 1 rollout", 20, console=console) as advance:
+        for _ in range(20):
+            advance(1)
+    lines = [r.getMessage() for r in caplog.records if r.name == "flywheel"]
+    assert len(lines) == 10 and lines[-1].split(": ", 1)[1].startswith("20/20 (100%)")
+    assert console.file.getvalue() == ""
+
+
+def test_on_a_terminal_the_bar_shows_rate_and_time_left(caplog):
+    caplog.set_level(logging.INFO, logger="flywheel")
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=150)
+    with progress_bar("round 1 rollout", 50, console=console) as advance:
+        for _ in range(25):
+            advance(1, "loss 0.5")
+        console.print("")  # let the live display draw
+    text = out.getvalue()
+    assert "round 1 rollout" in text and "25/50" in text and "eta" in text, text
+    assert not [r for r in caplog.records if r.name == "flywheel"]
+
+
+def test_durations_read_as_seconds_minutes_or_hours():
+    assert [seconds_text(s) for s in (0.4, 59, 61, 3600 * 2 + 180)] == [
+        "0 s", "59 s", "1 min 1 s", "2 h 3 min"]
