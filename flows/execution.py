@@ -165,14 +165,14 @@ def execute(data_root: Path, run_id: str, config: Any, *, command: str, echo: Ec
                 pause_point("run:recorded")  # test hook: the config is recorded, no catalog yet
                 start_log(log, command)
                 server = _start_server(data_root)
-                from flows.run import RunSpec, flywheel_flow  # torch, Prefect: while it starts
+                from flows.run import RunSpec, run_flywheel  # torch, Prefect: while it starts
 
                 if server is not None:
                     server.wait_ready()
                 attach_log_file(log)
                 quiet_gate_tracebacks()
-                flywheel_flow(RunSpec(data_root=str(Path(data_root).resolve()), run_id=run_id,
-                                      config=config))
+                run_flywheel(RunSpec(data_root=str(Path(data_root).resolve()), run_id=run_id,
+                                     config=config))
         except RunLocked as exc:
             echo(f"error: {exc}")
             return exit_codes.LOCKED

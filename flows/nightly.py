@@ -4,7 +4,7 @@ schedule and the one-at-a-time limit live in schedules/deployments.py).
 A scheduled run (a "night") does, holding the run's lock (storage/lock.py):
 
     decided = catalog.last_decided_round(run_id)   (0 when none)
-    flywheel_flow(RunSpec(..., config.rounds = decided + 1))
+    run_flywheel(RunSpec(..., config.rounds = decided + 1))
 
 Every stage already done is skipped by its fingerprint, so rounds 0..decided cost seconds and
 only round decided + 1 is computed, from the current incumbent. A round that failed the night
@@ -31,7 +31,7 @@ from prefect.states import Cancelled
 
 from configs import validate_config
 from flows.environment import set_defaults
-from flows.run import RunSpec, flywheel_flow
+from flows.run import RunSpec, run_flywheel
 from schedules.times import superseded_by
 from storage.catalog import Catalog
 
@@ -51,7 +51,8 @@ def missed_night(scheduled: datetime | None, now: datetime, cron: str | None, ti
     return None
 
 
-@flow(name=FLOW_NAME, validate_parameters=False, log_prints=True)
+@flow(name=FLOW_NAME, validate_parameters=False, log_prints=True,
+      flow_run_name="nightly-{run_id}")
 def nightly_round(data_root: str, run_id: str, config: dict[str, Any], cron: str | None = None,
                   timezone: str = "UTC", interval_seconds: float | None = None) -> Any:
     """Continue `run_id` by one round from its incumbent (see the module docstring)."""
@@ -92,7 +93,7 @@ def nightly_round(data_root: str, run_id: str, config: dict[str, Any], cron: str
             spec = RunSpec(data_root=str(root), run_id=run_id,
                            config=cfg.model_copy(update={"rounds": target}))
             try:
-                flywheel_flow(spec)
+                run_flywheel(spec)
             except BaseException as exc:
                 logger.error(
                     "round %d of run %s failed: %s. Its stage is marked failed in the catalog; "

@@ -3,13 +3,24 @@
 Round 0 is the warm-up (seed problems from the domain generator, SFT on references); rounds
 1..N are self-improvement rounds. Every stage is skipped when its fingerprint is already done
 in the catalog, so running the same flow again resumes it.
+
+What the Prefect UI shows of a run `demo` (`run_flywheel`):
+
+    flow runs   demo (flywheel), demo-round-0, demo-round-1, ... (flywheel-round)
+    task runs   base-model-r0, baseline-r0, synthesize-r1, rollout-r1, ..., promote-r1
+    tags        run:demo on the flow runs and the task runs
+    logs        every `flywheel` record made inside a flow or task run (the stages' start and
+                end lines, progress lines, notices), besides Prefect's own
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
+from typing import Any
 
-from prefect import flow
+from prefect import flow, tags
+from prefect.logging.handlers import APILogHandler
 from pydantic import BaseModel, ConfigDict
 
 from configs import RunConfig
@@ -46,6 +57,41 @@ class RoundOutcome(BaseModel):
     curated: StageOutput
 
 
+def run_tag(run_id: str) -> str:
+    """The tag every flow and task run of `run_id` carries in Prefect."""
+    return f"run:{run_id}"
+
+
+def named(stage_task: Any, stage: str, round_index: int) -> Any:
+    """`stage_task` with its task runs named `<stage>-r<round>` (`rollout-r2`)."""
+    return stage_task.with_options(task_run_name=f"{stage}-r{round_index}")
+
+
+class FlywheelRecordsToPrefect(APILogHandler):
+    """Sends the `flywheel` logger's records made inside a Prefect flow or task run to the
+    Prefect API (so a run's stage lines are in its UI logs); records made outside one (the
+    CLI's own lines, unit tests) are left to the other handlers."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from prefect.context import FlowRunContext, TaskRunContext
+
+        if FlowRunContext.get() is None and TaskRunContext.get() is None:
+            return
+        super().emit(record)
+
+
+def forward_flywheel_logs() -> None:
+    """Attach `FlywheelRecordsToPrefect` to the `flywheel` logger, once per process; a logger
+    left at no level of its own (a nightly run's worker, a script) logs from INFO up."""
+    logger = logging.getLogger("flywheel")
+    if logger.level == logging.NOTSET:
+        logger.setLevel(logging.INFO)
+    if not any(isinstance(h, FlywheelRecordsToPrefect) for h in logger.handlers):
+        handler = FlywheelRecordsToPrefect()
+        handler.setLevel(logging.INFO)
+        logger.addHandler(handler)
+
+
 def trainable_rows(curated: StageOutput) -> int:
     """The round's training rows with weight > 0 (what the trainer would train on)."""
     import pyarrow.compute as pc
@@ -75,23 +121,26 @@ def publish_round_artifact(spec: RunSpec, round_index: int) -> None:
                                          "funnel and metrics")
 
 
-@flow(name="flywheel-round", validate_parameters=False)
+@flow(name="flywheel-round", validate_parameters=False,
+      flow_run_name="{spec.run_id}-round-{round_index}")
 def round_flow(spec: RunSpec, round_index: int, incumbent: Checkpoint, incumbent_eval: Evaluation,
                earlier_problems: list[StageOutput],
                earlier_curated: list[StageOutput]) -> RoundOutcome:
-    ctx = spec.context()
-    problems = synthesize(ctx, round_index, incumbent, earlier_problems, earlier_curated)
-    rollouts = rollout(ctx, round_index, incumbent, problems)
-    verdicts = verify(ctx, round_index, problems, rollouts)
-    curated = curate(ctx, round_index, problems, rollouts, verdicts)
+    ctx, r = spec.context(), round_index
+    problems = named(synthesize, "synthesize", r)(ctx, r, incumbent, earlier_problems,
+                                                   earlier_curated)
+    rollouts = named(rollout, "rollout", r)(ctx, r, incumbent, problems)
+    verdicts = named(verify, "verify", r)(ctx, r, problems, rollouts)
+    curated = named(curate, "curate", r)(ctx, r, problems, rollouts, verdicts)
     if trainable_rows(curated) == 0:  # every problem dropped: no candidate, the incumbent stays
-        winner = promote(ctx, round_index, incumbent, incumbent_eval,
-                         without_candidate=NO_TRAINING_ROWS)
+        winner = named(promote, "promote", r)(ctx, r, incumbent, incumbent_eval,
+                                              without_candidate=NO_TRAINING_ROWS)
         winner_eval = incumbent_eval
     else:
-        candidate = train(ctx, round_index, incumbent, curated, earlier_curated)
-        candidate_eval = evaluate(ctx, round_index, candidate)
-        winner = promote(ctx, round_index, incumbent, incumbent_eval, candidate, candidate_eval)
+        candidate = named(train, "train", r)(ctx, r, incumbent, curated, earlier_curated)
+        candidate_eval = named(evaluate, "evaluate", r)(ctx, r, candidate)
+        winner = named(promote, "promote", r)(ctx, r, incumbent, incumbent_eval, candidate,
+                                              candidate_eval)
         winner_eval = candidate_eval if winner == candidate else incumbent_eval
     publish_round_artifact(spec, round_index)
     return RoundOutcome(
@@ -102,8 +151,21 @@ def round_flow(spec: RunSpec, round_index: int, incumbent: Checkpoint, incumbent
     )
 
 
-@flow(name="flywheel", validate_parameters=False)
+@flow(name="flywheel", validate_parameters=False, flow_run_name="{spec.run_id}")
 def flywheel_flow(spec: RunSpec) -> Checkpoint:
+    with tags(run_tag(spec.run_id)):  # the round flows' and the task runs' tag
+        return run_rounds(spec)
+
+
+def run_flywheel(spec: RunSpec) -> Checkpoint:
+    """Run `flywheel_flow` tagged `run:<run_id>`, the `flywheel` records forwarded to Prefect."""
+    forward_flywheel_logs()
+    with tags(run_tag(spec.run_id)):
+        return flywheel_flow(spec)
+
+
+def run_rounds(spec: RunSpec) -> Checkpoint:
+    """The flywheel flow's body: the base model and its baseline, then every round in turn."""
     ctx = spec.context()
     check_task_runner(spec.config.scale)  # e.g. Ray without a Prefect server: before anything runs
     ctx.catalog.ensure_run(spec.run_id, spec.config.model_dump_json())
@@ -111,8 +173,8 @@ def flywheel_flow(spec: RunSpec) -> Checkpoint:
         with scale_session(spec.config.scale) as runner:  # [scale]: rounds' shards on Ray workers
             one_round = (round_flow if runner is None
                          else round_flow.with_options(task_runner=runner))
-            incumbent = base_model(ctx)
-            incumbent_eval = evaluate(ctx, 0, incumbent, stage="baseline")
+            incumbent = named(base_model, "base-model", 0)(ctx)
+            incumbent_eval = named(evaluate, "baseline", 0)(ctx, 0, incumbent, stage="baseline")
             problems: list[StageOutput] = []
             curated: list[StageOutput] = []
             for round_index in range(spec.config.rounds + 1):
