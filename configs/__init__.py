@@ -461,6 +461,12 @@ class TrainConfig(_Section):
         1, ge=1, le=1024,
         description="training processes, one per GPU (> 1: `accelerate launch`, gloo on cpu); "
                     "batch_size is split over them. Not part of the fingerprint")
+    report_to: Literal["none", "tensorboard", "mlflow", "wandb"] = Field(
+        "none",
+        description="where the trainers also report their logged steps (the train stage keeps "
+                    "the curve in the catalog either way): none, tensorboard (event files in the "
+                    "stage's work folder), mlflow or wandb (their own settings, e.g. "
+                    "MLFLOW_TRACKING_URI). Not part of the fingerprint")
     warmup: WarmupConfig = Field(WarmupConfig(), description="round 0's SFT settings")
     grpo: GrpoConfig = Field(GrpoConfig(), description="the GRPO trainer's settings")
     dpo: DpoConfig = Field(DpoConfig(), description="the DPO trainer's settings")

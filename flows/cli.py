@@ -140,9 +140,11 @@ def _check_before_start(data_root: Path, config: Any) -> None:
     except (ModelUnfit, BackendUnavailable, RunnerUnavailable) as exc:
         fail(str(exc))
     from models.runtime import check_runtime
+    from models.trainer import check_reporter
 
-    try:  # a GPU for device = "cuda", peft for LoRA, enough GPUs for num_processes
+    try:  # a GPU for device = "cuda", peft for LoRA, enough GPUs for num_processes, the reporter
         check_runtime(config.train)
+        check_reporter(config.train.report_to)
     except ValueError as exc:
         fail(str(exc))
 

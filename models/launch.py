@@ -144,7 +144,8 @@ def launch_pass(kind: str, *, progress: TrainProgress | None = None, **arguments
                f"\n{lines}")
         raise RuntimeError(msg)
     stored = json.loads((spec.parent / "result.json").read_text())
-    return TrainResult(**{**stored, "rewards": tuple(stored["rewards"])})
+    return TrainResult(**{**stored, "rewards": tuple(stored["rewards"]),
+                          "curve": tuple(stored.get("curve", ()))})
 
 
 def report(line: str, progress: TrainProgress | None) -> None:
@@ -164,7 +165,8 @@ def runtime_from(data: dict[str, Any]) -> TrainRuntime:
                                else tuple(modules)})
     return TrainRuntime(precision=Precision(**data["precision"]),
                         gradient_checkpointing=data["gradient_checkpointing"], lora=lora,
-                        num_processes=data["num_processes"])
+                        num_processes=data["num_processes"],
+                        report_to=data.get("report_to", "none"))
 
 
 def run_spec(spec_path: Path) -> None:

@@ -32,6 +32,36 @@ class TrainResult:
     trained_tokens: int
     # GRPO: mean verifier reward of each logged step's generations, in step order (else empty)
     rewards: tuple[float, ...] = ()
+    # the training curve: per logged step {"step", "loss", "learning_rate", "grad_norm"} (the
+    # keys the trainer logged), in step order, including the steps before a resume
+    curve: tuple[dict[str, float], ...] = ()
+
+
+CURVE_KEYS = ("loss", "learning_rate", "grad_norm")
+# `[train] report_to` -> the package the Trainer's reporter imports
+REPORTER_PACKAGES = {"tensorboard": "tensorboard", "mlflow": "mlflow", "wandb": "wandb"}
+
+
+def check_reporter(report_to: str) -> None:
+    """Raise ValueError (one line naming the key and the package) when the reporter that
+    `[train] report_to` names is not installed; `none` needs nothing."""
+    import importlib.util
+
+    package = REPORTER_PACKAGES.get(report_to)
+    if package is not None and importlib.util.find_spec(package) is None:
+        msg = (f"train.report_to = {report_to!r} needs the {package} package, which is not "
+               f"installed: `pip install {package}`, or set train.report_to = \"none\"")
+        raise ValueError(msg)
+
+
+def curve_points(log_history: list[dict[str, Any]]) -> tuple[dict[str, float], ...]:
+    """The training curve in a Trainer's `state.log_history`: one point per entry that logged
+    a loss, with its step and whichever of `CURVE_KEYS` it logged (the closing summary entry,
+    `train_loss` and runtimes, is not a step)."""
+    return tuple(
+        {"step": float(entry["step"]),
+         **{key: float(entry[key]) for key in CURVE_KEYS if entry.get(key) is not None}}
+        for entry in log_history if "loss" in entry and "step" in entry)
 
 
 def planned_steps(rows: int, *, epochs: float, batch_size: int, max_steps: int) -> int:
@@ -89,7 +119,8 @@ def common_arguments(*, work_dir: Path, steps: int, micro_batch: int,
                      runtime: TrainRuntime | None = None) -> dict[str, Any]:
     """TrainingArguments every adapter shares: the runtime's device and precision (default
     float32 on the CPU), cosine schedule, seeded data order, a resumable checkpoint every
-    `save_steps` steps (0 = never) in `work_dir`."""
+    `save_steps` steps (0 = never) in `work_dir`, logged steps also reported to the runtime's
+    `report_to` (tensorboard writes its event files under `work_dir/runs`)."""
     return {
         "output_dir": str(work_dir),
         "max_steps": steps,
@@ -103,7 +134,7 @@ def common_arguments(*, work_dir: Path, steps: int, micro_batch: int,
         "save_strategy": "steps" if save_steps else "no",
         "save_steps": save_steps or 500,
         "save_total_limit": 1,
-        "report_to": "none",
+        "report_to": (runtime or TrainRuntime()).report_to,
         **precision_arguments(runtime or TrainRuntime()),
         # several processes (models/launch.py): every parameter gets a gradient every step
         **({"ddp_find_unused_parameters": False} if runtime and runtime.num_processes > 1
@@ -187,7 +218,7 @@ def finish(trainer: Any, output: Any, tokenizer: Any, out_dir: Path, *, trained_
     losses = logged(trainer, "loss")
     return TrainResult(steps=output.global_step, final_loss=losses[-1] if losses else None,
                        mean_loss=float(output.training_loss), trained_tokens=int(trained_tokens),
-                       rewards=rewards)
+                       rewards=rewards, curve=curve_points(trainer.state.log_history))
 
 
 def train_sft(

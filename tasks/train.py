@@ -30,6 +30,16 @@ short: proposer rows are capped by `curate.max_proposer_rows`, the proposer's GR
 
 models/passes.py plans the passes, runs them one after another and retries after running out of
 memory; this module binds them to the run's config, domain and data (`train_pass`).
+
+The training curve: every logged step (each `logging_steps`, 10) of every pass is recorded as
+catalog metrics of the stage, `curve/<key>/<step>` for key loss, learning_rate and grad_norm,
+the steps of later passes counted on after the earlier ones' (`curve_metrics`):
+
+    SELECT round, CAST(split_part(name, '/', 3) AS INTEGER) AS step, value AS loss
+    FROM metrics WHERE stage = 'train' AND name LIKE 'curve/loss/%' ORDER BY round, step
+
+With `[train] report_to = "tensorboard"` the trainers' event files are kept in
+`<data-root>/logs/tensorboard/<run_id>/round-<NNN>/` (`tensorboard --logdir` that folder).
 """
 
 from __future__ import annotations
@@ -59,10 +69,11 @@ if TYPE_CHECKING:
 VERSION = 2
 # Settings marked "Not part of the fingerprint" in configs: they change how a training runs
 # (checkpoint cadence, the micro-batch after running out of memory, the device, activation
-# recomputation, the process count), never what it computes, so changing one (say, after an
-# out-of-memory crash) keeps finished work. `dtype` enters resolved (`precision_setting`).
+# recomputation, the process count, where steps are reported), never what it computes, so
+# changing one (say, after an out-of-memory crash) keeps finished work. `dtype` enters
+# resolved (`precision_setting`).
 OPERATIONAL_KEYS = frozenset({"save_steps", "oom_retry_batch_size", "device",
-                              "gradient_checkpointing", "num_processes"})
+                              "gradient_checkpointing", "num_processes", "report_to"})
 # The sub-sections of [train]; a stage mode reads some of them (`sections_read`).
 SUB_SECTIONS = frozenset({"warmup", "grpo", "dpo", "proposer", "lora"})
 
@@ -217,6 +228,31 @@ def train_proposer_grpo(ctx: RunContext, *, base: Path, rows: list[dict[str, Any
         solver.close()
 
 
+CURVE_PREFIX = "curve/"
+
+
+def curve_metrics(results: list[TrainResult]) -> dict[str, float]:
+    """The passes' training curves as metrics `curve/<key>/<step>`, the steps of each pass
+    counted on after those of the passes before it (one x axis for the stage)."""
+    metrics: dict[str, float] = {}
+    offset = 0
+    for result in results:
+        for point in result.curve:
+            step = offset + int(point["step"])
+            metrics.update({f"{CURVE_PREFIX}{key}/{step}": value
+                            for key, value in point.items() if key != "step"})
+        offset += result.steps
+    return metrics
+
+
+def keep_reports(scratch: Path, ctx: RunContext, round_index: int) -> None:
+    """Copy the tensorboard event files the trainers wrote in the work folder (removed after
+    the stage) to `<data-root>/logs/tensorboard/<run_id>/round-<NNN>/`."""
+    kept = Path(ctx.data_root) / "logs" / "tensorboard" / ctx.run_id / f"round-{round_index:03d}"
+    for events in sorted(scratch.glob("trainer*/runs")):  # one trainer folder per pass
+        shutil.copytree(events, kept / events.parent.name, dirs_exist_ok=True)
+
+
 def data_inputs(curated: StageOutput, earlier: list[StageOutput]) -> dict[str, str]:
     """The fingerprints of the datasets the train stage reads: the round's rows and the replay's
     earlier rounds (part of its fingerprint, and of the checkpoint's model card)."""
@@ -246,6 +282,7 @@ def train_round(ctx: RunContext, round_index: int, incumbent: Checkpoint, curate
         pause_prefix=f"train:{round_index}", progress_bar=progress_bar)
     outcome = train_passes(plan, job, batch_size=cfg.batch_size,
                            oom_retry_batch_size=cfg.oom_retry_batch_size)
+    keep_reports(job.scratch, ctx, round_index)
     write_card(job.scratch / "model", checkpoint_meta(
         ctx, stage="train", round_index=round_index, fingerprint=fingerprint, parent=incumbent,
         config=train_settings(ctx.config, warmup=round_index == 0),
@@ -255,7 +292,8 @@ def train_round(ctx: RunContext, round_index: int, incumbent: Checkpoint, curate
     replay = {"replay_seed": float(seed), "replay_ratio": cfg.replay_ratio,
               "replay_proposer_rows": float(cfg.replay_proposer_rows)}
     return StageResult(checkpoint=job.scratch / "model", checkpoint_rows=len(rows),
-                       metrics={**train_metrics(plan, outcome, rows, round_index), **replay})
+                       metrics={**train_metrics(plan, outcome, rows, round_index), **replay,
+                                **curve_metrics(outcome.results)})
 
 
 @task(name="train", cache_policy=NONE, persist_result=False, **TRANSIENT)
