@@ -41,6 +41,6 @@ def round_markdown(con: duckdb.DuckDBPyConnection, run_id: str, round_index: int
     parts += ["", "## Drops", "", _markdown_table(dropped) if dropped.rows else "nothing dropped"]
     metrics = result_from_sql(
         con, "metrics", "SELECT stage, name, value FROM metrics WHERE round = ?"
-        " ORDER BY stage, name", [round_index])
+        " AND name NOT LIKE 'curve/%' ORDER BY stage, name", [round_index])  # curve: the report
     parts += ["", "## Metrics", "", _markdown_table(metrics)]
     return "\n".join(parts) + "\n"

@@ -1,10 +1,12 @@
 """`flywheel report RUN_ID`: one self-contained HTML page per run.
 
 Plots (inline SVG drawn by `svg.py`, no scripts, nothing fetched): held-out accuracy per round
-(overall and per level), the pass-rate histogram per round, the filter funnel, drop reasons,
-and difficulty drift; under each plot the table it was drawn from. Everything comes from the
-audit snapshot (`storage.audit.snapshot.open_run`), so the page and `flywheel audit` agree.
-Importable without torch or Prefect.
+(overall and per level, and per level with its n and Wilson 95 % interval), training (the loss
+curve of each round, stage timings, promotion decisions and checkpoint folders), the pass-rate
+histogram per round (never-solved problems counted apart, so they do not dwarf the rest), the
+filter funnel, drop reasons, and difficulty drift; under each plot the table it was drawn from.
+Everything comes from the audit snapshot (`storage.audit.snapshot.open_run`), so the page and
+`flywheel audit` agree. Importable without torch or Prefect.
 """
 
 from __future__ import annotations
@@ -17,17 +19,23 @@ from typing import Any
 
 import duckdb
 
+from storage.audit.operations import (
+    heldout_level_counts,
+    pass_rate_counts_apart_from_zero,
+    promotion_decisions,
+    stage_timings,
+    training_curves,
+)
 from storage.audit.queries import (
     drift,
     drops,
     funnel,
     heldout_accuracy_metrics,
     labels,
-    pass_rate_counts,
     round_promotions,
 )
 from storage.audit.snapshot import AuditError, Result, format_cell, open_run, run_config, run_status
-from storage.audit.svg import bar_chart, line_chart
+from storage.audit.svg import bar_chart, curve_chart, line_chart
 
 __all__ = ["AuditError", "build_report", "write_report"]
 
@@ -38,8 +46,10 @@ h1 { font-size: 22px; } h2 { font-size: 17px; margin-top: 32px; border-bottom: 1
 .row { display: flex; flex-wrap: wrap; gap: 16px; }
 table { border-collapse: collapse; font-size: 12px; margin: 8px 0; }
 th, td { border: 1px solid #ddd; padding: 3px 7px; text-align: right; }
-th { background: #f3f3f3; } td.text { text-align: left; max-width: 420px; overflow-wrap: anywhere; }
+th { background: #f3f3f3; }
+td.text { text-align: left; max-width: 420px; overflow-wrap: anywhere; }
 .scroll { overflow-x: auto; max-width: 100%; }
+.row > div { min-width: 0; max-width: 100%; }
 .note { color: #555; font-size: 12px; } details { margin: 8px 0; } pre { font-size: 11px; }
 """
 
@@ -83,7 +93,8 @@ def write_report(data_root: Path | str, run_id: str, out_dir: Path | str | None 
 
 
 def _table(result: Result) -> str:
-    head = "".join(f"<th>{escape(c)}</th>" for c in result.columns)
+    # a long column name may wrap after its underscores, so a wide table stays on the page
+    head = "".join(f"<th>{escape(c).replace('_', '_<wbr>')}</th>" for c in result.columns)
     body = []
     for row in result.rows:
         cells = []
@@ -129,7 +140,8 @@ def accuracy_table(con: duckdb.DuckDBPyConnection) -> Result:
 
 
 def pass_rate_histogram(con: duckdb.DuckDBPyConnection) -> Result:
-    """Share of each round's judged problems per pass-rate bin (width 1/PASS_RATE_BINS).
+    """Share of each round's judged problems per pass-rate bin (width 1/PASS_RATE_BINS), the
+    never-solved ones (pass rate 0) in a row of their own.
 
     Parameters
     ----------
@@ -138,16 +150,18 @@ def pass_rate_histogram(con: duckdb.DuckDBPyConnection) -> Result:
 
     Returns
     -------
-    One row per bin, labelled "[lo, hi)" (the last "[lo, hi]"), with `round_K` (problems in
-    the bin) and `round_K_share` (of the round's judged problems) per round.
+    A "0 (never solved)" row, then one row per bin, labelled "(0.0, 0.1)", "[lo, hi)" (the
+    last "[lo, hi]"), with `round_K` (problems in it) and `round_K_share` (of the round's
+    judged problems) per round.
     """
-    rows = pass_rate_counts(con, PASS_RATE_BINS)
+    rows = pass_rate_counts_apart_from_zero(con, PASS_RATE_BINS)
     rounds = sorted({r["round"] for r in rows})
     totals = {k: sum(r["n"] for r in rows if r["round"] == k) for k in rounds}
     table = []
-    for b in range(PASS_RATE_BINS):
-        bounds = f"[{b / PASS_RATE_BINS:.1f}, {(b + 1) / PASS_RATE_BINS:.1f}"
-        row: dict[str, Any] = {"pass_rate": bounds + (")" if b < PASS_RATE_BINS - 1 else "]")}
+    for b in range(-1, PASS_RATE_BINS):
+        bounds = "(0.0" if b == 0 else f"[{b / PASS_RATE_BINS:.1f}"
+        bounds += f", {(b + 1) / PASS_RATE_BINS:.1f}" + (")" if b < PASS_RATE_BINS - 1 else "]")
+        row: dict[str, Any] = {"pass_rate": "0 (never solved)" if b < 0 else bounds}
         for k in rounds:
             n = sum(r["n"] for r in rows if r["round"] == k and int(r["bin"]) == b)
             row[f"round_{k}"] = n
@@ -156,7 +170,111 @@ def pass_rate_histogram(con: duckdb.DuckDBPyConnection) -> Result:
     columns = ["pass_rate"] + [c for k in rounds for c in (f"round_{k}", f"round_{k}_share")]
     return Result("pass-rate histogram", columns, table,
                   ["problems per pass-rate bin (pass rate = mean reward over a problem's"
-                   " rollouts)"])
+                   " rollouts); never-solved problems (pass rate 0) are counted in the first row"
+                   " and left out of the chart, where they would dwarf the other bins"])
+
+
+def wilson_interval(correct: int, n: int, z: float = 1.96) -> tuple[float | None, float | None]:
+    """The Wilson score interval of `correct` successes in `n` trials (95 % for z = 1.96);
+    (None, None) for n = 0. Unlike p ± z·sqrt(p(1-p)/n) it stays inside [0, 1] and is not
+    empty at p = 0 or 1, which held-out sets of a few dozen items per level often give."""
+    if n == 0:
+        return None, None
+    p = correct / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def level_accuracy_table(con: duckdb.DuckDBPyConnection) -> Result:
+    """Held-out accuracy per evaluated model and level, with n and its Wilson 95 % interval.
+
+    Parameters
+    ----------
+    con
+        A snapshot from `open_run`.
+
+    Returns
+    -------
+    Rows of model ("base" or the round of the candidate), level, n, correct, accuracy,
+    ci95_low and ci95_high.
+    """
+    rows = []
+    for r in heldout_level_counts(con):
+        low, high = wilson_interval(r["correct"], r["n"])
+        rows.append({**r, "accuracy": r["correct"] / r["n"] if r["n"] else None,
+                     "ci95_low": low, "ci95_high": high})
+    return Result("held-out accuracy per level",
+                  ["model", "level", "n", "correct", "accuracy", "ci95_low", "ci95_high"], rows,
+                  ["n held-out items per level; ci95: the Wilson score interval of the"
+                   " accuracy (with few items a level's accuracy moves by its width from noise"
+                   " alone)"])
+
+
+def stage_timings_table(con: duckdb.DuckDBPyConnection) -> Result:
+    """Seconds each stage of each round took (its latest execution), and the round's total.
+
+    Parameters
+    ----------
+    con
+        A snapshot from `open_run`.
+
+    Returns
+    -------
+    One row per round: a column of seconds per stage in the order the stages ran, `total`,
+    and `not completed` naming any stage whose latest execution did not complete.
+    """
+    timings = stage_timings(con)
+    stages = list(dict.fromkeys(r["stage"] for r in timings))
+    rows: dict[int, dict[str, Any]] = {}
+    for r in timings:
+        row = rows.setdefault(r["round"], {"round": r["round"], "total": 0.0,
+                                           "not completed": ""})
+        row[r["stage"]] = r["seconds"]
+        row["total"] += r["seconds"] or 0.0
+        if r["status"] != "completed":
+            row["not completed"] = " ".join(filter(None, [row["not completed"],
+                                                          f"{r['stage']} ({r['status']})"]))
+    return Result("stage timings", ["round", *stages, "total", "not completed"],
+                  [rows[k] for k in sorted(rows)],
+                  ["seconds per stage (the catalog's stage rows; a stage found done took"
+                   " the time of the execution that computed it)"])
+
+
+def promotions_table(con: duckdb.DuckDBPyConnection) -> Result:
+    """Each decided round's promotion decision, its reason and the candidate's checkpoint."""
+    return Result("promotions", ["round", "promoted", "incumbent_accuracy", "candidate_accuracy",
+                                 "reason", "checkpoint"], promotion_decisions(con),
+                  ["checkpoint: the folder the round's train stage wrote (its candidate)"])
+
+
+def curve_table(con: duckdb.DuckDBPyConnection) -> Result:
+    """The train stages' curves, one row per round and logged step (loss, learning rate,
+    gradient norm)."""
+    points: dict[tuple[int, int], dict[str, Any]] = {}
+    for r in training_curves(con):
+        points.setdefault((r["round"], r["step"]), {"round": r["round"], "step": r["step"]})[
+            r["key"]] = r["value"]
+    return Result("training curve", ["round", "step", "loss", "learning_rate", "grad_norm"],
+                  [points[k] for k in sorted(points)],
+                  ["every logged training step (all passes of a round on one step axis)"])
+
+
+def training_section(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The report's training part: the loss curve per round, stage timings, promotions."""
+    curve = curve_table(con)
+    series = {f"round {k}": [(r["step"], r["loss"]) for r in curve.rows
+                             if r["round"] == k and r.get("loss") is not None]
+              for k in sorted({r["round"] for r in curve.rows})}
+    chart = (curve_chart(series, title="training loss per round", y_label="loss")
+             if series else '<p class="note">no training curve recorded</p>')
+    return [
+        "<h2>Training</h2>",
+        f'<div class="row"><div>{chart}</div><div><details><summary>the curve\'s points'
+        f" ({len(curve.rows)})</summary>{_table(curve)}</details></div></div>",
+        "<h3>Stage timings</h3>", _table(stage_timings_table(con)),
+        "<h3>Promotion decisions</h3>", _table(promotions_table(con)),
+    ]
 
 
 def _figure(svg: str, result: Result) -> str:
@@ -195,7 +313,8 @@ def build_report(con: duckdb.DuckDBPyConnection, run_id: str) -> str:
     status = run_status(con)
 
     written = time.strftime("%Y-%m-%d %H:%M:%S")
-    hist_series = {k.replace("_", " "): [r[f"{k}_share"] for r in hist.rows] for k in rounds}
+    hist_series = {k.replace("_", " "): [r[f"{k}_share"] for r in hist.rows[1:]]
+                   for k in rounds}  # the never-solved row is in the table only
     level_mix = {c.replace("_", " "): [r[c] for r in drift_result.rows] for c in level_columns}
     pass_rates = {"mean pass rate": [r["pass_rate_mean"] for r in drift_result.rows],
                   "kept: mean pass rate": [r["kept_pass_rate_mean"] for r in drift_result.rows],
@@ -210,9 +329,12 @@ def build_report(con: duckdb.DuckDBPyConnection, run_id: str) -> str:
         _figure(line_chart(acc_labels, acc_series,
                            title="held-out accuracy (overall and per level)",
                            y_label="accuracy", y_max=1.0, percent=True), accuracy),
+        "<h3>Per level, with n and a 95 % interval</h3>",
+        _table(level_accuracy_table(con)),
+        *training_section(con),
         "<h2>Pass-rate histogram per round</h2>",
         _figure(bar_chart([f"{b / PASS_RATE_BINS:.1f}" for b in range(PASS_RATE_BINS)],
-                          hist_series, title="share of judged problems by pass rate",
+                          hist_series, title="share of judged problems by pass rate (p > 0)",
                           y_label="share of problems",
                           x_title=f"pass rate (bins of width {1 / PASS_RATE_BINS:.1f}, labelled by"
                           " their lower edge)", percent=True), hist),

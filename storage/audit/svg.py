@@ -186,3 +186,45 @@ def bar_chart(labels: list[str], series: dict[str, list[float | None]], *, title
             stack += value if stacked else 0
     parts += _legend(list(series)) + ["</svg>"]
     return "\n".join(parts)
+
+
+def curve_chart(series: dict[str, list[tuple[float, float]]], *, title: str,
+                y_label: str = "", x_title: str = "step") -> str:
+    """One line per series over a numeric x axis (say loss per training step), five x ticks.
+
+    Parameters
+    ----------
+    series
+        Series name -> (x, y) points in x order.
+    title
+        Drawn above the chart, and the SVG's aria-label.
+    y_label
+        The y-axis title.
+    x_title
+        The x-axis title.
+
+    Returns
+    -------
+    The chart as one `<svg>` element, with a legend of the series; every point has a
+    <title> with its exact value.
+    """
+    points = [p for ps in series.values() for p in ps]
+    x_max = _nice_max(max((x for x, _ in points), default=0))
+    top = _nice_max(max((y for _, y in points), default=0))
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    ticks = [x_max * i / 4 for i in range(5)]
+    parts = _frame(title, top, y_label, percent=False) + _x_labels(
+        [_number(t) for t in ticks], [LEFT + plot_w * t / x_max for t in ticks], x_title)
+    for index, (name, curve) in enumerate(series.items()):
+        color = PALETTE[index % len(PALETTE)]
+        xy = [(LEFT + plot_w * x / x_max, TOP + plot_h - plot_h * y / top) for x, y in curve]
+        if len(xy) > 1:
+            path = " ".join(f"{x:.1f},{y:.1f}" for x, y in xy)
+            parts.append(f'<polyline points="{path}" fill="none" stroke="{color}"'
+                         ' stroke-width="2"/>')
+        for (x, y), (step, value) in zip(xy, curve, strict=True):
+            parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2" fill="{color}"><title>'
+                         f"{escape(name)}, {x_title} {_number(step)}: {_number(value)}"
+                         "</title></circle>")
+    parts += _legend(list(series)) + ["</svg>"]
+    return "\n".join(parts)

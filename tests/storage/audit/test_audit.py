@@ -409,7 +409,14 @@ def test_report_renders_in_headless_chromium(run, tmp_path):
     page = write_report(run["root"], RUN, tmp_path / "report")
     html = page.read_text()
     assert "<script" not in html and "src=" not in html and "<link" not in html  # nothing fetched
-    assert html.count("<svg") >= 6
+    assert html.count("<svg") >= 7
+    assert 'aria-label="training loss per round"' in html  # round 0's warm-up logged its steps
+    for section in ("<h2>Training</h2>", "<h3>Stage timings</h3>", "<h3>Promotion decisions</h3>",
+                    "ci95_<wbr>low", "0 (never solved)"):
+        assert section in html, section
+    for stage in ("synthesize", "rollout", "verify", "curate", "train", "evaluate", "promote"):
+        assert f"<th>{stage}</th>" in html, stage
+    assert "/round-000/checkpoint-" in html  # the promoted candidate's folder
     browser = shutil.which("chromium")
     if browser is None:
         if os.environ.get("CI"):
