@@ -281,6 +281,21 @@ def _figure(svg: str, result: Result) -> str:
     return f'<div class="row"><div>{svg}</div><div>{_table(result)}</div></div>'
 
 
+def accuracy_section(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The report's held-out part: accuracy per round (chart and table), then per level with
+    n and the Wilson interval."""
+    accuracy = accuracy_table(con)
+    series = {c: [r.get(c) for r in accuracy.rows] for c in accuracy.columns[1:-1]}
+    return [
+        "<h2>Held-out accuracy per round</h2>",
+        _figure(line_chart([r["round"] for r in accuracy.rows], series,
+                           title="held-out accuracy (overall and per level)",
+                           y_label="accuracy", y_max=1.0, percent=True), accuracy),
+        "<h3>Per level, with n and a 95 % interval</h3>",
+        _table(level_accuracy_table(con)),
+    ]
+
+
 def build_report(con: duckdb.DuckDBPyConnection, run_id: str) -> str:
     """The HTML page for the snapshot `con` of `run_id`.
 
@@ -296,9 +311,6 @@ def build_report(con: duckdb.DuckDBPyConnection, run_id: str) -> str:
     A self-contained HTML document (inline CSS and SVG, no scripts), stamped with the
     current local time.
     """
-    accuracy = accuracy_table(con)
-    acc_labels = [r["round"] for r in accuracy.rows]
-    acc_series = {c: [r.get(c) for r in accuracy.rows] for c in accuracy.columns[1:-1]}
     hist = pass_rate_histogram(con)
     rounds = [c for c in hist.columns if c.startswith("round_") and not c.endswith("_share")]
     funnel_result = funnel(con)
@@ -325,12 +337,7 @@ def build_report(con: duckdb.DuckDBPyConnection, run_id: str) -> str:
          f" rounds in the catalog: {len(f_labels)}</p>"),
         ("<details><summary>run config</summary><pre>"
          + escape(json.dumps(config, indent=2)) + "</pre></details>"),
-        "<h2>Held-out accuracy per round</h2>",
-        _figure(line_chart(acc_labels, acc_series,
-                           title="held-out accuracy (overall and per level)",
-                           y_label="accuracy", y_max=1.0, percent=True), accuracy),
-        "<h3>Per level, with n and a 95 % interval</h3>",
-        _table(level_accuracy_table(con)),
+        *accuracy_section(con),
         *training_section(con),
         "<h2>Pass-rate histogram per round</h2>",
         _figure(bar_chart([f"{b / PASS_RATE_BINS:.1f}" for b in range(PASS_RATE_BINS)],
