@@ -10,6 +10,7 @@
     flywheel audit RUN_ID QUERY [ARGS] [--format table|json|csv] [--data-root DIR]
     flywheel report RUN_ID [--out DIR] [--data-root DIR]
     flywheel --version
+    flywheel --install-completion | --show-completion     (bash, zsh, fish, powershell)
 
 Every command takes `--data-root` (default `$FLYWHEEL_DATA_ROOT` or `./flywheel-data`). Errors a
 user can cause (bad config, unknown run id, an unusable data root or model folder) print one
@@ -36,7 +37,7 @@ from flows import exit_codes
 from flows.config_cli import SetOpt, config_app, parse_sets  # light: typer only
 from flows.schedule_cli import schedule_app
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Flywheel: self-improving model rounds as a resumable data pipeline.")
 app.add_typer(schedule_app, name="schedule")  # flywheel schedule serve|deploy|show
 app.add_typer(config_app, name="config")  # flywheel config show|diff
