@@ -2,8 +2,8 @@
 problem, over verdict columns (tasks/curate.py documents what each value means).
 
     curriculum_frame(problems, verdicts, curation, warmup=False)
-    # problem_id | run_id | round | level | samples | judged | pass_rate | reward_std | kept | drop_reason
-    # "a1.."     | "demo" | 1     | 2     | 8       | 8      | 0.25      | 0.433..    | True | null
+    # problem_id  run_id  round  level  samples  judged  pass_rate  reward_std  kept  drop_reason
+    # "a1.."      "demo"  1      2      8        8       0.25       0.433..     True  null
 
 The values are the row-by-row definitions' to the last bit: p is the left-to-right sum of the
 judged rewards over their count, and the standard deviation is `statistics.pstdev` (exact
@@ -31,14 +31,13 @@ CURRICULUM_COLUMNS = ["problem_id", "run_id", "round", "level", "samples", "judg
 
 
 def reward_stats(verdicts: pl.LazyFrame) -> pl.DataFrame:
-    """Per problem_id of the verdicts: samples, judged, pass_rate, reward_std, and the highest
-    and lowest judged reward (eva's regret)."""
+    """Per problem_id of the verdicts (first-seen order): samples, judged, pass_rate,
+    reward_std."""
     reward = pl.col("reward")
     binary = verdicts.select(reward.drop_nulls().is_in([0.0, 1.0]).all()).collect().item()
-    spread = [reward.max().alias("reward_max"), reward.min().alias("reward_min")]
     if not binary:
         stats = verdicts.group_by("problem_id", maintain_order=True).agg(
-            pl.len().alias("samples"), reward.drop_nulls().alias("judged_rewards"), *spread
+            pl.len().alias("samples"), reward.drop_nulls().alias("judged_rewards")
         ).collect()
         judged = stats["judged_rewards"].to_list()
         return stats.drop("judged_rewards").with_columns(
@@ -49,7 +48,7 @@ def reward_stats(verdicts: pl.LazyFrame) -> pl.DataFrame:
                       dtype=pl.Float64))
     stats = verdicts.group_by("problem_id", maintain_order=True).agg(
         pl.len().cast(pl.Int64).alias("samples"), reward.count().cast(pl.Int64).alias("judged"),
-        (reward == 1.0).sum().cast(pl.Int64).alias("passed"), *spread).collect()
+        (reward == 1.0).sum().cast(pl.Int64).alias("passed")).collect()
     pairs = stats.select("judged", "passed").unique()
     spreads = pairs.with_columns(pl.Series("reward_std", [
         statistics.pstdev([1.0] * passed + [0.0] * (judged - passed)) if judged else 0.0
@@ -58,7 +57,7 @@ def reward_stats(verdicts: pl.LazyFrame) -> pl.DataFrame:
         "problem_id", "samples", "judged",
         pl.when(pl.col("judged") > 0).then(pl.col("passed") / pl.col("judged"))
         .otherwise(None).alias("pass_rate"),
-        "reward_std", "reward_max", "reward_min")
+        "reward_std")
 
 
 def drop_reason_expr(curation: CurateConfig, *, warmup: bool,
@@ -93,7 +92,7 @@ def rationalized_ids(curriculum: pl.DataFrame, curation: CurateConfig) -> pl.Ser
 
 
 def curriculum_frame(problems: Any, verdicts: Any, curation: CurateConfig, *, warmup: bool,
-                     warmup_max_level: int = 0, keep_spread: bool = False) -> pl.DataFrame:
+                     warmup_max_level: int = 0) -> pl.DataFrame:
     """One curriculum row per problem, in problem order (see the module docstring).
 
     Parameters
@@ -106,13 +105,11 @@ def curriculum_frame(problems: Any, verdicts: Any, curation: CurateConfig, *, wa
         Round 0: keep levels up to `warmup_max_level`, drop the rest (`above_warmup_level`).
     warmup_max_level
         `domain.seed_max_level`.
-    keep_spread
-        Also return `reward_max` and `reward_min` (the proposer's regret reward reads them).
 
     Returns
     -------
     pl.DataFrame
-        The `curriculum` columns (storage/datasets.py), plus the spread columns if asked.
+        The `curriculum` columns (storage/datasets.py).
     """
     stats = reward_stats(lazy_frame(verdicts, VERDICT_COLUMNS))
     frame = lazy_frame(problems, PROBLEM_COLUMNS).join(
@@ -126,5 +123,4 @@ def curriculum_frame(problems: Any, verdicts: Any, curation: CurateConfig, *, wa
         frame = frame.with_columns(pl.when(chosen).then(None).otherwise(pl.col("drop_reason"))
                                    .alias("drop_reason"))
     frame = frame.with_columns(pl.col("drop_reason").is_null().alias("kept"))
-    extra = ["reward_max", "reward_min"] if keep_spread else []
-    return frame.select(*CURRICULUM_COLUMNS, *extra)
+    return frame.select(CURRICULUM_COLUMNS)
