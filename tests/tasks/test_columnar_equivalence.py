@@ -113,3 +113,23 @@ def test_warmup_rows_equal_the_list_of_dicts_code(seed, proposer_rows):
     rows = training_frame(domain, problems, rollouts, verdicts, curriculum, curation, warmup=True)
     assert curriculum.to_dicts() == old_curriculum
     assert rows.to_dicts() == old_rows
+
+
+@pytest.mark.parametrize("labels", ["reference", "majority"])
+@pytest.mark.parametrize("seed", [5, 6, 7])
+def test_verify_metrics_equal_the_list_of_dicts_code(labels, seed, tmp_path):
+    from tasks.verify import verdict_metrics
+
+    problems, _rollouts, verdicts = _round(seed, partial=seed == 6, labels=True,
+                                           duplicates=seed == 7)
+    rng = random.Random(seed)
+    for v in verdicts:  # free-form domains' reasons, missing answers
+        if v["reward"] is None:
+            v["method"] = rng.choice(["none", "no_answer", "verifier_timeout"])
+        if rng.random() < 0.1:
+            v["answer"] = None
+    path = write_atomic("verdicts", verdicts, tmp_path / "verdicts.parquet").path
+    expected = baseline.verdict_metrics(verdicts, problems, labels)
+    got = verdict_metrics(path, problems, labels)
+    assert got == expected and list(got) == list(expected)
+    assert "unjudged_no_answer" in got and (labels == "reference" or "label_precision" in got)
