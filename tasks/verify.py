@@ -34,14 +34,20 @@ not a math-equivalence grader; a tie goes to the smallest answer and is counted 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from prefect import task
 from prefect.cache_policies import NONE
 
+from configs import ScaleConfig
 from domains.base import Domain
-from storage.datasets import read_rows
+from storage.datasets import DatasetWriter, WrittenDataset, dataset_path
 from tasks.context import RunContext
 from tasks.curriculum.columns import lazy_frame
 from tasks.curriculum.votes import majority_frame, majority_labels
@@ -51,6 +57,7 @@ from tasks.stage import StageOutput, StageResult, run_stage
 VERSION = 2  # 2: label and agreement columns, majority-vote labels
 VERDICT_METRIC_COLUMNS = {"problem_id": pl.String, "answer": pl.String, "reward": pl.Float64,
                           "method": pl.String, "label": pl.String}
+CHUNK_ROWS = 65536  # rollouts verified and written per row group (whole problems)
 
 
 def verdict_rows(domain: Domain, rollouts: list[dict[str, Any]], problems: list[dict[str, Any]],
@@ -155,20 +162,60 @@ def verify_shards(domain: Domain, rollouts: list[dict[str, Any]], problems: list
     return out
 
 
+def rollout_chunks(path: Path, rows: int = CHUNK_ROWS) -> Iterator[pa.Table]:
+    """The rollouts file in tables of about `rows` rows that never split a problem's run of
+    rollouts, in stored order; one table when a problem's rollouts are not stored together."""
+    ids = pl.scan_parquet(path).select("problem_id")
+    runs = ids.select(
+        ((pl.col("problem_id") != pl.col("problem_id").shift()).sum() + 1).alias("runs"),
+        pl.col("problem_id").n_unique().alias("problems")).collect()
+    grouped = runs.row(0)[1] == 0 or runs.row(0)[0] == runs.row(0)[1]
+    if not grouped:
+        yield pq.read_table(path)
+        return
+    held: list[pa.Table] = []
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=rows):
+        table = pa.Table.from_batches([batch])
+        last = table.column("problem_id")[-1]
+        tail = pc.equal(table.column("problem_id"), last)
+        split = len(table) - int(pc.sum(tail).as_py())  # rows before the last problem's run
+        if split:
+            yield pa.concat_tables([*held, table.slice(0, split)])
+            held = []
+        held.append(table.slice(split))
+    if held and sum(len(t) for t in held):
+        yield pa.concat_tables(held)
+
+
+def stream_verdicts(domain: Domain, scale: ScaleConfig, rollout_file: Path, problem_file: Path,
+                    labels: str, path: Path, *, chunk_rows: int = CHUNK_ROWS) -> WrittenDataset:
+    """Verdicts of the rollouts file written to `path` chunk by chunk (`rollout_chunks`, each in
+    `[scale]` shards), so only one chunk's rows are held."""
+    problem_table = pl.read_parquet(problem_file)
+    with DatasetWriter("verdicts", path) as writer:
+        for chunk in rollout_chunks(rollout_file, chunk_rows):
+            ids = pl.Series(pc.unique(chunk.column("problem_id")).to_pylist(), dtype=pl.String)
+            chunk_problems = problem_table.filter(pl.col("problem_id").is_in(ids.implode()))
+            for part in map_shards(  # config [scale]; a problem's rollouts stay together
+                    verdict_rows, verify_shards(domain, chunk.to_pylist(),
+                                                chunk_problems.to_dicts(), labels,
+                                                scale.rollout_shards),
+                    scale=scale, stage="verify"):
+                writer.write(part)
+    return writer.written
+
+
 @task(name="verify", cache_policy=NONE, persist_result=False)
 def verify(ctx: RunContext, round_index: int, problems: StageOutput,
            rollouts: StageOutput) -> StageOutput:
     labels = ctx.config.verify.labels
 
     def compute(fingerprint: str) -> StageResult:
-        problem_rows = read_rows(problems.path("problems"))
-        rollout_rows = read_rows(rollouts.path("rollouts"))
-        rows = [row for part in map_shards(  # config [scale]; a problem's rollouts stay together
-            verdict_rows, verify_shards(ctx.domain, rollout_rows, problem_rows, labels,
-                                        ctx.config.scale.rollout_shards),
-            scale=ctx.config.scale, stage="verify") for row in part]
-        return StageResult(datasets={"verdicts": rows},
-                           metrics=verdict_metrics(rows, problem_rows, labels))
+        path = dataset_path(ctx.data_root, ctx.run_id, round_index, "verdicts", fingerprint)
+        written = stream_verdicts(ctx.domain, ctx.config.scale, rollouts.path("rollouts"),
+                                  problems.path("problems"), labels, path)
+        return StageResult(datasets={"verdicts": written},
+                           metrics=verdict_metrics(path, problems.path("problems"), labels))
 
     return run_stage(
         ctx, stage="verify", version=VERSION, round_index=round_index,

@@ -133,3 +133,44 @@ def test_verify_metrics_equal_the_list_of_dicts_code(labels, seed, tmp_path):
     got = verdict_metrics(path, problems, labels)
     assert got == expected and list(got) == list(expected)
     assert "unjudged_no_answer" in got and (labels == "reference" or "label_precision" in got)
+
+
+@pytest.mark.parametrize("labels", ["reference", "majority"])
+@pytest.mark.parametrize("chunk_rows", [1, 7, 1000])
+def test_streamed_verdicts_equal_verdicts_of_all_rows(labels, chunk_rows, tmp_path):
+    import pyarrow.parquet as pq
+
+    from configs import ScaleConfig
+    from tasks.verify import stream_verdicts, verdict_rows
+
+    problems, rollouts, _ = _round(8)
+    paths = {kind: write_atomic(kind, rows, tmp_path / f"{kind}.parquet").path
+             for kind, rows in [("problems", problems), ("rollouts", rollouts)]}
+    written = stream_verdicts(domain, ScaleConfig(rollout_shards=3), paths["rollouts"],
+                              paths["problems"], labels, tmp_path / "verdicts.parquet",
+                              chunk_rows=chunk_rows)
+    expected = verdict_rows(domain, rollouts, problems, labels)
+    assert pq.read_table(written.path).to_pylist() == expected
+    assert written.rows == len(expected) and not list(tmp_path.glob(".*tmp*"))
+
+
+def test_streamed_verdicts_leave_nothing_when_a_part_fails(tmp_path, monkeypatch):
+    from configs import ScaleConfig
+    from tasks import verify
+
+    problems, rollouts, _ = _round(9)
+    paths = {kind: write_atomic(kind, rows, tmp_path / f"{kind}.parquet").path
+             for kind, rows in [("problems", problems), ("rollouts", rollouts)]}
+    calls = []
+
+    def failing(**kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("verifier crashed")
+        return verify.verdict_rows(**kwargs)
+
+    monkeypatch.setattr(verify, "verdict_rows", failing)
+    with pytest.raises(RuntimeError, match="verifier crashed"):
+        verify.stream_verdicts(domain, ScaleConfig(), paths["rollouts"], paths["problems"],
+                               "reference", tmp_path / "verdicts.parquet", chunk_rows=5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["problems.parquet", "rollouts.parquet"]
