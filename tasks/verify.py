@@ -163,8 +163,9 @@ def verify_shards(domain: Domain, rollouts: list[dict[str, Any]], problems: list
 
 
 def rollout_chunks(path: Path, rows: int = CHUNK_ROWS) -> Iterator[pa.Table]:
-    """The rollouts file in tables of about `rows` rows that never split a problem's run of
-    rollouts, in stored order; one table when a problem's rollouts are not stored together."""
+    """The rollouts file in tables of at least `rows` rows (the last one: the rest) that never
+    split a problem's run of rollouts, in stored order; a file of fewer rows, or one whose
+    problems' rollouts are not stored together, is one table."""
     ids = pl.scan_parquet(path).select("problem_id")
     runs = ids.select(
         ((pl.col("problem_id") != pl.col("problem_id").shift()).sum() + 1).alias("runs"),
@@ -173,18 +174,22 @@ def rollout_chunks(path: Path, rows: int = CHUNK_ROWS) -> Iterator[pa.Table]:
     if not grouped:
         yield pq.read_table(path)
         return
-    held: list[pa.Table] = []
+    pending: list[pa.Table] = []  # read, not yet verified
+    count = 0
     for batch in pq.ParquetFile(path).iter_batches(batch_size=rows):
-        table = pa.Table.from_batches([batch])
+        pending.append(pa.Table.from_batches([batch]))
+        count += batch.num_rows
+        if count < rows:
+            continue
+        table = pa.concat_tables(pending)
         last = table.column("problem_id")[-1]
-        tail = pc.equal(table.column("problem_id"), last)
-        split = len(table) - int(pc.sum(tail).as_py())  # rows before the last problem's run
-        if split:
-            yield pa.concat_tables([*held, table.slice(0, split)])
-            held = []
-        held.append(table.slice(split))
-    if held and sum(len(t) for t in held):
-        yield pa.concat_tables(held)
+        split = len(table) - int(pc.sum(pc.equal(table.column("problem_id"), last)).as_py())
+        if split:  # the last problem's run may continue in the next batch: hold it back
+            yield table.slice(0, split)
+            table = table.slice(split)
+        pending, count = [table], len(table)
+    if count:
+        yield pa.concat_tables(pending)
 
 
 def stream_verdicts(domain: Domain, scale: ScaleConfig, rollout_file: Path, problem_file: Path,
