@@ -148,28 +148,39 @@ def dataset_path(
     return round_dir(data_root, run_id, round_index) / f"{kind}-{fingerprint[:12]}.parquet"
 
 
-def to_table(kind: str, rows: list[dict[str, Any]]) -> pa.Table:
-    """Rows (dicts) -> a table with exactly the documented columns of `kind`, in order.
+def to_table(kind: str, rows: Any) -> pa.Table:
+    """Rows -> a table with exactly the documented columns of `kind`, in order.
 
     Parameters
     ----------
     kind
         The dataset kind, one of `KINDS`.
     rows
-        One dict per row, keyed by exactly the columns of `SCHEMAS[kind]`.
+        One dict per row, keyed by exactly the columns of `SCHEMAS[kind]`; or a table: a
+        pyarrow Table or anything with `to_arrow()` (a polars DataFrame) with exactly those
+        columns, in any order, cast to the documented types.
 
     Returns
     -------
-    A pyarrow table with the schema `SCHEMAS[kind]`.
+    A pyarrow table with the schema `SCHEMAS[kind]`, one chunk per column.
 
     Raises
     ------
     DatasetError
-        A row lacks a documented column or has one that is not documented; the message names
-        the row's index and the columns.
+        A row (or the table) lacks a documented column or has one that is not documented;
+        the message names the row's index (or the table) and the columns.
     """
     schema = SCHEMAS[kind]
     expected = set(schema.names)
+    if hasattr(rows, "to_arrow") and not isinstance(rows, pa.Table):
+        rows = rows.to_arrow()
+    if isinstance(rows, pa.Table):
+        if set(rows.column_names) != expected or len(rows.column_names) != len(expected):
+            missing = sorted(expected - set(rows.column_names))
+            extra = sorted(set(rows.column_names) - expected)
+            msg = f"{kind} table: missing columns {missing}, unexpected columns {extra}"
+            raise DatasetError(msg)
+        return rows.select(schema.names).cast(schema).combine_chunks()
     for index, row in enumerate(rows):
         if set(row) != expected:
             missing, extra = sorted(expected - set(row)), sorted(set(row) - expected)
@@ -178,7 +189,7 @@ def to_table(kind: str, rows: list[dict[str, Any]]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=schema)
 
 
-def write_atomic(kind: str, rows: list[dict[str, Any]], path: Path) -> WrittenDataset:
+def write_atomic(kind: str, rows: Any, path: Path) -> WrittenDataset:
     """Write rows as Parquet to `path` via a temp file + fsync + rename; never a partial file.
 
     The temporary file `.<name>.tmp-<pid>` sits in the same folder (so the rename is atomic)
@@ -189,7 +200,7 @@ def write_atomic(kind: str, rows: list[dict[str, Any]], path: Path) -> WrittenDa
     kind
         The dataset kind, one of `KINDS`.
     rows
-        The rows, checked by `to_table`.
+        The rows or a table, checked by `to_table`.
     path
         The destination, usually from `dataset_path`.
 
@@ -243,3 +254,49 @@ def read_table(path: Path) -> pa.Table:
     The whole file, all columns.
     """
     return pq.read_table(path)
+
+
+class DatasetWriter:
+    """Write a dataset in row groups as its parts arrive, under the atomic-write contract.
+
+        with DatasetWriter("verdicts", path) as writer:
+            for part in parts:          # rows (dicts) or tables, in the dataset's row order
+                writer.write(part)
+        writer.written                  # WrittenDataset(kind, path, rows, checksum)
+
+    Parts go to the temporary file `.<name>.tmp-<pid>` beside `path` (one row group or more
+    each), which is fsynced and renamed onto `path` when the block ends; if it ends by an
+    exception (an interruption included) the temporary file is removed and `path` is untouched.
+    Only the part being written is held in memory.
+    """
+
+    def __init__(self, kind: str, path: Path) -> None:
+        self.kind, self.path = kind, Path(path)
+        self.temp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
+        self.rows = 0
+        self.written: WrittenDataset | None = None
+        self._writer: pq.ParquetWriter | None = None
+
+    def __enter__(self) -> DatasetWriter:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._writer = pq.ParquetWriter(self.temp, SCHEMAS[self.kind], compression="zstd")
+        return self
+
+    def write(self, rows: Any) -> None:
+        """Append rows (dicts) or a table (checked by `to_table`) as the next row group(s)."""
+        table = to_table(self.kind, rows)
+        if table.num_rows:
+            self._writer.write_table(table)
+            self.rows += table.num_rows
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        try:
+            self._writer.close()
+            if exc_type is None:
+                with open(self.temp, "rb") as handle:
+                    os.fsync(handle.fileno())
+                os.replace(self.temp, self.path)
+                self.written = WrittenDataset(kind=self.kind, path=self.path, rows=self.rows,
+                                              checksum=file_checksum(self.path))
+        finally:
+            self.temp.unlink(missing_ok=True)

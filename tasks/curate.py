@@ -48,11 +48,10 @@ asked for.
 
 from __future__ import annotations
 
-import statistics
-from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
+import polars as pl
 from prefect import task
 from prefect.cache_policies import NONE
 
@@ -61,8 +60,18 @@ from domains.base import Domain
 from storage.datasets import read_rows
 from tasks.context import RunContext
 from tasks.curriculum.dedup import clusters
-from tasks.curriculum.rewards import diversity_penalties, proposer_weight
-from tasks.rows import solver_rows, train_row
+from tasks.curriculum.pass_rates import curriculum_frame  # noqa: F401 - public
+from tasks.curriculum.rewards import diversity_penalties, proposer_weight  # noqa: F401 - re-exported
+from tasks.curriculum.selection import (
+    dpo_pairs,
+    grpo_prompts,
+    kept_problems,
+    positioned_problems,
+    proposer_rows,
+    reference_rows,
+    train_frame,
+    verified_rows,
+)
 from tasks.stage import StageOutput, StageResult, run_stage
 
 VERSION = 2
@@ -80,47 +89,73 @@ def drop_reason(pass_rate: float | None, reward_std: float, curation: CurateConf
     return None
 
 
-def rationalized(rows: list[dict[str, Any]], curation: CurateConfig) -> set[str]:
-    """The too-hard problems trained on their reference under solver_targets = rationalize: at
-    most rationalize_ratio x the round's verified answer rows, lowest level first (nearest the
-    frontier), then in problem order. `rows`: curriculum rows (rewards are 0 or 1 against
-    references, so a kept problem has round(pass_rate x judged) verified answers)."""
-    verified = sum(min(round(r["pass_rate"] * r["judged"]), curation.max_answers_per_problem)
-                   for r in rows if r["drop_reason"] is None)
-    too_hard = sorted((r for r in rows if r["drop_reason"] == "too_hard"), key=lambda r: r["level"])
-    return {r["problem_id"] for r in too_hard[: int(curation.rationalize_ratio * verified)]}
-
-
 def curriculum_rows(problems: list[dict[str, Any]], verdicts: list[dict[str, Any]],
                     curation: CurateConfig, *, warmup: bool,
                     warmup_max_level: int = 0) -> list[dict[str, Any]]:
-    rewards: dict[str, list[float | None]] = defaultdict(list)
-    for v in verdicts:
-        rewards[v["problem_id"]].append(v["reward"])
-    rows = []
-    for p in problems:
-        got = rewards.get(p["problem_id"], [])
-        judged = [r for r in got if r is not None]
-        pass_rate = sum(judged) / len(judged) if judged else None
-        std = statistics.pstdev(judged) if judged else 0.0
-        if warmup:
-            reason = None if p["level"] <= warmup_max_level else "above_warmup_level"
-        elif curation.solver_targets == "reference":
-            reason = None  # no-self-play baseline: every problem is trained on its reference
-        else:
-            reason = drop_reason(pass_rate, std, curation)
-        rows.append({
-            "problem_id": p["problem_id"], "run_id": p["run_id"], "round": p["round"],
-            "level": p["level"], "samples": len(got), "judged": len(judged),
-            "pass_rate": pass_rate, "reward_std": std, "kept": reason is None,
-            "drop_reason": reason,
-        })
-    if curation.solver_targets == "rationalize" and not warmup:
-        chosen = rationalized(rows, curation)
-        for row in rows:
-            if row["problem_id"] in chosen:
-                row.update(kept=True, drop_reason=None)  # trained on its reference (training_rows)
-    return rows
+    """`curriculum_frame` over rows, as rows (one per problem, in problem order)."""
+    return curriculum_frame(problems, verdicts, curation, warmup=warmup,
+                            warmup_max_level=warmup_max_level).to_dicts()
+
+
+def training_frame(domain: Domain, problems: Any, rollouts: Any, verdicts: Any, curriculum: Any,
+                   curation: CurateConfig, *, warmup: bool,
+                   penalties: Mapping[str, float] | None = None, algorithm: str = "sft",
+                   max_pairs_per_problem: int = 4) -> pl.DataFrame:
+    """The round's `train_rows` (see the module docstring) over Parquet paths, frames or rows.
+
+    Parameters
+    ----------
+    domain
+        Writes the solver and proposer prompts.
+    problems, rollouts, verdicts, curriculum
+        The round's datasets (tasks/curriculum/columns.py: lazy_frame); rollouts' prompts and
+        completions are read for the chosen rows only.
+    curation
+        `[curate]`.
+    warmup
+        Round 0: reference rows up to the warm-up level, proposer rows for every problem.
+    penalties
+        The diversity penalty per problem_id (repetition_penalties), 0 if absent.
+    algorithm
+        `train.algorithm`: grpo / dpo solver rows after the warm-up are GRPO prompt rows or
+        DPO pairs (tasks/curriculum/selection.py); proposer rows are the same for every one.
+    max_pairs_per_problem
+        DPO: most pairs per problem.
+
+    Returns
+    -------
+    pl.DataFrame
+        The `train_rows` columns: solver rows in problem order, then proposer rows.
+    """
+    table = positioned_problems(problems)
+    kept = kept_problems(table, curriculum)
+    proposer = None
+    if warmup:
+        solver = reference_rows(domain, kept)
+        if curation.warmup_proposer_rows:
+            proposer = proposer_rows(domain, table, verdicts, curation, None, weighted=False)
+        return train_frame(table, solver, proposer)
+    if curation.proposer_rows:
+        proposer = proposer_rows(domain, kept, verdicts, curation, dict(penalties or {}),
+                                 weighted=True)
+    if curation.solver_targets == "reference":
+        return train_frame(table, reference_rows(domain, kept), proposer)
+    if algorithm == "grpo":
+        return train_frame(table, grpo_prompts(domain, kept, verdicts), proposer)
+    if algorithm == "dpo":
+        return train_frame(table, dpo_pairs(rollouts, verdicts, kept, max_pairs_per_problem),
+                           proposer)
+    if algorithm != "sft":
+        msg = (f"no row builder for train.algorithm = {algorithm!r}; choose 'sft', 'grpo' or "
+               "'dpo'")
+        raise ValueError(msg)
+    too_hard = (pl.col("pass_rate") <= curation.min_pass_rate
+                if curation.solver_targets == "rationalize" else pl.lit(False))
+    solver = pl.concat([
+        reference_rows(domain, kept.filter(too_hard)),
+        verified_rows(rollouts, verdicts, kept.filter(~too_hard),
+                      curation.max_answers_per_problem)])
+    return train_frame(table, solver, proposer)
 
 
 def training_rows(domain: Domain, problems: list[dict[str, Any]], rollouts: list[dict[str, Any]],
@@ -128,59 +163,10 @@ def training_rows(domain: Domain, problems: list[dict[str, Any]], rollouts: list
                   curation: CurateConfig, *, warmup: bool,
                   penalties: Mapping[str, float] | None = None, algorithm: str = "sft",
                   max_pairs_per_problem: int = 4) -> list[dict[str, Any]]:
-    """`penalties`: the diversity penalty per problem_id (repetition_penalties), 0 if absent.
-    `algorithm` grpo / dpo: after the warm-up, the solver rows are GRPO prompt rows or DPO pairs
-    (tasks/rows.py); proposer rows are the same weighted rows for every algorithm."""
-    kept = {c["problem_id"]: c for c in curriculum if c["kept"]}
-    reward = {v["rollout_id"]: v["reward"] for v in verdicts}
-    group: dict[str, list[float]] = defaultdict(list)  # judged rewards per problem
-    for v in verdicts:
-        if v["reward"] is not None:
-            group[v["problem_id"]].append(v["reward"])
-    verified: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for r in sorted(rollouts, key=lambda r: (r["problem_id"], r["sample_index"])):
-        if r["problem_id"] in kept and reward[r["rollout_id"]] == 1.0:
-            verified[r["problem_id"]].append(r)
-    rows: list[dict[str, Any]] = []
-    proposer: list[dict[str, Any]] = []
-
-    def add(role: str, prompt: str, completion: str, weight: float, problem: dict[str, Any],
-            rollout_id: str | None) -> None:
-        (proposer if role == "proposer" else rows).append(train_row(
-            role=role, prompt=prompt, completion=completion, weight=weight, problem=problem,
-            rollout_id=rollout_id))
-
-    for problem in problems:
-        stats = kept.get(problem["problem_id"])
-        if warmup:
-            if stats is not None:
-                add("solver", domain.solver_prompt(problem["text"]), problem["reference"], 1.0,
-                    problem, None)
-            if curation.warmup_proposer_rows:
-                add("proposer", domain.proposer_prompt(problem["level"]), problem["text"], 1.0,
-                    problem, None)
-            continue
-        if stats is None:
-            continue
-        too_hard = (curation.solver_targets == "rationalize"
-                    and stats["pass_rate"] <= curation.min_pass_rate)
-        if curation.solver_targets == "reference" or too_hard:
-            add("solver", domain.solver_prompt(problem["text"]), problem["reference"], 1.0,
-                problem, None)
-        elif algorithm == "sft":
-            for r in verified[problem["problem_id"]][: curation.max_answers_per_problem]:
-                add("solver", r["prompt"], r["completion"], 1.0, problem, r["rollout_id"])
-        if curation.proposer_rows:
-            weight = proposer_weight(stats["pass_rate"] or 0.0, group[problem["problem_id"]],
-                                     curation,
-                                     penalty=(penalties or {}).get(problem["problem_id"], 0.0))
-            add("proposer", domain.proposer_prompt(problem["level"]), problem["text"], weight,
-                problem, None)
-    if algorithm != "sft" and not warmup and curation.solver_targets != "reference":
-        rows = solver_rows(algorithm, domain, problems, rollouts, verdicts, curriculum,
-                           max_pairs_per_problem=max_pairs_per_problem)
-    proposer.sort(key=lambda r: -r["weight"])  # stable: ties keep problem order
-    return rows + proposer[: curation.max_proposer_rows]
+    """`training_frame` over rows, as rows."""
+    return training_frame(domain, problems, rollouts, verdicts, curriculum, curation,
+                          warmup=warmup, penalties=penalties, algorithm=algorithm,
+                          max_pairs_per_problem=max_pairs_per_problem).to_dicts()
 
 
 def repetition_penalties(domain: Domain, proposals: list[dict[str, Any]],
@@ -235,25 +221,24 @@ def curate(ctx: RunContext, round_index: int, problems: StageOutput, rollouts: S
     curation = ctx.config.curate
 
     def compute(fingerprint: str) -> StageResult:
-        problem_rows = read_rows(problems.path("problems"))
-        verdict_rows = read_rows(verdicts.path("verdicts"))
         warmup = round_index == 0
-        curriculum = curriculum_rows(problem_rows, verdict_rows, curation, warmup=warmup,
-                                     warmup_max_level=ctx.config.domain.seed_max_level)
+        problem_file, verdict_file = problems.path("problems"), verdicts.path("verdicts")
+        curriculum = curriculum_frame(problem_file, verdict_file, curation, warmup=warmup,
+                                      warmup_max_level=ctx.config.domain.seed_max_level)
         penalties = (repetition_penalties(ctx.domain, read_rows(problems.path("proposals")),
                                           curation)
                      if curation.diversity.penalty > 0 and not warmup else None)
-        rows = training_rows(ctx.domain, problem_rows, read_rows(rollouts.path("rollouts")),
-                             verdict_rows, curriculum, curation, warmup=warmup, penalties=penalties,
-                             algorithm=ctx.config.train.algorithm,
-                             max_pairs_per_problem=ctx.config.train.dpo.max_pairs_per_problem)
-        judged = [c["pass_rate"] for c in curriculum if c["pass_rate"] is not None]
+        rows = training_frame(ctx.domain, problem_file, rollouts.path("rollouts"), verdict_file,
+                              curriculum, curation, warmup=warmup, penalties=penalties,
+                              algorithm=ctx.config.train.algorithm,
+                              max_pairs_per_problem=ctx.config.train.dpo.max_pairs_per_problem)
+        judged = curriculum["pass_rate"].drop_nulls().to_list()  # summed left to right
         return StageResult(
             datasets={"curriculum": curriculum, "train_rows": rows},
-            metrics={"kept": sum(c["kept"] for c in curriculum),
+            metrics={"kept": int(curriculum["kept"].sum()),
                      "pass_at_1": sum(judged) / len(judged) if judged else 0.0,
                      "train_rows": len(rows),
-                     "solver_rows": sum(r["role"] == "solver" for r in rows)},
+                     "solver_rows": int((rows["role"] == "solver").sum())},
         )
 
     return run_stage(

@@ -52,9 +52,12 @@ log = logging.getLogger("flywheel")
 
 @dataclass
 class StageResult:
-    """What a stage computed: rows per dataset kind, an optional checkpoint folder, metrics."""
+    """What a stage computed: per dataset kind its rows (dicts), a table (polars DataFrame or
+    Arrow table) or the file the stage already wrote (a `WrittenDataset` from
+    storage.datasets.DatasetWriter at `dataset_path(..., fingerprint)`, streamed as shards
+    finished); an optional checkpoint folder; metrics."""
 
-    datasets: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    datasets: dict[str, Any] = field(default_factory=dict)
     checkpoint: Path | None = None
     checkpoint_rows: int = 0
     metrics: dict[str, float] = field(default_factory=dict)
@@ -293,7 +296,13 @@ def write_result(ctx: RunContext, result: StageResult, *, stage: str, round_inde
     outputs: list[WrittenDataset] = []
     for kind, rows in result.datasets.items():
         path = dataset_path(ctx.data_root, ctx.run_id, round_index, kind, fingerprint)
-        outputs.append(write_atomic(kind, rows, path))
+        if isinstance(rows, WrittenDataset):
+            if rows.path != path or rows.kind != kind:
+                msg = f"{stage}: the {kind} file was written to {rows.path}, expected {path}"
+                raise ValueError(msg)
+            outputs.append(rows)
+        else:
+            outputs.append(write_atomic(kind, rows, path))
         pause_point(f"{point}:wrote-{kind}")
     if result.checkpoint is not None:
         final = checkpoint_dir(ctx, round_index, fingerprint)

@@ -34,19 +34,30 @@ not a math-equivalence grader; a tie goes to the smallest answer and is counted 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from prefect import task
 from prefect.cache_policies import NONE
 
+from configs import ScaleConfig
 from domains.base import Domain
-from storage.datasets import read_rows
+from storage.datasets import DatasetWriter, WrittenDataset, dataset_path
 from tasks.context import RunContext
-from tasks.curriculum.votes import label_matches, majority_labels
+from tasks.curriculum.columns import lazy_frame
+from tasks.curriculum.votes import majority_frame, majority_labels
 from tasks.shards import grouped_ranges, map_shards
 from tasks.stage import StageOutput, StageResult, run_stage
 
 VERSION = 2  # 2: label and agreement columns, majority-vote labels
+VERDICT_METRIC_COLUMNS = {"problem_id": pl.String, "answer": pl.String, "reward": pl.Float64,
+                          "method": pl.String, "label": pl.String}
+CHUNK_ROWS = 65536  # rollouts verified and written per row group (whole problems)
 
 
 def verdict_rows(domain: Domain, rollouts: list[dict[str, Any]], problems: list[dict[str, Any]],
@@ -94,37 +105,49 @@ def judge_rollouts(domain: Domain, rollouts: list[dict[str, Any]], problems: lis
             [method if j.reward is not None else (j.reason or "none") for j in judged])
 
 
-def verdict_metrics(rows: list[dict[str, Any]], problems: list[dict[str, Any]],
-                    labels: str = "reference") -> dict[str, float]:
-    """The verify stage's catalog metrics: counts, mean reward, agreement, label precision."""
-    judged = [r["reward"] for r in rows if r["reward"] is not None]
-    per_problem: dict[str, dict[str, Any]] = {}
-    answers: dict[str, list[str | None]] = defaultdict(list)
-    for r in rows:
-        per_problem.setdefault(r["problem_id"], r)
-        answers[r["problem_id"]].append(r["answer"])
-    votes = majority_labels(answers)
-    metrics = {"verdicts": len(rows), "unjudged": len(rows) - len(judged),
-               "mean_reward": sum(judged) / len(judged) if judged else 0.0}
-    for r in rows:  # why the free-form domains could not judge: unjudged_no_answer, ...
-        if r["reward"] is None and r["method"] != "none":
-            key = f"unjudged_{r['method']}"
-            metrics[key] = metrics.get(key, 0) + 1
-    if votes:
-        metrics["mean_agreement"] = sum(v.agreement for v in votes.values()) / len(votes)
-        metrics["tied_share"] = sum(v.tie for v in votes.values()) / len(votes)
+def verdict_metrics(rows: Any, problems: Any, labels: str = "reference") -> dict[str, float]:
+    """The verify stage's catalog metrics: counts, mean reward, agreement, label precision.
+
+    `rows` and `problems`: the verdicts and problems as a Parquet path, a frame or rows
+    (tasks/curriculum/columns.py: lazy_frame); computed over columns, with sums taken left to
+    right in file order (the values of a row-by-row sum, to the last bit)."""
+    verdicts = lazy_frame(rows, VERDICT_METRIC_COLUMNS)
+    reward = pl.col("reward")
+    totals = verdicts.select(pl.len().alias("verdicts"), reward.count().alias("judged"),
+                             reward.drop_nulls().cum_sum().last().alias("reward_sum")).collect()
+    count, judged, reward_sum = totals.row(0)
+    metrics: dict[str, float] = {"verdicts": count, "unjudged": count - judged,
+                                 "mean_reward": reward_sum / judged if judged else 0.0}
+    reasons = verdicts.filter(reward.is_null() & (pl.col("method") != "none")).group_by(
+        "method", maintain_order=True).len().collect()
+    for method, n in reasons.iter_rows():  # why the free-form domains could not judge
+        metrics[f"unjudged_{method}"] = n
+    votes = majority_frame(verdicts).collect()
+    if len(votes):
+        metrics["mean_agreement"] = votes["agreement"].cum_sum()[-1] / len(votes)
+        metrics["tied_share"] = int(votes["tie"].sum()) / len(votes)
     if labels == "majority":
-        reference = {p["problem_id"]: p["reference"] for p in problems}
-        label = {pid: r["label"] for pid, r in per_problem.items()}
-        matching, total = label_matches(label, reference)
-        metrics["labelled_problems"] = total
-        if total:
-            metrics["label_precision"] = matching / total
-            confident = [pid for pid, v in votes.items() if 2 * v.agreement > 1]
-            matching, total = label_matches(label, reference, only=confident)
-            if total:
-                metrics["label_precision_confident"] = matching / total
+        metrics.update(label_metrics(verdicts, problems, votes))
     return metrics
+
+
+def label_metrics(verdicts: pl.LazyFrame, problems: Any, votes: pl.DataFrame) -> dict[str, float]:
+    """labelled_problems, label_precision(_confident): each problem's label (its first verdict's)
+    against its reference (the last problem row of its id)."""
+    first = verdicts.group_by("problem_id", maintain_order=True).agg(pl.col("label").first())
+    reference = lazy_frame(problems, {"problem_id": pl.String, "reference": pl.String}).collect(
+        ).unique("problem_id", keep="last")
+    both = first.collect().join(reference, on="problem_id", how="inner").join(
+        votes.select("problem_id", "agreement"), on="problem_id", how="left").filter(
+        pl.col("label").is_not_null() & pl.col("reference").is_not_null()).with_columns(
+        (pl.col("label") == pl.col("reference")).alias("match"))
+    out: dict[str, float] = {"labelled_problems": len(both)}
+    if len(both):
+        out["label_precision"] = int(both["match"].sum()) / len(both)
+        confident = both.filter(2 * pl.col("agreement") > 1)
+        if len(confident):
+            out["label_precision_confident"] = int(confident["match"].sum()) / len(confident)
+    return out
 
 
 def verify_shards(domain: Domain, rollouts: list[dict[str, Any]], problems: list[dict[str, Any]],
@@ -139,20 +162,65 @@ def verify_shards(domain: Domain, rollouts: list[dict[str, Any]], problems: list
     return out
 
 
+def rollout_chunks(path: Path, rows: int = CHUNK_ROWS) -> Iterator[pa.Table]:
+    """The rollouts file in tables of at least `rows` rows (the last one: the rest) that never
+    split a problem's run of rollouts, in stored order; a file of fewer rows, or one whose
+    problems' rollouts are not stored together, is one table."""
+    ids = pl.scan_parquet(path).select("problem_id")
+    runs = ids.select(
+        ((pl.col("problem_id") != pl.col("problem_id").shift()).sum() + 1).alias("runs"),
+        pl.col("problem_id").n_unique().alias("problems")).collect()
+    grouped = runs.row(0)[1] == 0 or runs.row(0)[0] == runs.row(0)[1]
+    if not grouped:
+        yield pq.read_table(path)
+        return
+    pending: list[pa.Table] = []  # read, not yet verified
+    count = 0
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=rows):
+        pending.append(pa.Table.from_batches([batch]))
+        count += batch.num_rows
+        if count < rows:
+            continue
+        table = pa.concat_tables(pending)
+        last = table.column("problem_id")[-1]
+        split = len(table) - int(pc.sum(pc.equal(table.column("problem_id"), last)).as_py())
+        if split:  # the last problem's run may continue in the next batch: hold it back
+            yield table.slice(0, split)
+            table = table.slice(split)
+        pending, count = [table], len(table)
+    if count:
+        yield pa.concat_tables(pending)
+
+
+def stream_verdicts(domain: Domain, scale: ScaleConfig, rollout_file: Path, problem_file: Path,
+                    labels: str, path: Path, *, chunk_rows: int = CHUNK_ROWS) -> WrittenDataset:
+    """Verdicts of the rollouts file written to `path` chunk by chunk (`rollout_chunks`, each in
+    `[scale]` shards), so only one chunk's rows are held."""
+    problem_table = pl.read_parquet(problem_file)
+    with DatasetWriter("verdicts", path) as writer:
+        for chunk in rollout_chunks(rollout_file, chunk_rows):
+            ids = pl.Series(pc.unique(chunk.column("problem_id")).to_pylist(), dtype=pl.String)
+            chunk_problems = problem_table.filter(pl.col("problem_id").is_in(ids.implode()))
+            for part in map_shards(  # config [scale]; a problem's rollouts stay together
+                    verdict_rows, verify_shards(domain, chunk.to_pylist(),
+                                                chunk_problems.to_dicts(), labels,
+                                                scale.rollout_shards),
+                    scale=scale, stage="verify"):
+                writer.write(part)
+    return writer.written
+
+
 @task(name="verify", cache_policy=NONE, persist_result=False)
 def verify(ctx: RunContext, round_index: int, problems: StageOutput,
            rollouts: StageOutput) -> StageOutput:
     labels = ctx.config.verify.labels
 
     def compute(fingerprint: str) -> StageResult:
-        problem_rows = read_rows(problems.path("problems"))
-        rollout_rows = read_rows(rollouts.path("rollouts"))
-        rows = [row for part in map_shards(  # config [scale]; a problem's rollouts stay together
-            verdict_rows, verify_shards(ctx.domain, rollout_rows, problem_rows, labels,
-                                        ctx.config.scale.rollout_shards),
-            scale=ctx.config.scale, stage="verify") for row in part]
-        return StageResult(datasets={"verdicts": rows},
-                           metrics=verdict_metrics(rows, problem_rows, labels))
+        path = dataset_path(ctx.data_root, ctx.run_id, round_index, "verdicts", fingerprint)
+        written = stream_verdicts(ctx.domain, ctx.config.scale, rollouts.path("rollouts"),
+                                  problems.path("problems"), labels, path)
+        return StageResult(datasets={"verdicts": written},
+                           metrics=verdict_metrics(path, problems.path("problems"), labels))
 
     return run_stage(
         ctx, stage="verify", version=VERSION, round_index=round_index,

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from configs import CurateConfig
@@ -116,3 +116,29 @@ def proposer_weight(pass_rate: float, rewards: Sequence[float], curation: Curate
                             band_low=curation.proposer_band_low,
                             band_high=curation.proposer_band_high)
     return penalized(value, penalty, curation.diversity.penalty)
+
+
+def proposer_weight_expr(curation: CurateConfig) -> Any:
+    """`proposer_weight` as a polars expression over the columns `pass_rate` (null read as 0),
+    `reward_max`, `reward_min` (the judged rewards' extremes, null when none) and `penalty`;
+    the same floating-point operations in the same order, so the values are identical."""
+    import polars as pl
+
+    p = pl.col("pass_rate").fill_null(0.0)
+    name = curation.proposer_reward
+    if name == "variance":
+        value = 4.0 * p * (1.0 - p)
+    elif name == "learnability":
+        value = pl.when((p > 0.0) & (p < 1.0)).then(1.0 - p).otherwise(0.0)
+    elif name == "uncertainty":
+        value = 1.0 - 2.0 * (p - 0.5).abs()
+    elif name == "band":
+        value = (pl.when((p >= curation.proposer_band_low) & (p <= curation.proposer_band_high))
+                 .then(1.0).otherwise(0.0))
+    elif name == "regret":
+        value = (pl.col("reward_max") - pl.col("reward_min")).fill_null(0.0)
+    else:
+        msg = f"proposer reward {name!r} is unknown; choose one of {', '.join(PROPOSER_REWARDS)}"
+        raise ValueError(msg)
+    weight = value - curation.diversity.penalty * pl.col("penalty")
+    return pl.when(weight > 0.0).then(weight).otherwise(0.0)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 class Vote(NamedTuple):
@@ -59,3 +59,22 @@ def label_precision(labels: Mapping[str, str | None], references: Mapping[str, s
     None when no problem has both (nothing to measure, not a made-up 0 or 1)."""
     matching, total = label_matches(labels, references, only=only)
     return matching / total if total else None
+
+
+def majority_frame(answers: Any) -> Any:
+    """`majority_vote` of every problem at once: a polars LazyFrame of (problem_id, answer) rows
+    -> one row per problem_id, in first-seen order, with `label`, `agreement` and `tie`; the
+    same rule (top count over k, ties to the smallest string, no answer: null, 0.0, False)."""
+    import polars as pl
+
+    frame = answers.select("problem_id", "answer").with_row_index("first")
+    samples = frame.group_by("problem_id").agg(pl.len().alias("k"), pl.col("first").min())
+    counts = frame.filter(pl.col("answer").is_not_null()).group_by("problem_id", "answer").agg(
+        pl.len().alias("votes"))
+    leaders = counts.filter(pl.col("votes") == pl.col("votes").max().over("problem_id")).group_by(
+        "problem_id").agg(pl.col("answer").min().alias("label"), pl.col("votes").first(),
+                          (pl.len() > 1).alias("tie"))
+    return samples.join(leaders, on="problem_id", how="left").sort("first").select(
+        "problem_id", "label",
+        (pl.col("votes").fill_null(0) / pl.col("k")).alias("agreement"),
+        pl.col("tie").fill_null(False))

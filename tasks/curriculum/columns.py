@@ -1,0 +1,74 @@
+"""Column helpers of the columnar data plane: frames from either files or rows, row ids over
+whole columns.
+
+Stages hand each other Parquet files; curate and verify read them with `pl.scan_parquet`
+(lazy, only the columns a step needs). The pure functions also take rows (lists of dicts, as
+the unit tests write them): `lazy_frame` turns either into a LazyFrame with the columns asked
+for, a missing column read as nulls of its type.
+
+    lazy_frame([{"problem_id": "a", "reward": 1.0}], {"problem_id": pl.String,
+               "reward": pl.Float64, "label": pl.String})
+    # LazyFrame problem_id | reward | label   ->   "a" | 1.0 | null
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+_JSON_SAFE = r'^[ !#-\[\]-~]*$'  # printable ASCII but " and \: json.dumps writes them as they are
+
+
+def lazy_frame(source: Any, columns: Mapping[str, pl.DataType | type[pl.DataType]]
+               ) -> pl.LazyFrame:
+    """`columns` of a Parquet file (scanned lazily), a frame, or a list of row dicts.
+
+    Parameters
+    ----------
+    source
+        A Parquet path, a polars DataFrame or LazyFrame, or rows (dicts).
+    columns
+        Column name -> polars dtype; a column the source lacks is read as nulls of that type.
+
+    Returns
+    -------
+    pl.LazyFrame
+        Exactly `columns`, in that order, in the source's row order.
+    """
+    if isinstance(source, str | Path):
+        source = pl.scan_parquet(source)
+    if isinstance(source, pl.DataFrame | pl.LazyFrame):
+        frame = source.lazy()
+        have = frame.collect_schema().names()
+        return frame.select([pl.col(name).cast(dtype) if name in have
+                             else pl.lit(None, dtype=dtype).alias(name)
+                             for name, dtype in columns.items()])
+    data = {name: [row.get(name) for row in source] for name in columns}
+    return pl.DataFrame(data, schema=dict(columns)).lazy()
+
+
+def json_strings(values: pl.Series) -> pl.Series:
+    """Each string as `json.dumps` writes it ("null" for a null): vectorised where no character
+    needs escaping, per value otherwise."""
+    if values.dtype != pl.String:
+        return values.cast(pl.String).fill_null("null")
+    if bool(values.fill_null("").str.contains(_JSON_SAFE).all()):
+        return ('"' + values + '"').fill_null("null")
+    return pl.Series(values.name, [json.dumps(v) for v in values.to_list()], dtype=pl.String)
+
+
+def row_ids(kind: str, parts: Sequence[pl.Series], length: int = 16) -> pl.Series:
+    """`storage.fingerprint.row_id(kind, *parts)` for every row of the columns `parts`: the
+    compact JSON of the list is built over whole columns, then hashed (sha256, `length` hex)."""
+    blob = pl.Series([f"[{json.dumps(kind)}"] * (len(parts[0]) if parts else 0), dtype=pl.String)
+    for part in parts:
+        blob = blob + "," + json_strings(part)
+    blob = blob + "]"
+    sha = hashlib.sha256
+    return pl.Series([sha(b.encode()).hexdigest()[:length] for b in blob.to_list()],
+                     dtype=pl.String)

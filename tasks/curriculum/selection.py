@@ -1,0 +1,171 @@
+"""Training rows as polars joins: which rollouts and problems become `train_rows`, over columns.
+
+The rules are tasks/curate.py's (SFT: verified answers, references, proposer rows) and
+tasks/rows.py's (GRPO prompt rows, DPO pairs); this module computes the same rows, in the same
+order, from Parquet files or frames:
+
+    positions   every problem row has its position `pos` in the problems file; a solver row
+                sorts by (pos, rank within the problem), so rows come in problem order
+    rollouts    scanned with only (rollout_id, problem_id, sample_index), joined with the
+                verdicts' rewards and the kept problems, ranked per problem by (sample_index,
+                file position); prompts and completions are read afterwards for the chosen
+                rollouts only (`rollout_texts`)
+    prompts     the domain's solver_prompt runs once per chosen problem text, proposer_prompt
+                once per level
+
+A rollout without a verdict counts as unjudged; rollout ids are unique (the verdicts gate
+checks it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from configs import CurateConfig
+from domains.base import Domain
+from tasks.curriculum.columns import lazy_frame, row_ids
+from tasks.curriculum.rewards import proposer_weight_expr
+
+PROBLEMS = {"problem_id": pl.String, "run_id": pl.String, "round": pl.Int64, "text": pl.String,
+            "reference": pl.String, "level": pl.Int64, "proposal_id": pl.String}
+ROLLOUT_KEYS = {"rollout_id": pl.String, "problem_id": pl.String, "sample_index": pl.Int64}
+ROLLOUT_TEXTS = {"prompt": pl.String, "completion": pl.String}
+VERDICTS = {"rollout_id": pl.String, "problem_id": pl.String, "reward": pl.Float64,
+            "label": pl.String}
+TRAIN_COLUMNS = ["train_row_id", "run_id", "round", "role", "prompt", "completion", "rejected",
+                 "weight", "problem_id", "rollout_id", "proposal_id"]
+SOLVER_PARTS = {"pos": pl.Int64, "sub": pl.Int64, "prompt": pl.String, "completion": pl.String,
+                "rejected": pl.String, "weight": pl.Float64, "rollout_id": pl.String}
+
+
+def positioned_problems(problems: Any) -> pl.DataFrame:
+    """The problems' train-row columns with their position `pos` in the file."""
+    return lazy_frame(problems, PROBLEMS).with_row_index("pos").with_columns(
+        pl.col("pos").cast(pl.Int64)).collect()
+
+
+def kept_problems(problems: pl.DataFrame, curriculum: Any) -> pl.DataFrame:
+    """Problems whose curriculum row is kept (the last row of a problem_id decides), in problem
+    order, with their `pass_rate`."""
+    kept = lazy_frame(curriculum, {"problem_id": pl.String, "pass_rate": pl.Float64,
+                                   "kept": pl.Boolean}).collect()
+    kept = kept.unique("problem_id", keep="last", maintain_order=True).filter(pl.col("kept"))
+    return problems.join(kept.select("problem_id", "pass_rate"), on="problem_id", how="inner",
+                         maintain_order="left")
+
+
+def solver_prompts(domain: Domain, texts: pl.Series) -> pl.Series:
+    return pl.Series("prompt", [domain.solver_prompt(t) for t in texts.to_list()], dtype=pl.String)
+
+
+def reference_rows(domain: Domain, problems: pl.DataFrame) -> pl.DataFrame:
+    """Solver rows whose completion is the problem's reference (or GRPO label `reference`)."""
+    return pl.DataFrame({
+        "pos": problems["pos"], "sub": pl.Series([0] * len(problems), dtype=pl.Int64),
+        "prompt": solver_prompts(domain, problems["text"]), "completion": problems["reference"],
+        "rejected": pl.Series([None] * len(problems), dtype=pl.String),
+        "weight": pl.Series([1.0] * len(problems), dtype=pl.Float64),
+        "rollout_id": pl.Series([None] * len(problems), dtype=pl.String)}, schema=SOLVER_PARTS)
+
+
+def ranked_rollouts(rollouts: Any, verdicts: Any, problems: pl.DataFrame,
+                    reward: float) -> pl.DataFrame:
+    """Rollouts of `problems` whose verdict reward equals `reward`, one row per (problem
+    position, rollout), ranked within the problem by (sample_index, file position)."""
+    rewards = lazy_frame(verdicts, VERDICTS).filter(pl.col("reward") == reward)
+    wanted = lazy_frame(rollouts, ROLLOUT_KEYS).with_row_index("rollout_pos").join(
+        problems.lazy().select("problem_id").unique(), on="problem_id", how="semi").join(
+        rewards.select("rollout_id"), on="rollout_id", how="semi").collect()
+    return wanted.join(problems.select("pos", "problem_id"), on="problem_id", how="inner").sort(
+        "pos", "sample_index", "rollout_pos").with_columns(
+        pl.int_range(pl.len()).over("pos").cast(pl.Int64).alias("sub"))
+
+
+def rollout_texts(rollouts: Any, positions: pl.Series) -> pl.DataFrame:
+    """(rollout_pos, prompt, completion) of the rollouts at `positions` of the file; a file is
+    streamed, so only the chosen rows' texts are held."""
+    chosen = pl.DataFrame({"rollout_pos": positions.unique().cast(pl.UInt32)})
+    frame = lazy_frame(rollouts, ROLLOUT_TEXTS).with_row_index("rollout_pos")
+    return frame.join(chosen.lazy(), on="rollout_pos", how="semi").collect(engine="streaming")
+
+
+def verified_rows(rollouts: Any, verdicts: Any, problems: pl.DataFrame,
+                  max_answers: int) -> pl.DataFrame:
+    """SFT solver rows: the first `max_answers` verified answers (reward 1) per problem."""
+    chosen = ranked_rollouts(rollouts, verdicts, problems, 1.0).filter(pl.col("sub") < max_answers)
+    texts = rollout_texts(rollouts, chosen["rollout_pos"])
+    return chosen.join(texts, on="rollout_pos", how="left", maintain_order="left").select(
+        "pos", "sub", "prompt", "completion", pl.lit(None, dtype=pl.String).alias("rejected"),
+        pl.lit(1.0).alias("weight"), "rollout_id")
+
+
+def dpo_pairs(rollouts: Any, verdicts: Any, problems: pl.DataFrame,
+              max_pairs: int) -> pl.DataFrame:
+    """DPO solver rows: the i-th verified answer paired with the i-th wrong one, per problem."""
+    right = ranked_rollouts(rollouts, verdicts, problems, 1.0).filter(pl.col("sub") < max_pairs)
+    wrong = ranked_rollouts(rollouts, verdicts, problems, 0.0).filter(pl.col("sub") < max_pairs)
+    pairs = right.join(wrong.select("pos", "sub", pl.col("rollout_pos").alias("rejected_pos")),
+                       on=["pos", "sub"], how="inner", maintain_order="left")
+    texts = rollout_texts(rollouts, pl.concat([pairs["rollout_pos"], pairs["rejected_pos"]]))
+    rejected = texts.select(pl.col("rollout_pos").alias("rejected_pos"),
+                            pl.col("completion").alias("rejected"))
+    return pairs.join(texts, on="rollout_pos", how="left", maintain_order="left").join(
+        rejected, on="rejected_pos", how="left", maintain_order="left").select(
+        "pos", "sub", "prompt", "completion", "rejected", pl.lit(1.0).alias("weight"),
+        "rollout_id")
+
+
+def grpo_prompts(domain: Domain, problems: pl.DataFrame, verdicts: Any) -> pl.DataFrame:
+    """GRPO solver rows: one per kept problem with a label (the first non-null verdict label of
+    the problem, else its reference)."""
+    labels = lazy_frame(verdicts, VERDICTS).filter(pl.col("label").is_not_null()).group_by(
+        "problem_id", maintain_order=True).agg(pl.col("label").first()).collect()
+    labelled = problems.join(labels, on="problem_id", how="left", maintain_order="left")
+    labelled = labelled.with_columns(pl.coalesce("label", "reference").alias("reference")).filter(
+        pl.col("reference").is_not_null())
+    return reference_rows(domain, labelled)
+
+
+def proposer_rows(domain: Domain, problems: pl.DataFrame, verdicts: Any, curation: CurateConfig,
+                  penalties: dict[str, float] | None, *, weighted: bool) -> pl.DataFrame:
+    """Proposer rows of `problems` (weight 1 when not `weighted`), heaviest first (ties in
+    problem order), at most `max_proposer_rows`."""
+    frame = problems
+    if weighted and curation.proposer_reward == "regret":
+        spread = lazy_frame(verdicts, VERDICTS).group_by("problem_id").agg(
+            pl.col("reward").max().alias("reward_max"),
+            pl.col("reward").min().alias("reward_min")).collect()
+        frame = frame.join(spread, on="problem_id", how="left", maintain_order="left")
+    pen = pl.DataFrame({"problem_id": list((penalties or {}).keys()),
+                        "penalty": list((penalties or {}).values())},
+                       schema={"problem_id": pl.String, "penalty": pl.Float64})
+    frame = frame.join(pen, on="problem_id", how="left", maintain_order="left").with_columns(
+        pl.col("penalty").fill_null(0.0))
+    weight = proposer_weight_expr(curation) if weighted else pl.lit(1.0)
+    prompts = {level: domain.proposer_prompt(level) for level in frame["level"].unique().to_list()}
+    return frame.with_columns(weight.alias("weight")).sort(
+        "weight", descending=True, maintain_order=True).head(curation.max_proposer_rows).select(
+        "pos", pl.col("level").replace_strict(prompts, return_dtype=pl.String).alias("prompt"),
+        pl.col("text").alias("completion"), "weight")
+
+
+def train_frame(problems: pl.DataFrame, solver: pl.DataFrame,
+                proposer: pl.DataFrame | None) -> pl.DataFrame:
+    """`train_rows` columns: solver rows in (problem, rank) order, then proposer rows; lineage
+    (run, round, problem, proposal) from the problem row, ids over the whole columns."""
+    parts = [solver.sort("pos", "sub").select(
+        pl.lit("solver").alias("role"), "pos", "prompt", "completion", "rejected", "weight",
+        "rollout_id")]
+    if proposer is not None:
+        parts.append(proposer.select(
+            pl.lit("proposer").alias("role"), "pos", "prompt", "completion",
+            pl.lit(None, dtype=pl.String).alias("rejected"), "weight",
+            pl.lit(None, dtype=pl.String).alias("rollout_id")))
+    rows = pl.concat(parts).join(
+        problems.select("pos", "run_id", "round", "problem_id", "proposal_id"), on="pos",
+        how="left", maintain_order="left")
+    ids = row_ids("train_row", [rows["run_id"], rows["round"], rows["role"], rows["problem_id"],
+                                rows["rollout_id"]])
+    return rows.with_columns(ids.alias("train_row_id")).select(TRAIN_COLUMNS)
