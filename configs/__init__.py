@@ -759,6 +759,13 @@ class RunConfig(_Section):
             msg = (f"scale.rollout_shards = {self.scale.rollout_shards} needs rollout.backend = "
                    f"'transformers' (vLLM batches a whole stage itself); set rollout_shards = 1")
             raise ValueError(msg)
+        if (self.rollout.backend == "vllm" and self.train.algorithm == "grpo"
+                and self.train.device == "cpu"):
+            msg = ("train.algorithm = 'grpo' with rollout.backend = 'vllm' generates with TRL's "
+                   "colocated vLLM, which needs train.device = 'cuda' (vLLM's CPU build cannot "
+                   "take TRL's weight sync); set train.device = 'cuda' or rollout.backend = "
+                   "'transformers'")
+            raise ValueError(msg)
         clash = (f"train.algorithm = {self.train.algorithm!r}" if self.train.algorithm != "sft" else
                  f"verify.labels = {self.verify.labels!r}" if self.verify.labels != "reference" else
                  None)

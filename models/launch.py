@@ -18,6 +18,16 @@ A non-zero exit raises with the exit status and the log's last lines, so the err
 failed in the processes (an out-of-memory there reads as one here: models/passes.py retries it).
 Resuming works as in one process: the Trainer's checkpoints in `work_dir` hold every rank's RNG
 state, and `common["resume_from"]` names the one to continue from.
+
+No training process outlives the flywheel process, however it dies (SIGKILL included). The
+launcher runs as `python -m models.launch --launcher PARENT_PID <accelerate launch arguments>`
+in its own session and process group (a terminal's Ctrl-C reaches the run, which ends the
+group); it arms the kernel's parent-death signal (Linux `PR_SET_PDEATHSIG`, SIGTERM: torchrun's
+agent then stops its workers) and exits at once if the flywheel is already gone, then runs
+`accelerate launch` in-process. Each worker arms SIGKILL on the launcher's death the same way
+(the launcher's pid travels in `FLYWHEEL_LAUNCHER_PID`), so a launcher killed outright takes its
+workers along. The signal follows the *thread* that started the launcher, which waits on it
+until it exits.
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections import deque
@@ -66,9 +77,14 @@ def trainer_of(kind: str, domain: Any) -> Any:
     return train_sft
 
 
+LAUNCHER_FLAG = "--launcher"
+LAUNCHER_PID = "FLYWHEEL_LAUNCHER_PID"  # the launcher's pid, which its workers die with
+
+
 def launch_command(spec: Path, num_processes: int) -> list[str]:
-    """The `accelerate launch` command line of one pass (this interpreter, a free port)."""
-    return [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
+    """The command line of one pass: `accelerate launch` (this interpreter, a free port) behind
+    the launcher that dies with this process (`run_launcher`)."""
+    return [sys.executable, "-m", "models.launch", LAUNCHER_FLAG, str(os.getpid()), "--multi_gpu",
             "--num_processes", str(num_processes), "--num_machines", "1",
             "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "0",
             "-m", "models.launch", str(spec)]
@@ -169,6 +185,28 @@ def runtime_from(data: dict[str, Any]) -> TrainRuntime:
                         report_to=data.get("report_to", "none"))
 
 
+def die_with(parent: int, sig: signal.Signals) -> None:
+    """Have the kernel send `sig` to this process when `parent` dies (Linux PR_SET_PDEATHSIG);
+    exit at once if `parent` is already gone (the signal would never come)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, sig, 0, 0, 0)
+    if os.getppid() != parent:
+        sys.exit(1)
+
+
+def run_launcher(parent: int, accelerate_arguments: list[str]) -> None:
+    """The launcher process: die with `parent`, then `accelerate launch` in this process."""
+    die_with(parent, signal.SIGTERM)
+    os.environ[LAUNCHER_PID] = str(os.getpid())
+    from accelerate.commands.launch import main
+
+    sys.argv = ["accelerate launch", *accelerate_arguments]
+    main()
+
+
 def run_spec(spec_path: Path) -> None:
     """A launched process: train the spec's pass; the main process prints the progress lines
     and writes `result.json` (atomically: temporary file, then rename)."""
@@ -209,4 +247,9 @@ def _leave_group() -> None:
 
 
 if __name__ == "__main__":
-    run_spec(Path(sys.argv[1]))
+    if sys.argv[1] == LAUNCHER_FLAG:
+        run_launcher(int(sys.argv[2]), sys.argv[3:])
+    else:
+        if LAUNCHER_PID in os.environ:
+            die_with(int(os.environ[LAUNCHER_PID]), signal.SIGKILL)
+        run_spec(Path(sys.argv[1]))

@@ -8,7 +8,9 @@ A sample record per kind (columns beyond these are allowed only by adding them h
 
     proposals   {"proposal_id": "9f..", "run_id": "demo", "round": 1, "prompt": "<propose>L2:",
                  "text": "37+5", "level": 2, "source": "proposer", "problem_id": "a1..",
-                 "drop_reason": None}    # invalid | duplicate | near_duplicate | heldout | None
+                 "drop_reason": None,    # invalid | duplicate | near_duplicate | heldout | None
+                 "checkpoint": "5d..", "backend": "vllm"}  # what sampled a proposer row (else
+                                # None, and null in files written without these columns)
     problems    {"problem_id": "a1..", "run_id": "demo", "round": 1, "text": "37+5",
                  "reference": "42", "level": 2, "source": "proposer", "proposal_id": "9f.."}
     rollouts    {"rollout_id": "c3..", "run_id": "demo", "round": 1, "problem_id": "a1..",
@@ -54,7 +56,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     "proposals": pa.schema(
         [("proposal_id", STRING), ("run_id", STRING), ("round", INT64), ("prompt", STRING),
          ("text", STRING), ("level", INT64), ("source", STRING), ("problem_id", STRING),
-         ("drop_reason", STRING)]
+         ("drop_reason", STRING), ("checkpoint", STRING), ("backend", STRING)]
     ),
     "problems": pa.schema(
         [("problem_id", STRING), ("run_id", STRING), ("round", INT64), ("text", STRING),
@@ -88,6 +90,9 @@ SCHEMAS: dict[str, pa.Schema] = {
 }
 
 KINDS = tuple(SCHEMAS)
+# Columns a row may leave out (they are null then): proposals are sampled by a checkpoint on a
+# backend only when the proposer wrote them, not the domain's generator.
+OPTIONAL: dict[str, frozenset[str]] = {"proposals": frozenset({"checkpoint", "backend"})}
 
 
 class DatasetError(ValueError):
@@ -156,9 +161,10 @@ def to_table(kind: str, rows: Any) -> pa.Table:
     kind
         The dataset kind, one of `KINDS`.
     rows
-        One dict per row, keyed by exactly the columns of `SCHEMAS[kind]`; or a table: a
-        pyarrow Table or anything with `to_arrow()` (a polars DataFrame) with exactly those
-        columns, in any order, cast to the documented types.
+        One dict per row, keyed by exactly the columns of `SCHEMAS[kind]` (those of
+        `OPTIONAL[kind]` may be left out: null); or a table: a pyarrow Table or anything with
+        `to_arrow()` (a polars DataFrame) with exactly those columns, in any order, cast to
+        the documented types.
 
     Returns
     -------
@@ -171,7 +177,7 @@ def to_table(kind: str, rows: Any) -> pa.Table:
         the message names the row's index (or the table) and the columns.
     """
     schema = SCHEMAS[kind]
-    expected = set(schema.names)
+    expected, optional = set(schema.names), OPTIONAL.get(kind, frozenset())
     if hasattr(rows, "to_arrow") and not isinstance(rows, pa.Table):
         rows = rows.to_arrow()
     if isinstance(rows, pa.Table):
@@ -182,8 +188,8 @@ def to_table(kind: str, rows: Any) -> pa.Table:
             raise DatasetError(msg)
         return rows.select(schema.names).cast(schema).combine_chunks()
     for index, row in enumerate(rows):
-        if set(row) != expected:
-            missing, extra = sorted(expected - set(row)), sorted(set(row) - expected)
+        missing, extra = sorted(expected - optional - set(row)), sorted(set(row) - expected)
+        if missing or extra:
             msg = f"{kind} row {index}: missing columns {missing}, unexpected columns {extra}"
             raise DatasetError(msg)
     return pa.Table.from_pylist(rows, schema=schema)

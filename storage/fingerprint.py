@@ -105,3 +105,47 @@ def file_checksum(path: Any, chunk: int = 1 << 20) -> str:
         while block := handle.read(chunk):
             digest.update(block)
     return digest.hexdigest()
+
+
+SINGLE_WEIGHTS = "model.safetensors"
+SHARD_INDEX = "model.safetensors.index.json"
+
+
+def checkpoint_checksum(folder: Any) -> str:
+    """Hex sha256 of a checkpoint folder's weights, every shard of a sharded save included.
+
+    One `model.safetensors`: that file's `file_checksum`. Sharded (`save_pretrained` with
+    `max_shard_size`: `model-00001-of-0000N.safetensors` ... and `model.safetensors.index.json`):
+    the sha256 of the index's checksum and each shard's name and checksum, shards in name order.
+
+    Parameters
+    ----------
+    folder
+        The checkpoint folder (a path).
+
+    Returns
+    -------
+    64 hex characters.
+
+    Raises
+    ------
+    FileNotFoundError
+        No weights, or a shard the index names is missing; the message names the file.
+    """
+    from pathlib import Path
+
+    folder = Path(folder)
+    if (folder / SINGLE_WEIGHTS).is_file():
+        return file_checksum(folder / SINGLE_WEIGHTS)
+    index = folder / SHARD_INDEX
+    if not index.is_file():
+        msg = f"{folder}: no {SINGLE_WEIGHTS} and no {SHARD_INDEX} (no weights)"
+        raise FileNotFoundError(msg)
+    shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+    digest = hashlib.sha256(file_checksum(index).encode())
+    for name in shards:
+        if not (folder / name).is_file():
+            msg = f"{folder}: weights shard {name} named in {SHARD_INDEX} is missing"
+            raise FileNotFoundError(msg)
+        digest.update(f"{name}:{file_checksum(folder / name)}".encode())
+    return digest.hexdigest()

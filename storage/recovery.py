@@ -51,7 +51,7 @@ import pyarrow.parquet as pq
 
 from storage import interruption
 from storage.catalog import Catalog
-from storage.fingerprint import file_checksum
+from storage.fingerprint import checkpoint_checksum, file_checksum
 from storage.lock import RunLock
 
 log = logging.getLogger("flywheel.recovery")
@@ -288,8 +288,8 @@ def check_recorded(datasets: dict[str, dict[str, Any]]) -> tuple[Path, str] | No
     """None when every recorded output is intact, else (the damaged path, why) for one of them.
 
     Parquet files are checked for existence, a readable footer (a truncated file has none),
-    the recorded row count and the recorded sha256; checkpoint folders for their weights file
-    and its checksum.
+    the recorded row count and the recorded sha256; checkpoint folders for their weights (every
+    shard of a sharded save) and their checksum.
 
     Parameters
     ----------
@@ -306,10 +306,11 @@ def check_recorded(datasets: dict[str, dict[str, Any]]) -> tuple[Path, str] | No
         if not path.exists():
             return path, f"recorded {kind} output is missing"
         if path.is_dir():
-            weights = path / "model.safetensors"
-            if not weights.exists():
-                return path, "checkpoint folder has no model.safetensors"
-            if file_checksum(weights) != info["checksum"]:
+            try:
+                checksum = checkpoint_checksum(path)  # every shard of a sharded save
+            except FileNotFoundError as missing:
+                return path, f"checkpoint folder lacks weights ({missing})"
+            if checksum != info["checksum"]:
                 return path, ("checkpoint weights changed since they were recorded"
                               " (checksum mismatch)")
             continue

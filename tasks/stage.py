@@ -34,7 +34,7 @@ from typing import Any
 
 from storage import interruption
 from storage.datasets import WrittenDataset, dataset_path, round_dir, write_atomic
-from storage.fingerprint import file_checksum, stage_fingerprint
+from storage.fingerprint import checkpoint_checksum, stage_fingerprint
 from storage.permissions import make_readable
 from storage.recovery import (
     Discarded,
@@ -290,7 +290,7 @@ def write_result(ctx: RunContext, result: StageResult, *, stage: str, round_inde
     -------
     list of WrittenDataset
         One per dataset kind, then the checkpoint (its rows: `result.checkpoint_rows`, its
-        checksum: the weights file's).
+        checksum: its weights', `checkpoint_checksum`).
     """
     point = f"{stage}:{round_index}"
     outputs: list[WrittenDataset] = []
@@ -310,10 +310,8 @@ def write_result(ctx: RunContext, result: StageResult, *, stage: str, round_inde
             shutil.rmtree(final)
         make_readable(result.checkpoint)  # safetensors writes 0600 weights, mkdtemp 0700 folders
         result.checkpoint.rename(final)
-        weights = final / "model.safetensors"
-        outputs.append(
-            WrittenDataset("checkpoint", final, result.checkpoint_rows, file_checksum(weights))
-        )
+        outputs.append(WrittenDataset("checkpoint", final, result.checkpoint_rows,
+                                      checkpoint_checksum(final)))  # every shard of a sharded save
         pause_point(f"{point}:wrote-checkpoint")
     return outputs
 

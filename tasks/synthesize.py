@@ -9,6 +9,10 @@ item, which must never be trained on), or `near_duplicate` (`synthesize.near_dup
 < 1: a MinHash near duplicate of an earlier problem or of one admitted before it in this round;
 off by default, since for arithmetic 37+5 and 37+6 are different problems).
 
+The proposer samples on the backend of `[rollout]` (`models.backends.backend_for`: the warm
+vLLM engine under `rollout.backend = "vllm"`); each of its samples records the `checkpoint`
+(fingerprint) and the `backend` that drew it, which are null on the generator's rows.
+
 `synthesize.level_scheduler = "bandit"` draws each proposer prompt's level from a bandit over
 levels (tasks.curriculum.bandit), its state recomputed from the earlier rounds' curriculum
 files, which then join this stage's fingerprint; "cycle" (default) asks for each level in turn.
@@ -43,9 +47,9 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NONE
 
-from configs import RunConfig
+from configs import RolloutConfig, RunConfig
 from domains.base import EXECUTION_REASONS, Domain, Problem
-from models.backends import SamplingParams, make_backend
+from models.backends import SamplingParams, backend_for, sampler_settings
 from storage.datasets import read_table
 from storage.fingerprint import row_id
 from tasks.context import Checkpoint, RunContext
@@ -153,10 +157,12 @@ def admit(
 
 
 def propose(domain: Domain, checkpoint: Path, *, count: int, levels: list[int], temperature: float,
-            max_new_tokens: int, seed: int, batch_size: int) -> list[tuple[str, str]]:
-    """Sample `count` proposer completions, requested levels cycling through `levels`."""
+            max_new_tokens: int, seed: int, rollout: RolloutConfig) -> list[tuple[str, str]]:
+    """Sample `count` proposer completions, requested levels cycling through `levels`, on the
+    backend of `[rollout]` (`backend_for`: vLLM's warm engine under `rollout.backend = "vllm"`,
+    which the rollout stage then reuses on the same weights)."""
     prompts = [domain.proposer_prompt(levels[i % len(levels)]) for i in range(count)]
-    backend = make_backend("transformers", checkpoint, batch_size=batch_size)
+    backend = backend_for(rollout, checkpoint)
     try:
         outputs = backend.generate(
             prompts, SamplingParams(n=1, temperature=temperature, max_new_tokens=max_new_tokens,
@@ -165,6 +171,15 @@ def propose(domain: Domain, checkpoint: Path, *, count: int, levels: list[int], 
     finally:
         backend.close()
     return [(prompt, out[0].text) for prompt, out in zip(prompts, outputs, strict=True)]
+
+
+def record_sampler(proposals: list[dict[str, Any]], *, checkpoint: str, backend: str) -> None:
+    """Record on each proposer sample the checkpoint (fingerprint) and the backend that sampled
+    it; rows of the domain's generator (seed, generator, pool, the top-up's fill) get None."""
+    for row in proposals:
+        sampled = row["source"] == "proposer"
+        row["checkpoint"] = checkpoint if sampled else None
+        row["backend"] = backend if sampled else None
 
 
 def bandit_levels(ctx: RunContext, curricula: list[StageOutput], levels: list[int], *,
@@ -245,7 +260,8 @@ def synthesize_settings(cfg: RunConfig, *, warmup: bool = False) -> dict[str, An
     Round 0 reads `[domain]` and the admission settings of `SEED_ROUND_KEYS`, so arms that differ
     only in round-only synthesize settings share one warm-up. Rounds >= 1 read `[domain]` and
     `[synthesize]`; `[synthesize.bandit]` only when the proposer's levels are drawn by the bandit,
-    and `rollout.batch_size` (the proposer's generate batches) only when the proposer samples.
+    and `rollout.batch_size` (the proposer's generate batches) and the backend's settings
+    (`sampler_settings`: none for transformers in float32) only when the proposer samples.
 
     Parameters
     ----------
@@ -257,7 +273,8 @@ def synthesize_settings(cfg: RunConfig, *, warmup: bool = False) -> dict[str, An
     Returns
     -------
     dict
-        {"domain": ..., "synthesize": ...} and, when the proposer samples, "batch_size".
+        {"domain": ..., "synthesize": ...} and, when the proposer samples, "batch_size" (and
+        "sampler" off the transformers float32 default).
     """
     synth = cfg.synthesize
     if warmup:
@@ -267,7 +284,9 @@ def synthesize_settings(cfg: RunConfig, *, warmup: bool = False) -> dict[str, An
     bandit = proposer and synth.level_scheduler == "bandit"
     settings = {**cfg.slice("domain"), **cfg.executor_slice(),
                 "synthesize": synth.model_dump(mode="json", exclude=None if bandit else {"bandit"})}
-    return {**settings, "batch_size": cfg.rollout.batch_size} if proposer else settings
+    if not proposer:
+        return settings
+    return {**settings, "batch_size": cfg.rollout.batch_size, **sampler_settings(cfg.rollout)}
 
 
 @dataclass(frozen=True)
@@ -320,7 +339,7 @@ def proposer_problems(ctx: RunContext, round_index: int, checkpoint: Path, *, se
     pairs = top_up(
         lambda batch: propose(ctx.domain, checkpoint, count=synth.proposals, levels=levels,
                               temperature=synth.temperature, max_new_tokens=synth.max_new_tokens,
-                              seed=seed + batch, batch_size=cfg.rollout.batch_size),
+                              seed=seed + batch, rollout=cfg.rollout),
         lambda pairs: novel_count(ctx.domain, pairs, seen, heldout),
         min_novel=0 if by_generator else min_novel, max_batches=synth.max_batches)
     if not by_generator:
@@ -352,6 +371,7 @@ def synthesize_round(ctx: RunContext, round_index: int, incumbent: Checkpoint,
         heldout=heldout, run_id=ctx.run_id, round_index=round_index,
         near_duplicate_threshold=cfg.synthesize.near_duplicate_threshold,
         ngram=cfg.synthesize.ngram)
+    record_sampler(proposals, checkpoint=incumbent.fingerprint, backend=cfg.rollout.backend)
     reasons = [p["drop_reason"] for p in proposals]
     return StageResult(
         datasets={"proposals": proposals, "problems": problems},

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 from prefect import task
 from prefect.cache_policies import NONE
 
+from models.grpo import grpo_generation
 from models.passes import TrainJob, plan_training, train_metrics, train_passes
 from storage.datasets import read_rows, round_dir
 from storage.seeds import replay_indices
@@ -148,6 +149,8 @@ def train_settings(config: RunConfig, *, warmup: bool) -> dict[str, Any]:
     read = sections_read(train, warmup=warmup)
     settings.update({name: getattr(train, name).model_dump(mode="json") for name in read})
     out: dict[str, Any] = {"train": settings, "warmup": warmup}
+    if not warmup and train.algorithm == "grpo" and (generation := grpo_generation(config.rollout)):
+        out["grpo_generation"] = generation  # TRL's vLLM (models/grpo.py); absent: transformers
     if "proposer" in read:
         out["online_reward"] = {**config.slice("rollout", "curate"), "labels": config.verify.labels,
                                 "max_completion_length": config.synthesize.max_new_tokens}
@@ -193,6 +196,8 @@ def train_pass(ctx: RunContext, kind: str, *, base: Path, rows: list[dict[str, A
     if kind == "proposer-grpo":
         return train_proposer_grpo(ctx, base=base, rows=rows, incumbent=incumbent, **common)
     settings = pass_settings(cfg, kind, warmup=warmup)
+    if kind == "grpo":
+        settings.update(grpo_generation(ctx.config.rollout))
     if cfg.num_processes > 1:
         return launch_pass(kind, base=base, rows=rows, settings=settings,
                            run_config=ctx.config.model_dump(mode="json"), **common)

@@ -4,6 +4,7 @@ raises with its exit status and the log's last lines. About 40 s on two shared c
 
 import random
 from dataclasses import asdict
+from pathlib import Path
 
 import pytest
 
@@ -77,3 +78,87 @@ def test_a_failed_launch_raises_with_its_status_and_log_tail(tmp_path):
         _launch(tmp_path, missing)
     assert "no-such-model" in str(failure.value)  # the processes' own error, from the log
     assert (tmp_path / "trainer" / "launch" / "log.txt").is_file()
+
+
+PARENT = """
+import sys, time
+from pathlib import Path
+sys.path.insert(0, {root!r})
+from tests.models.test_launch import _launch
+
+def hold(step, total, loss):  # training is under way: tell the test, then wait to be killed
+    Path({marker!r}).write_text(str(step))
+    time.sleep(600)
+
+_launch(Path({work!r}), Path({base!r}), progress=hold, max_steps=50, epochs=50)
+"""
+
+
+def _stat(pid: int) -> tuple[int, str] | None:
+    """(parent pid, start time) of a live process, None when it is gone (or a zombie)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text.rsplit(")", 1)[1].split()
+    return None if fields[0] in "ZX" else (int(fields[1]), fields[19])
+
+
+def _descendants(root: int) -> dict[int, str]:
+    """pid -> start time of every live process below `root`."""
+    import os
+
+    parents = {pid: stat for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
+               if (stat := _stat(pid))}
+    found, frontier = {}, [root]
+    while frontier:
+        parent = frontier.pop()
+        for pid, (ppid, started) in parents.items():
+            if ppid == parent and pid not in found:
+                found[pid] = started
+                frontier.append(pid)
+    return found
+
+
+@pytest.mark.slow
+def test_no_training_process_survives_a_sigkilled_flywheel(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    base = build_tiny_model(tmp_path / "init", hidden_size=64, num_layers=2, head_dim=32,
+                            intermediate_size=128, init_seed=0)
+    marker = tmp_path / "training"
+    script = PARENT.format(root=str(Path(__file__).resolve().parents[2]), marker=str(marker),
+                           work=str(tmp_path), base=str(base))
+    parent = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.monotonic() + 240
+        while not marker.exists() and parent.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert marker.exists(), "the launched training never reported a step"
+        launched = _descendants(parent.pid)
+        assert len(launched) >= 3, launched  # the launcher and its two workers
+        # Keep the launch's output pipe open past the parent's death, as for processes in a long
+        # silent step: only the parent-death signals can end them then, not a broken pipe.
+        launcher = min(launched)
+        pipe = os.readlink(f"/proc/{launcher}/fd/1")
+        held = next(os.open(f"/proc/{parent.pid}/fd/{fd}", os.O_RDONLY | os.O_NONBLOCK)
+                    for fd in os.listdir(f"/proc/{parent.pid}/fd")
+                    if os.readlink(f"/proc/{parent.pid}/fd/{fd}") == pipe)
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait()
+        deadline = time.monotonic() + 60
+        alive = launched
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.2)
+            alive = {pid: t for pid, t in launched.items() if (s := _stat(pid)) and s[1] == t}
+        os.close(held)
+        assert not alive, f"training processes outlived their SIGKILLed parent: {sorted(alive)}"
+    finally:
+        parent.kill()
+        for pid, started in _descendants(parent.pid).items():
+            if (s := _stat(pid)) and s[1] == started:
+                os.kill(pid, signal.SIGKILL)

