@@ -45,6 +45,7 @@ from prefect.cache_policies import NONE
 
 from configs import RunConfig
 from domains.base import EXECUTION_REASONS, Domain, Problem
+from domains.chat import completion_cutter
 from models.backends import SamplingParams, make_backend
 from storage.datasets import read_table
 from storage.fingerprint import row_id
@@ -164,7 +165,8 @@ def propose(domain: Domain, checkpoint: Path, *, count: int, levels: list[int], 
         )
     finally:
         backend.close()
-    return [(prompt, out[0].text) for prompt, out in zip(prompts, outputs, strict=True)]
+    cut = completion_cutter(domain)  # [prompt] stop strings
+    return [(prompt, cut(out[0].text)) for prompt, out in zip(prompts, outputs, strict=True)]
 
 
 def bandit_levels(ctx: RunContext, curricula: list[StageOutput], levels: list[int], *,
@@ -242,10 +244,12 @@ SEED_ROUND_KEYS = frozenset({"near_duplicate_threshold", "ngram"})
 def synthesize_settings(cfg: RunConfig, *, warmup: bool = False) -> dict[str, Any]:
     """The config slice the synthesize stage reads, as its fingerprint covers it.
 
-    Round 0 reads `[domain]` and the admission settings of `SEED_ROUND_KEYS`, so arms that differ
-    only in round-only synthesize settings share one warm-up. Rounds >= 1 read `[domain]` and
-    `[synthesize]`; `[synthesize.bandit]` only when the proposer's levels are drawn by the bandit,
-    and `rollout.batch_size` (the proposer's generate batches) only when the proposer samples.
+    Both read the `[prompt]` keys changed from their defaults (`RunConfig.prompt_slice`: the
+    proposer prompts and stop strings). Round 0 reads `[domain]` and the admission settings of
+    `SEED_ROUND_KEYS`, so arms that differ only in round-only synthesize settings share one
+    warm-up. Rounds >= 1 read `[domain]` and `[synthesize]`; `[synthesize.bandit]` only when the
+    proposer's levels are drawn by the bandit, and `rollout.batch_size` (the proposer's generate
+    batches) only when the proposer samples.
 
     Parameters
     ----------
@@ -261,11 +265,11 @@ def synthesize_settings(cfg: RunConfig, *, warmup: bool = False) -> dict[str, An
     """
     synth = cfg.synthesize
     if warmup:
-        return {**cfg.slice("domain"), **cfg.executor_slice(),
+        return {**cfg.slice("domain"), **cfg.executor_slice(), **cfg.prompt_slice(),
                 "synthesize": synth.model_dump(mode="json", include=SEED_ROUND_KEYS)}
     proposer = synth.source == "proposer"
     bandit = proposer and synth.level_scheduler == "bandit"
-    settings = {**cfg.slice("domain"), **cfg.executor_slice(),
+    settings = {**cfg.slice("domain"), **cfg.executor_slice(), **cfg.prompt_slice(),
                 "synthesize": synth.model_dump(mode="json", exclude=None if bandit else {"bandit"})}
     return {**settings, "batch_size": cfg.rollout.batch_size} if proposer else settings
 
