@@ -58,7 +58,8 @@ def chat_messages(tokenizer: Any, prompt: str) -> Messages | None:
         pattern = render(tokenizer, role_messages(_SYSTEM_MARK if with_system else "",
                                                   _USER_MARK))
         before, _, after = pattern.partition(_USER_MARK)
-        if len(prompt) < len(before) + len(after) or not prompt.endswith(after):
+        fixed = len(before.replace(_SYSTEM_MARK, "")) + len(after)  # the template's own text
+        if len(prompt) < fixed or not prompt.endswith(after):
             continue
         body = prompt[:len(prompt) - len(after)]
         if with_system:
