@@ -705,6 +705,40 @@ class SandboxConfig(_Section):
         return self.model_dump(mode="json", exclude={"workers", "isolation"})
 
 
+class PromptConfig(_Section):
+    """`[prompt]`: how prompts reach a pretrained chat model (domains/chat.py). With a
+    `model.path` whose tokenizer has a chat template, every prompt is the template's rendering
+    of a system message and a user message; the built-in tiny model (no template) keeps the
+    domains' raw prompts. Part of the fingerprints of the stages that write prompts (synthesize,
+    rollout, evaluate) only where a key differs from its default."""
+
+    chat_template: Literal["auto", "never"] = Field(
+        "auto",
+        description="auto: render prompts with the model's chat template when its tokenizer has "
+                    "one; never: the domains' raw prompts for every model")
+    system: str = Field("", description="the system message of both roles; empty = none")
+    instruction: str = Field(
+        "", description="appended to the solver's question in its user message, e.g. the answer "
+                        "format: 'Put your final answer in \\boxed{}.'")
+    proposer_instruction: str = Field(
+        "Write one new problem of difficulty level {level}. Reply with the problem only.",
+        description="the proposer's user message; {level} is replaced by the requested level")
+    stop: list[str] = Field(
+        [], description="completions are cut before the first of these strings (solver, "
+                        "proposer, held-out answers); their token counts stay as generated")
+
+    @field_validator("proposer_instruction")
+    @classmethod
+    def _level_placeholder_only(cls, value: str) -> str:
+        try:
+            value.format(level=1)
+        except (KeyError, IndexError, ValueError) as exc:
+            msg = (f"proposer_instruction = {value!r}: only the placeholder {{level}} is "
+                   f"allowed ({exc!r}); write other braces as {{{{ and }}}}")
+            raise ValueError(msg) from None
+        return value
+
+
 class ScaleConfig(_Section):
     """Where rollout and verification run (tasks/shards.py, flows/runners.py).
 
@@ -752,6 +786,8 @@ class RunConfig(_Section):
     scale: ScaleConfig = Field(ScaleConfig(), description="where rollout and verification run")
     sandbox: SandboxConfig = Field(
         SandboxConfig(), description="how model-written programs run (python_io)")
+    prompt: PromptConfig = Field(
+        PromptConfig(), description="chat templates and stop strings of pretrained chat models")
 
     @model_validator(mode="after")
     def _sections_agree(self) -> RunConfig:
@@ -794,6 +830,13 @@ class RunConfig(_Section):
             return {}
         checking = self.verify.model_dump(mode="json", exclude={"labels"})
         return {**self.slice("domain"), "answer_checking": checking}
+
+    def prompt_slice(self) -> dict[str, Any]:
+        """The `[prompt]` keys that differ from their defaults, for the fingerprints of the
+        stages that write prompts or cut completions (synthesize, rollout, evaluate); empty when
+        every key is at its default, so runs without a chat model keep their fingerprints."""
+        changed = self.prompt.model_dump(mode="json", exclude_defaults=True)
+        return {"prompt": changed} if changed else {}
 
     def executor_slice(self) -> dict[str, Any]:
         """The sandbox limits, for the fingerprints of the stages that run programs (synthesize,

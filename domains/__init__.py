@@ -11,7 +11,22 @@ if TYPE_CHECKING:
 
 
 def get_domain(name: str, config: RunConfig | None = None) -> Domain:
-    """The domain called `name`, built from the run's config (None: the defaults)."""
+    """The domain called `name`, built from the run's config (None: the defaults); with a
+    `model.path` or a changed `[prompt]` section, wrapped so that its prompts go through the
+    model's chat template and its completions are cut at the stop strings (domains/chat.py)."""
+    domain = _build_domain(name, config)
+    if config is None:
+        return domain
+    from configs import PromptConfig
+
+    if config.model.path is None and config.prompt == PromptConfig():
+        return domain
+    from domains.chat import ChatDomain
+
+    return ChatDomain(domain, config.prompt, config.model.path)
+
+
+def _build_domain(name: str, config: RunConfig | None) -> Domain:
     if name == "arithmetic":
         from domains.arithmetic import ArithmeticDomain
 

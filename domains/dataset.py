@@ -158,6 +158,10 @@ class DatasetDomain:
     def solver_prompt(self, problem_text: str) -> str:
         return f"{SOLVE_TAG}{problem_text} Answer: "
 
+    def question(self, problem_text: str) -> str:
+        """What a chat model's user message asks (domains/chat.py): the question itself."""
+        return problem_text
+
     def extract(self, completion: str) -> str | None:
         return self.checker.extract(completion)
 

@@ -143,9 +143,12 @@ class ReasoningGymDomain:
         return self._item(task, level, GENERATOR_SEED, rng.randrange(2**31))
 
     def solver_prompt(self, problem_text: str) -> str:
+        return f"{SOLVE_TAG}{self.question(problem_text)} Answer: "
+
+    def question(self, problem_text: str) -> str:
+        """The question without its task tag (a chat model's user message: domains/chat.py)."""
         parts = split_text(problem_text)
-        question = parts[2] if parts else problem_text
-        return f"{SOLVE_TAG}{question} Answer: "
+        return parts[2] if parts else problem_text
 
     def extract(self, completion: str) -> str | None:
         return self.checker.extract(completion)

@@ -247,7 +247,7 @@ def status(
 ) -> None:
     """Show a run's stages and its per-round summary; a stopped run exits 1, 4 or 130."""
     from flows.execution import log_path
-    from flows.status_view import effective_status, stop_line
+    from flows.status_view import effective_status, print_task_accuracy, stop_line
     from storage.audit.snapshot import round_summary
     from storage.catalog import Catalog
     from storage.lock import live_holder
@@ -274,6 +274,7 @@ def status(
                    f"rows={s['rows'] if s['rows'] is not None else '-':<6} "
                    f"{s['seconds']:.1f}s" + (f"  {_clip(s['error'])}" if s["error"] else ""))
     _print_summary(data_root, run_id)
+    print_task_accuracy(catalog, run_id, typer.echo)  # reasoning_gym: per task and level
     raise typer.Exit(code)
 
 

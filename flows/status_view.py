@@ -12,11 +12,21 @@ command that continues it, in one line after the stage table:
     run x: interrupted during rollout (round 2); `flywheel resume x` continues from the last
     finished stage                                                            (exit 130)
 
+For a domain of several tasks (reasoning_gym) a table follows: held-out accuracy per task and
+level, for the base model and each round's candidate (`task_accuracy_lines`):
+
+    held-out accuracy per task and level
+      task              level   base      0      1
+      spell_backward        1  0.000  0.080  0.160
+      spell_backward      all  0.000  0.060  0.160
+
 Exit statuses: flows/exit_codes.py (`STATUS_EXIT`). Light: no torch, no Prefect.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,3 +126,46 @@ def stop_line(run_id: str, run_status: str, stages: list[dict[str, Any]],
     details = f"traceback in {log}" if log.exists() else "no log file"
     return (f"run {run_id}: {run_status} {cause}; {details}; {resume} continues once the cause "
             "is fixed", code)
+
+
+_TASK_METRIC = re.compile(r"^accuracy_task_(.+?)(?:_level_(\d+))?$")
+
+
+def task_accuracy_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The per-task table of `flywheel status` (module docstring); empty without task metrics.
+
+    Parameters
+    ----------
+    rows
+        The run's `accuracy_task_*` metrics (storage/audit/queries.py `task_accuracy`): the
+        baseline stage's are the base model's, each evaluate stage's its round's candidate's.
+    """
+    table: dict[tuple[str, int | None], dict[str, float]] = {}
+    columns: list[str] = []
+    for r in rows:
+        match = _TASK_METRIC.match(r["name"])
+        if match is None:
+            continue
+        column = "base" if r["stage"] == "baseline" else str(r["round"])
+        if column not in columns:
+            columns.append(column)
+        level = int(match.group(2)) if match.group(2) else None
+        table.setdefault((match.group(1), level), {})[column] = r["value"]
+    if not table:
+        return []
+    width = max(len("task"), *(len(task) for task, _ in table))
+    lines = ["held-out accuracy per task and level",
+             f"  {'task':<{width}}  level" + "".join(f"  {c:>5}" for c in columns)]
+    for (task, level) in sorted(table, key=lambda k: (k[0], k[1] is None, k[1] or 0)):
+        cells = "".join(f"  {table[(task, level)][c]:.3f}" if c in table[(task, level)]
+                        else f"  {'-':>5}" for c in columns)
+        lines.append(f"  {task:<{width}}  {'all' if level is None else level:>5}{cells}")
+    return lines
+
+
+def print_task_accuracy(catalog: Any, run_id: str, echo: Callable[[str], Any]) -> None:
+    """Print the run's per-task held-out table with `echo` (nothing for a one-task domain)."""
+    from storage.audit.queries import task_accuracy
+
+    for line in task_accuracy_lines(task_accuracy(catalog, run_id)):
+        echo(line)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from models.chat_rows import training_examples
 from models.runtime import TrainRuntime
 from models.trainer import (
     TrainProgress,
@@ -89,9 +90,10 @@ def train_dpo(
     steps = planned_steps(len(rows), epochs=epochs, batch_size=batch_size, max_steps=max_steps)
     runtime = runtime or TrainRuntime()
     micro_batch = micro_batch_size(batch_size, gradient_accumulation_steps, runtime)
-    dataset = Dataset.from_list([{"prompt": r["prompt"], "chosen": r["completion"],
-                                  "rejected": r["rejected"]} for r in rows])
     tokenizer, model = load_policy(base, runtime)
+    # a chat model's pairs in TRL's conversational form (models/chat_rows.py)
+    dataset = Dataset.from_list(training_examples(tokenizer, rows, {"chosen": "completion",
+                                                                    "rejected": "rejected"}))
     config = DPOConfig(
         **common_arguments(work_dir=work_dir, steps=steps, micro_batch=micro_batch,
                            gradient_accumulation_steps=gradient_accumulation_steps,

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from domains.base import Domain
+from models.chat_rows import text_reward, training_examples
 from models.runtime import TrainRuntime
 from models.trainer import (
     TrainProgress,
@@ -210,8 +211,10 @@ def train_grpo(
     steps = planned_steps(len(rows) * num_generations, epochs=epochs, batch_size=batch_size,
                           max_steps=max_steps)
     rows = whole_batch(rows, batch_size // num_generations)
-    dataset = Dataset.from_list([{"prompt": r["prompt"], "label": r["completion"]} for r in rows])
     tokenizer, model = load_policy(base, runtime)
+    # a chat model's prompts as messages (models/chat_rows.py); the reward reads texts either way
+    dataset = Dataset.from_list([{**example, "label": r["completion"]} for r, example in
+                                 zip(rows, training_examples(tokenizer, rows, {}), strict=True)])
     config = grpo_config(work_dir=work_dir, steps=steps, batch_size=batch_size,
                          gradient_accumulation_steps=gradient_accumulation_steps,
                          learning_rate=learning_rate, save_steps=save_steps, seed=seed,
@@ -222,7 +225,7 @@ def train_grpo(
                          vllm_tensor_parallel_size=vllm_tensor_parallel_size)
     trainer = GRPOTrainer(
         model=model,
-        reward_funcs=[reward],
+        reward_funcs=[text_reward(reward)],
         args=config,
         train_dataset=dataset,
         processing_class=tokenizer,

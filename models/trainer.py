@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from models.chat_rows import training_examples
 from models.runtime import TrainRuntime, precision_arguments, torch_dtype, weights_dtype
 
 TrainProgress = Callable[[int, int, float | None], None]
@@ -258,9 +259,9 @@ def train_sft(
     steps = planned_steps(len(rows), epochs=epochs, batch_size=batch_size, max_steps=max_steps)
     runtime = runtime or TrainRuntime()
     micro_batch = micro_batch_size(batch_size, gradient_accumulation_steps, runtime)
-    dataset = Dataset.from_list([{"prompt": r["prompt"], "completion": r["completion"]}
-                                 for r in rows])
     tokenizer, model = load_policy(base, runtime)
+    # a chat model's rows in TRL's conversational form (models/chat_rows.py)
+    dataset = Dataset.from_list(training_examples(tokenizer, rows, {"completion": "completion"}))
     config = SFTConfig(
         **common_arguments(work_dir=work_dir, steps=steps, micro_batch=micro_batch,
                            gradient_accumulation_steps=gradient_accumulation_steps,

@@ -11,6 +11,7 @@ from prefect import task
 from prefect.cache_policies import NONE
 
 from domains.base import Domain
+from domains.chat import completion_cutter
 from models.backends import RolloutBackend, SamplingParams
 from storage.datasets import read_rows
 from storage.fingerprint import row_id
@@ -28,7 +29,8 @@ def eval_rows(backend: RolloutBackend, domain: Domain, *, per_level: int, max_ne
     outputs = backend.generate(prompts, SamplingParams(n=1, temperature=1.0,
                                                        max_new_tokens=max_new_tokens,
                                                        seed=0, greedy=True))
-    completions = [o[0].text for o in outputs]
+    cut = completion_cutter(domain)  # [prompt] stop strings
+    completions = [cut(o[0].text) for o in outputs]
     references = [p.reference for p in items]
     if hasattr(domain, "judge"):  # the free-form domains score each item by its task
         scores = [j.reward for j in domain.judge(completions, references, [p.text for p in items])]
@@ -119,7 +121,7 @@ def evaluate(ctx: RunContext, round_index: int, checkpoint: Checkpoint, *,
         ctx, stage=stage, version=VERSION, round_index=round_index,
         config={"evaluate": cfg.evaluate.model_dump(),
                 "heldout_per_level": cfg.domain.heldout_per_level, "domain": cfg.domain.name,
-                **cfg.heldout_slice()},
+                **cfg.heldout_slice(), **cfg.prompt_slice()},
         inputs={"checkpoint": checkpoint.fingerprint}, compute=compute,
     )
     return Evaluation(read_accuracy(out.path("evals"), tasks), out.path("evals"), out.fingerprint)

@@ -15,6 +15,7 @@ from prefect.cache_policies import NONE
 
 from configs import RolloutConfig
 from domains.base import Domain
+from domains.chat import completion_cutter
 from models.backends import ProgressCallback, RolloutBackend, SamplingParams
 from storage.datasets import read_rows
 from storage.fingerprint import row_id
@@ -40,6 +41,7 @@ def rollout_rows(
 ) -> list[dict[str, Any]]:
     prompts = [domain.solver_prompt(p["text"]) for p in problems]
     outputs = backend.generate(prompts, params, progress=progress)
+    cut = completion_cutter(domain)  # [prompt] stop strings
     rows = []
     for problem, prompt, samples in zip(problems, prompts, outputs, strict=True):
         for index, sample in enumerate(samples):
@@ -47,7 +49,7 @@ def rollout_rows(
                 "rollout_id": row_id("rollout", run_id, round_index, problem["problem_id"], index,
                                      checkpoint),
                 "run_id": run_id, "round": round_index, "problem_id": problem["problem_id"],
-                "sample_index": index, "prompt": prompt, "completion": sample.text,
+                "sample_index": index, "prompt": prompt, "completion": cut(sample.text),
                 "completion_tokens": sample.tokens, "checkpoint": checkpoint,
             })
     return rows
@@ -100,7 +102,7 @@ def rollout(ctx: RunContext, round_index: int, incumbent: Checkpoint,
 
     return run_stage(
         ctx, stage="rollout", version=VERSION, round_index=round_index,
-        config=ctx.config.slice("rollout"),
+        config={**ctx.config.slice("rollout"), **ctx.config.prompt_slice()},
         inputs={"checkpoint": incumbent.fingerprint, "problems": problems.fingerprint},
         compute=compute,
     )

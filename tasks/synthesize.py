@@ -49,6 +49,7 @@ from prefect.cache_policies import NONE
 
 from configs import RolloutConfig, RunConfig
 from domains.base import EXECUTION_REASONS, Domain, Problem
+from domains.chat import completion_cutter
 from models.backends import SamplingParams, backend_for, sampler_settings
 from storage.datasets import read_table
 from storage.fingerprint import row_id
@@ -170,7 +171,8 @@ def propose(domain: Domain, checkpoint: Path, *, count: int, levels: list[int], 
         )
     finally:
         backend.close()
-    return [(prompt, out[0].text) for prompt, out in zip(prompts, outputs, strict=True)]
+    cut = completion_cutter(domain)  # [prompt] stop strings
+    return [(prompt, cut(out[0].text)) for prompt, out in zip(prompts, outputs, strict=True)]
 
 
 def record_sampler(proposals: list[dict[str, Any]], *, checkpoint: str, backend: str) -> None:
@@ -257,11 +259,13 @@ SEED_ROUND_KEYS = frozenset({"near_duplicate_threshold", "ngram"})
 def synthesize_settings(cfg: RunConfig, *, warmup: bool = False) -> dict[str, Any]:
     """The config slice the synthesize stage reads, as its fingerprint covers it.
 
-    Round 0 reads `[domain]` and the admission settings of `SEED_ROUND_KEYS`, so arms that differ
-    only in round-only synthesize settings share one warm-up. Rounds >= 1 read `[domain]` and
-    `[synthesize]`; `[synthesize.bandit]` only when the proposer's levels are drawn by the bandit,
-    and `rollout.batch_size` (the proposer's generate batches) and the backend's settings
-    (`sampler_settings`: none for transformers in float32) only when the proposer samples.
+    Both read the `[prompt]` keys changed from their defaults (`RunConfig.prompt_slice`: the
+    proposer prompts and stop strings). Round 0 reads `[domain]` and the admission settings of
+    `SEED_ROUND_KEYS`, so arms that differ only in round-only synthesize settings share one
+    warm-up. Rounds >= 1 read `[domain]` and `[synthesize]`; `[synthesize.bandit]` only when the
+    proposer's levels are drawn by the bandit, and `rollout.batch_size` (the proposer's generate
+    batches) and the backend's settings (`sampler_settings`: none for transformers in float32)
+    only when the proposer samples.
 
     Parameters
     ----------
@@ -278,11 +282,11 @@ def synthesize_settings(cfg: RunConfig, *, warmup: bool = False) -> dict[str, An
     """
     synth = cfg.synthesize
     if warmup:
-        return {**cfg.slice("domain"), **cfg.executor_slice(),
+        return {**cfg.slice("domain"), **cfg.executor_slice(), **cfg.prompt_slice(),
                 "synthesize": synth.model_dump(mode="json", include=SEED_ROUND_KEYS)}
     proposer = synth.source == "proposer"
     bandit = proposer and synth.level_scheduler == "bandit"
-    settings = {**cfg.slice("domain"), **cfg.executor_slice(),
+    settings = {**cfg.slice("domain"), **cfg.executor_slice(), **cfg.prompt_slice(),
                 "synthesize": synth.model_dump(mode="json", exclude=None if bandit else {"bandit"})}
     if not proposer:
         return settings

@@ -452,3 +452,26 @@ def sql(con: duckdb.DuckDBPyConnection, text: str) -> Result:
         first = str(exc).strip().splitlines()[0]
         msg = f"--sql: {first} (views: {', '.join(KINDS)}; tables: {', '.join(TABLES)})"
         raise AuditError(msg) from None
+
+
+# Held-out accuracy per task and per task and level, as the evaluate stage records it for a
+# domain of several tasks (reasoning_gym): `accuracy_task_<task>` and
+# `accuracy_task_<task>_level_<N>` metrics of the baseline (round 0: the base model) and of each
+# round's candidate.
+TASK_ACCURACY_SQL = (
+    "SELECT round, stage, name, value FROM metrics WHERE run_id = ?"
+    " AND stage IN ('baseline', 'evaluate') AND name LIKE 'accuracy_task_%'"
+    " ORDER BY round, stage, name")
+
+
+def task_accuracy(catalog: Any, run_id: str) -> list[dict[str, Any]]:
+    """The run's per-task held-out accuracy metrics (round, stage, name, value), oldest first.
+
+    Parameters
+    ----------
+    catalog
+        A `storage.catalog.Catalog` (its `query` reads without writing).
+    run_id
+        The run.
+    """
+    return catalog.query(TASK_ACCURACY_SQL, [run_id])

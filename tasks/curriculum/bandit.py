@@ -22,6 +22,16 @@ count for nothing: a group of one has no advantage.
     ...              initial_q=0.0)
     >>> q
     {2: 0.0, 3: 0.25}
+
+Over a mix of tasks (reasoning_gym) the arms are (task, level) pairs instead of levels, as in
+SEC's experiments over task families: `arm_q_values` replays curriculum rows that carry their
+problem's `task` (the caller reads it from the problem text, domains/reasoning_gym.py
+`task_of`), and `sample_arms` draws one arm per generator problem, which the domain's
+`generate_task(rng, task, level)` then writes. The level functions above are the one-task case.
+
+    >>> arm_q_values([[{"task": "lcm", "level": 1, "pass_rate": 0.5, "judged": 4}]],
+    ...              [("lcm", 1), ("lcm", 2)], alpha=0.5, initial_q=0.0)
+    {('lcm', 1): 0.25, ('lcm', 2): 0.0}
 """
 
 from __future__ import annotations
@@ -31,6 +41,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
+Arm = tuple[str, int]  # (task, level)
 
 
 def mean_abs_advantage(pass_rate: float) -> float:
@@ -83,3 +95,40 @@ def sample_levels(q: Mapping[int, float], count: int, *, temperature: float,
     rng = np.random.default_rng(seed)
     drawn = rng.choice(np.array(list(probabilities)), size=count, p=list(probabilities.values()))
     return [int(level) for level in drawn]
+
+
+def task_level_arms(tasks: Sequence[str], levels: Sequence[int]) -> list[Arm]:
+    """Every (task, level) arm, tasks in the given order, levels ascending within each."""
+    return [(task, level) for task in tasks for level in sorted(levels)]
+
+
+def arm_rewards(curriculum: Iterable[Mapping[str, Any]], arms: Sequence[Arm]) -> dict[Arm, float]:
+    """Mean |advantage| per (task, level) arm over one round's problems with >= 2 judged samples
+    (as `bucket_rewards`); rows of other arms are ignored, an arm without rows is absent."""
+    known = set(arms)
+    totals: dict[Arm, list[float]] = defaultdict(list)
+    for row in curriculum:
+        arm = (row["task"], row["level"])
+        if arm in known and row["pass_rate"] is not None and row["judged"] >= 2:
+            totals[arm].append(mean_abs_advantage(row["pass_rate"]))
+    return {arm: sum(values) / len(values) for arm, values in totals.items()}
+
+
+def arm_q_values(rounds: Iterable[Iterable[Mapping[str, Any]]], arms: Sequence[Arm], *,
+                 alpha: float, initial_q: float) -> dict[Arm, float]:
+    """Q per (task, level) arm after replaying the rounds' curriculum rows (each with its
+    problem's `task`) in order, by the TD(0) update of `td_update`."""
+    q: dict[Any, float] = {arm: initial_q for arm in arms}
+    for curriculum in rounds:
+        q = td_update(q, arm_rewards(curriculum, arms), alpha)
+    return q
+
+
+def sample_arms(q: Mapping[Arm, float], count: int, *, temperature: float,
+                seed: int) -> list[Arm]:
+    """`count` (task, level) arms drawn independently from softmax(Q / temperature), seeded."""
+    probabilities = level_probabilities(q, temperature)  # a softmax over any keys
+    arms = list(probabilities)
+    rng = np.random.default_rng(seed)
+    drawn = rng.choice(len(arms), size=count, p=list(probabilities.values()))
+    return [arms[int(index)] for index in drawn]

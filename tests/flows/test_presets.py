@@ -26,7 +26,7 @@ from storage.catalog import Catalog
 from storage.datasets import SCHEMAS
 
 ROOT = Path(__file__).resolve().parents[2]
-NOT_PRESETS = {"tiny-cpu.toml", "qwen-gpu.toml"}
+NOT_PRESETS = {"tiny-cpu.toml", "qwen-gpu.toml", "gsm8k-style.toml"}  # GPU: tests/configs
 PRESETS = sorted(p for p in (ROOT / "configs").glob("*.toml") if p.name not in NOT_PRESETS)
 ROUND_STAGES = ["synthesize", "rollout", "verify", "curate", "train", "evaluate", "promote"]
 OVERRIDES = {"rounds": 1, "domain.seed_problems": 200, "domain.min_level": 1, "domain.max_level": 2,

@@ -1,0 +1,69 @@
+"""A pretrained-format chat model built offline for tests: a randomly initialised tiny Qwen2, a
+byte-level BPE tokenizer trained by `tokenizers` on generated text, and a ChatML Jinja template
+(system / user / assistant), both saved with `save_pretrained` like a model from a hub."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+
+def question_lines(count: int, seed: int) -> list[dict[str, str]]:
+    """`count` distinct arithmetic questions and answers, as a dataset file's rows."""
+    rng, seen, rows = random.Random(seed), set(), []
+    while len(rows) < count:
+        a, b = rng.randrange(100), rng.randrange(100)
+        question = f"What is {a} plus {b}?"
+        if question not in seen:
+            seen.add(question)
+            rows.append({"question": question, "answer": str(a + b)})
+    return rows
+
+
+def build_tokenizer(texts: list[str]):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=SPECIAL,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    core.train_from_iterator(texts, trainer=trainer)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|im_end|>",
+                                        pad_token="<|endoftext|>", padding_side="left",
+                                        model_max_length=512)
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+def build_chat_model(out_dir: Path, *, seed: int = 0) -> Path:
+    """Save a tiny Qwen2 chat model (about 60 k parameters) and its tokenizer to `out_dir`."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    texts = [f"{r['question']} The answer is {r['answer']}." for r in question_lines(300, seed)]
+    texts += ["Write one new problem of difficulty level 1. Reply with the problem only.",
+              "system user assistant Be brief. Put your final answer in \\boxed{}."]
+    tokenizer = build_tokenizer(texts)
+    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
+                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                         max_position_embeddings=256, tie_word_embeddings=True,
+                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+                         bos_token_id=None)
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(config)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    return out_dir
