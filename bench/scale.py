@@ -1,5 +1,5 @@
-"""How fast and how small is a round of millions of rollouts? verify and curate over a
-synthetic round, columnar next to the list-of-dicts code (bench/baseline_rows.py).
+"""How fast and how small is a round of millions of rollouts? verify, curate and the gates over
+a synthetic round, columnar next to the list-of-dicts code (bench/baseline_rows.py).
 
 The round: `problems` arithmetic problems x `samples` rollouts, each completion the answer
 (right with probability 0.5) padded to `completion_bytes`; written in chunks with pyarrow, so
@@ -7,8 +7,12 @@ making it holds one chunk. Each measured step runs in its own process, which rep
 seconds and peak RSS:
 
     verify     tasks.verify.stream_verdicts (exact-match arithmetic domain)
-    curate     curriculum_frame + training_frame over the files (SFT, default [curate])
+    curate     curriculum_frame + training_frame over the files (SFT, default [curate]); the
+               seconds are the computation's, the curriculum and train_rows files are written
+               after it (for the gates)
     baseline   the same curate through bench/baseline_rows.py on read_rows lists
+    gate:KIND  validators.gate.run_gate on the round's file of that kind (default [gates],
+               round 1): Great Expectations on the first 100 000 rows, the rest on every row
 
     python bench/scale.py [--scale 0.05] [--skip-baseline] [--out bench/results/scale.json]
 
@@ -18,6 +22,7 @@ seconds and peak RSS:
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import resource
 import subprocess
@@ -85,17 +90,35 @@ def step_verify(folder: Path) -> int:
     return written.rows
 
 
-def step_curate(folder: Path) -> int:
+def step_curate(folder: Path) -> dict:
     from configs import CurateConfig
     from domains.arithmetic import ArithmeticDomain
+    from storage.datasets import write_atomic
     from tasks.curate import curriculum_frame, training_frame
 
+    started = time.perf_counter()
     curation = CurateConfig()
     files = {k: folder / f"{k}.parquet" for k in ("problems", "rollouts", "verdicts")}
     curriculum = curriculum_frame(files["problems"], files["verdicts"], curation, warmup=False)
     rows = training_frame(ArithmeticDomain(), files["problems"], files["rollouts"],
                           files["verdicts"], curriculum, curation, warmup=False)
-    return len(rows)
+    seconds = time.perf_counter() - started
+    write_atomic("curriculum", curriculum, folder / "curriculum.parquet")
+    write_atomic("train_rows", rows, folder / "train_rows.parquet")
+    return {"output_rows": len(rows), "seconds": seconds}
+
+
+GATED = ("problems", "rollouts", "verdicts", "curriculum", "train_rows")
+
+
+def step_gate(folder: Path, kind: str) -> dict:
+    from configs import GatesConfig
+    from validators.gate import run_gate
+
+    result = run_gate(folder / f"{kind}.parquet", kind, GatesConfig(), run_id="bench",
+                      round_index=1)
+    return {"output_rows": result.rows, "gate_passed": result.success,
+            "failed": [f.name for f in result.failures]}
 
 
 def step_baseline(folder: Path) -> int:
@@ -113,18 +136,22 @@ def step_baseline(folder: Path) -> int:
     return len(rows)
 
 
-STEPS = {"verify": step_verify, "curate": step_curate, "baseline": step_baseline}
+STEPS = {"verify": step_verify, "curate": step_curate, "baseline": step_baseline,
+         **{f"gate:{kind}": functools.partial(step_gate, kind=kind) for kind in GATED}}
 
 
 def measured(step: str, folder: Path) -> dict:
     """Run one step in a fresh process: {"seconds" (imports not counted), "peak_rss_mb",
-    "output_rows"}."""
+    "output_rows", ...}; a step returning a dict may give its own seconds."""
     code = (f"import sys, json, time, resource; sys.path.insert(0, {str(ROOT)!r}); "
             f"from bench.scale import STEPS; from pathlib import Path; "
-            f"import tasks.curate, tasks.verify, bench.baseline_rows; t = time.perf_counter(); "
+            f"import tasks.curate, tasks.verify, bench.baseline_rows, validators.gate; "
+            f"t = time.perf_counter(); "
             f"n = STEPS[{step!r}](Path({str(folder)!r})); "
-            f"print(json.dumps({{'seconds': time.perf_counter() - t, 'output_rows': n, "
-            f"'peak_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))")
+            f"out = n if isinstance(n, dict) else {{'output_rows': n}}; "
+            f"out.setdefault('seconds', time.perf_counter() - t); "
+            f"out['peak_rss_mb'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024; "
+            f"print(json.dumps(out))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -145,17 +172,24 @@ def main() -> None:
     rollouts = problems * samples
     report = {"problems": problems, "rollouts": rollouts,
               "write_seconds": time.perf_counter() - started, "steps": {}}
-    for step in ["verify", "curate"] + ([] if args.skip_baseline else ["baseline"]):
+    steps = ["verify", "curate", *([] if args.skip_baseline else ["baseline"]),
+             *[f"gate:{kind}" for kind in GATED]]
+    for step in steps:
         result = measured(step, args.folder)
-        result["rollouts_per_second"] = rollouts / result["seconds"]
+        rows = result["output_rows"] if step.startswith("gate:") else rollouts
+        result["rows_per_second"] = rows / result["seconds"]
         report["steps"][step] = result
-        print(f"{step:9s} {result['seconds']:8.2f} s  {result['rollouts_per_second']:12,.0f} "
-              f"rollouts/s  peak RSS {result['peak_rss_mb']:7.0f} MB", flush=True)
+        passed = {True: "  passed", False: "  FAILED"}.get(result.get("gate_passed"), "")
+        print(f"{step:16s} {rows:>11,} rows {result['seconds']:8.2f} s "
+              f"{result['rows_per_second']:12,.0f} rows/s  peak RSS "
+              f"{result['peak_rss_mb']:7.0f} MB{passed}", flush=True)
     if "baseline" in report["steps"]:
         report["curate_speedup"] = (report["steps"]["baseline"]["seconds"]
                                     / report["steps"]["curate"]["seconds"])
         print(f"curate: {report['curate_speedup']:.1f}x the list-of-dicts code")
-    report["peak_rss_mb"] = max(s["peak_rss_mb"] for s in report["steps"].values())
+    report["peak_rss_mb"] = max(s["peak_rss_mb"] for name, s in report["steps"].items()
+                                if name != "baseline")
+    print(f"round (verify, curate, gates): peak RSS {report['peak_rss_mb']:.0f} MB")
     report["self_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))

@@ -108,7 +108,7 @@ def attach_dataset(con: duckdb.DuckDBPyConnection, path: Path | str) -> int:
     return con.sql(_ROW_COUNT_SQL).fetchall()[0][0]
 
 
-def gate_frame(con: duckdb.DuckDBPyConnection, frame: str) -> Any:
+def gate_frame(con: duckdb.DuckDBPyConnection, frame: str, limit: int | None = None) -> Any:
     """One named frame of the attached dataset, as a pandas frame.
 
     DuckDB gives int64/bool columns numpy dtypes without nulls and nullable Int64/boolean with
@@ -121,6 +121,8 @@ def gate_frame(con: duckdb.DuckDBPyConnection, frame: str) -> Any:
         A connection with a dataset attached (`attach_dataset`).
     frame
         One of `FRAMES`: ``"rows"``, ``"per_problem"`` (verdicts) or ``"lengths"`` (problems).
+    limit
+        At most this many rows, the first ones in the frame's order (None: every row).
 
     Returns
     -------
@@ -131,7 +133,8 @@ def gate_frame(con: duckdb.DuckDBPyConnection, frame: str) -> Any:
     if frame not in FRAME_SQL:
         msg = f"no gate frame {frame!r} (known: {', '.join(FRAMES)})"
         raise KeyError(msg)
-    relation = con.sql(FRAME_SQL[frame])
+    sql = FRAME_SQL[frame] if limit is None else f"{FRAME_SQL[frame]} LIMIT {int(limit)}"
+    relation = con.sql(sql)
     df = relation.df()
     for column, duck_type in zip(relation.columns, relation.types, strict=True):
         if (str(df[column].dtype) == "object" and str(duck_type) == "VARCHAR"

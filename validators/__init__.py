@@ -1,3 +1,4 @@
 """Data-quality gates: one Great Expectations suite per stage output kind (suites.py), the gate
-runner (gate.py) and the failure report (summary.py). Importing this package imports nothing
-heavy."""
+runner (gate.py), the whole-file checks of frames longer than the sample Great Expectations sees
+(whole_frame.py; gate.py's docstring lists which checks see every row) and the failure report
+(summary.py). Importing this package imports nothing heavy."""

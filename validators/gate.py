@@ -14,6 +14,24 @@ an ephemeral GX 1.x context as a pandas frame (GX does not accept polars frames,
 SQL path is broken upstream: GX issues #10738, #11579). GX is imported inside functions, so
 importing this module stays cheap.
 
+Large files: Great Expectations sees at most SAMPLE_ROWS rows of a frame (100 000; the first
+ones, in file order, so the sample is the same every time), and a frame longer than that is
+also checked whole by validators.whole_frame with polars (the rows frame as a streaming
+Parquet scan, the grouped frames as built by DuckDB over every row). Each check of a longer
+frame is decided by one of the two:
+
+    whole frame   row count, column names and order, nulls (with their row conditions), unique
+                  ids, values in a set, value ranges, text-length ranges, column pairs (judged <=
+                  samples), means (kept fraction, mean pass rate, answer spread, drift), the
+                  share of distinct values
+    sample        dtypes (the sample's columns carry the file's Parquet types)
+
+A frame of at most SAMPLE_ROWS rows is checked by Great Expectations alone, every row. The
+recorded result keeps GX's JSON for the sample (`gx[frame]`) and the whole-frame verdicts next
+to it (`gx["whole_frame"][frame]`); a failed whole-frame check is reported like a GX one:
+observed over every row (`1 of 2000000 rows, e.g. 1.7`), with up to 5 offending rows from
+anywhere in the file.
+
 Nothing passes silently: an expectation that raised (a missing column, a type GX cannot
 compare), a frame that cannot be built, a file that cannot be read all count as failures
 with their own message.
@@ -40,8 +58,10 @@ from storage.gate_data import (
     stored_stage_outputs,
 )
 from validators.suites import FrameSuite, SuiteContext, build_suites
+from validators.whole_frame import WholeFrameCheck, expectation_key, whole_frame_checks
 
 MAX_ROWS_SHOWN = 5
+SAMPLE_ROWS = 100_000
 
 
 @dataclass
@@ -76,6 +96,7 @@ class GateResult:
     round: int | None = None
     stage: str | None = None
     gx: dict[str, Any] = field(default_factory=dict)
+    sample_rows: int | None = None  # GX saw the first this-many rows of longer frames
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -280,9 +301,14 @@ def _gate_error(check: str, frame: str, exc: BaseException) -> FailedExpectation
                              observed="could not be evaluated", bound="-", error=message)
 
 
-def validate_frame(df: Any, suite: FrameSuite,
-                   name: str) -> tuple[int, list[FailedExpectation], dict[str, Any]]:
-    """Run one suite on one pandas frame -> (expectations evaluated, failures, GX result JSON)."""
+def validate_frame(df: Any, suite: FrameSuite, name: str, *,
+                   decided: dict[str, FailedExpectation | None] | None = None,
+                   ) -> tuple[int, list[FailedExpectation], dict[str, Any]]:
+    """Run one suite on one pandas frame -> (expectations evaluated, failures, GX result JSON).
+
+    decided: verdicts found over the whole frame (validators.whole_frame), by expectation_key;
+    they replace GX's verdict on `df` (a sample), None meaning passed.
+    """
     import great_expectations as gx
     from great_expectations.validator.v1_validator import Validator
 
@@ -296,11 +322,38 @@ def validate_frame(df: Any, suite: FrameSuite,
     payload = json.loads(json.dumps(validation.to_json_dict(), default=str))
     failures = []
     for item in payload["results"]:
+        config = item["expectation_config"]
+        key = expectation_key(config["type"], config["kwargs"])
+        if decided is not None and key in decided:
+            failures += [decided[key]] if decided[key] is not None else []
+            continue
         errors = _errors(item.get("exception_info") or {})
         if errors or not item["success"]:
-            failures.append(_failure(item["expectation_config"], item.get("result") or {},
-                                     suite.frame, df, errors))
+            failures.append(_failure(config, item.get("result") or {}, suite.frame, df, errors))
+    unmatched = set(decided or {}) - {expectation_key(item["expectation_config"]["type"],
+                                                      item["expectation_config"]["kwargs"])
+                                      for item in payload["results"]}
+    if unmatched:
+        msg = f"whole-frame verdicts without a GX result: {sorted(unmatched)[:2]}"
+        raise RuntimeError(msg)
     return len(payload["results"]), failures, payload
+
+
+def _whole_frame_failure(check: WholeFrameCheck, suite: FrameSuite) -> FailedExpectation:
+    """A whole-frame verdict as the report shows it; None's JSON and floats as GX gives them."""
+    meta = suite.expectations[check.index].meta or {}
+    return FailedExpectation(
+        check=meta.get("check", check.expectation), expectation=check.expectation,
+        column=check.kwargs.get("column"), frame=suite.frame,
+        observed="could not be evaluated" if check.error else _observed(check.result),
+        bound=_bound(check.kwargs, check.expectation),
+        rows=json.loads(json.dumps(check.rows, default=str)), error=check.error)
+
+
+def _decided(checks: list[WholeFrameCheck],
+             suite: FrameSuite) -> dict[str, FailedExpectation | None]:
+    return {expectation_key(c.expectation, c.kwargs):
+            None if c.success else _whole_frame_failure(c, suite) for c in checks}
 
 
 # ---- the gate -------------------------------------------------------------------------------
@@ -335,25 +388,52 @@ def _previous_stats(kind: str, previous_path: Path | str | None,
         return None
 
 
-def _run_suite(con: Any, suite: FrameSuite, kind: str) -> tuple[
-        int, list[FailedExpectation], dict[str, Any] | None]:
-    """Build one suite's frame and validate it -> (evaluated, failures, GX JSON or None)."""
+def _suite_frames(con: Any, suite: FrameSuite, path: Path | str, rows: int,
+                  sample_rows: int) -> tuple[Any, Any]:
+    """(the pandas frame GX sees, the whole frame as a polars LazyFrame or None when GX sees
+    every row). The rows frame is the file itself, scanned; other frames are built whole."""
+    import polars as pl
+
+    if suite.frame == "rows":
+        if rows <= sample_rows:
+            return gate_frame(con, "rows"), None
+        return gate_frame(con, "rows", limit=sample_rows), pl.scan_parquet(path)
+    df = gate_frame(con, suite.frame)
+    if len(df) <= sample_rows:
+        return df, None
+    return df.head(sample_rows), pl.from_pandas(df).lazy()
+
+
+def _run_suite(con: Any, suite: FrameSuite, kind: str, path: Path | str, rows: int,
+               sample_rows: int) -> tuple[int, list[FailedExpectation], dict[str, Any] | None,
+                                          dict[str, Any] | None]:
+    """Build one suite's frame and validate it -> (evaluated, failures, GX JSON or None, the
+    whole-frame checks' JSON or None when GX saw every row)."""
     try:
-        df = gate_frame(con, suite.frame)
+        df, whole = _suite_frames(con, suite, path, rows, sample_rows)
     except Exception as exc:  # noqa: BLE001 - e.g. a dropped column the frame needs
-        return 0, [_gate_error(f"build the {suite.frame} frame", suite.frame, exc)], None
+        return 0, [_gate_error(f"build the {suite.frame} frame", suite.frame, exc)], None, None
+    checks = whole_frame_checks(whole, suite.expectations) if whole is not None else None
+    whole_json = None if checks is None else {
+        "sample_rows": len(df), "checks": [c.to_json() for c in checks]}
     try:
-        return validate_frame(df, suite, f"{kind}.{suite.frame}")
+        decided = None if checks is None else _decided(checks, suite)
+        count, failures, payload = validate_frame(df, suite, f"{kind}.{suite.frame}",
+                                                  decided=decided)
     except Exception as exc:  # noqa: BLE001 - GX itself failed: not a pass
-        return 0, [_gate_error(f"run the {suite.frame} suite", suite.frame, exc)], None
+        return 0, [_gate_error(f"run the {suite.frame} suite", suite.frame, exc)], None, whole_json
+    return count, failures, payload, whole_json
 
 
 def run_gate(path: Path | str, kind: str, gates: GatesConfig, *, run_id: str | None = None,
              round_index: int | None = None, stage: str | None = None,
-             previous_path: Path | str | None = None) -> GateResult:
+             previous_path: Path | str | None = None,
+             sample_rows: int = SAMPLE_ROWS) -> GateResult:
     """Check one stage output against the suite of its kind. Pure: reads the file, writes nothing.
 
     previous_path: the previous round's dataset of the same kind (problems: drift baseline).
+    sample_rows: the most rows of a frame Great Expectations sees; a longer frame is checked
+    whole by validators.whole_frame and GX sees its first `sample_rows` rows.
     """
     started = time.perf_counter()
     failures: list[FailedExpectation] = []
@@ -371,17 +451,20 @@ def run_gate(path: Path | str, kind: str, gates: GatesConfig, *, run_id: str | N
                                samples_per_problem=samples)
         suites = build_suites(kind, gates, context) if rows is not None else []
         for suite in suites:
-            count, failed, payload = _run_suite(con, suite, kind)
+            count, failed, payload, whole = _run_suite(con, suite, kind, path, rows, sample_rows)
             evaluated += count
             failures += failed
             if payload is not None:
                 gx_results[suite.frame] = payload
+            if whole is not None:
+                gx_results.setdefault("whole_frame", {})[suite.frame] = whole
     if failures:
         interruption.check()  # a stop request is not the data's failure
     return GateResult(kind=kind, path=str(path), rows=rows, success=not failures,
                       evaluated=evaluated, failures=failures,
                       seconds=time.perf_counter() - started, round=round_index, stage=stage,
-                      gx=gx_results)
+                      gx=gx_results, sample_rows=sample_rows if "whole_frame" in gx_results
+                      else None)
 
 
 def stored_outputs(catalog: Any, run_id: str, *, round_index: int | None = None,

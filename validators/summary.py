@@ -56,8 +56,10 @@ def failure_lines(failure: FailedExpectation) -> list[str]:
 
 def result_lines(result: GateResult) -> list[str]:
     rows = "?" if result.rows is None else result.rows
+    sampled = ("" if result.sample_rows is None
+               else f" (GX on the first {result.sample_rows}, the rest on every row)")
     head = (f"{'passed' if result.success else 'FAILED'}  {_where(result)}, {rows} rows, "
-            f"{result.evaluated} expectations, {result.seconds:.2f} s")
+            f"{result.evaluated} expectations{sampled}, {result.seconds:.2f} s")
     if result.success:
         return [head]
     lines = [head, f"        {result.path}"]

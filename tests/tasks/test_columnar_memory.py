@@ -19,8 +19,8 @@ def test_verify_and_curate_of_two_million_rollouts_stay_in_bounded_memory(tmp_pa
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=900, env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr[-2000:]
-    verdicts, train_rows = json.loads(done.stdout.strip().splitlines()[-1])
-    assert verdicts == 2_000_000 and train_rows > 50_000
+    verdicts, curated = json.loads(done.stdout.strip().splitlines()[-1])
+    assert verdicts == 2_000_000 and curated["output_rows"] > 50_000
     peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(f"peak RSS {peak_mb:.0f} MB")
     assert peak_mb < LIMIT_MB, f"peak RSS {peak_mb:.0f} MB"
