@@ -21,10 +21,12 @@ goes to a capped buffer, never to a descriptor.
 
 Protocol (host <-> server, on the server's stdin/stdout): a 4-byte big-endian length and a JSON
 body. The server first writes {"ready": true, "mechanisms": {name: "on" | "missing: why"}}; then
-for each {"jobs": [{"source": str, "calls": [args_repr, ...]}]} it answers {"results": [{"outcome":
-.., "outputs": [..], "stdout": .., "error": ..}]}. The child reports to the server on its own pipe;
-a program can write to that pipe too, so nothing it reports is trusted beyond "these are my
-outputs": the host compares them with what it expects.
+for each {"jobs": [{"source": str, "calls": [args_repr, ...]}]} it answers with one report per job,
+each framed by its own 4-byte length: the JSON {"outcome": .., "outputs": [..], "stdout": ..,
+"error": ..}. The child writes its report on its own pipe and the server passes it on unread; a
+program can write to that pipe too, so the host checks every report (a dict with a known outcome
+and text fields, else `crash`) and trusts nothing in it beyond "these are my outputs": it
+compares them with what it expects.
 """
 
 from __future__ import annotations
@@ -259,9 +261,6 @@ class _CappedText(io.TextIOBase):
 def _confine(limits: dict, workdir: str, result_fd: int, devnull: int, state: dict) -> None:
     """Everything between fork and the program: descriptors, identity, limits, seccomp."""
     gc.disable()
-    os.mkdir(workdir, 0o700)
-    if state["drop_uid"]:
-        os.chown(workdir, NOBODY, NOBODY)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
     os.closerange(3, result_fd)
@@ -271,11 +270,8 @@ def _confine(limits: dict, workdir: str, result_fd: int, devnull: int, state: di
         os.setgid(NOBODY)
         os.setuid(NOBODY)
     cpu = limits["cpu_seconds"]
-    for name, value in ((resource.RLIMIT_AS, state["address_space"]),
-                        (resource.RLIMIT_FSIZE, limits["max_file_bytes"]),
-                        (resource.RLIMIT_NOFILE, 16), (resource.RLIMIT_NPROC, 0),
-                        (resource.RLIMIT_CPU, (math.ceil(cpu), math.ceil(cpu) + 1))):
-        resource.setrlimit(name, value if _isinstance(value, tuple) else (value, value))
+    resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))  # the server forks: set here, not there
+    resource.setrlimit(resource.RLIMIT_CPU, (math.ceil(cpu), math.ceil(cpu) + 1))
     signal.setitimer(signal.ITIMER_PROF, cpu)  # SIGPROF's default action ends the program
     if state["seccomp"] is not None:
         _install_seccomp(state["seccomp"])
@@ -422,9 +418,17 @@ def _remove_tree(path: str) -> None:
         pass
 
 
-def run_job(job: dict, limits: dict, state: dict, index: int) -> dict:
-    """Fork one child for `job` in a fresh working folder, wait for it, clean up after it."""
+def run_job(job: dict, limits: dict, state: dict, index: int) -> bytes:
+    """Fork one child for `job` in a fresh working folder, wait for it, clean up after it.
+    Returns the child's report as it wrote it (the host checks it: domains/sandbox/pool.py), or
+    the server's own when the child left none or was killed."""
     workdir = os.path.join(state["base"], str(index))
+    try:
+        os.mkdir(workdir, 0o700)
+        if state["drop_uid"]:
+            os.chown(workdir, NOBODY, NOBODY)
+    except OSError as exc:  # the tmpfs is full of what earlier programs left
+        return json.dumps({"outcome": "crash", "error": f"no working folder: {exc}"}).encode()
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -439,15 +443,9 @@ def run_job(job: dict, limits: dict, state: dict, index: int) -> dict:
             os.rmdir(workdir)  # the common case: the program left nothing behind
         except OSError:
             _remove_tree(workdir)
-    result = None
     if data and not killed and os.WIFEXITED(status):
-        try:
-            result = json.loads(data)
-        except ValueError:
-            result = {"outcome": "crash", "error": "unreadable report"}
-        if not _isinstance(result, dict) or result.get("outcome") not in OUTCOMES:
-            result = {"outcome": "crash", "error": "malformed report"}
-    return result or _outcome_of_status(status, usage, limits, killed)
+        return data
+    return json.dumps(_outcome_of_status(status, usage, limits, killed)).encode()
 
 
 # ---- the server ----------------------------------------------------------------------------
@@ -460,8 +458,11 @@ def _read_message(stream) -> dict | None:
     return json.loads(stream.read(size))
 
 
-def _write_message(stream, message: dict) -> None:
-    body = json.dumps(message).encode()
+def _write_message(stream, message: dict | None = None, reports: list[bytes] = ()) -> None:
+    """A JSON message, or the reports of a batch, each framed by its own length (a report cannot
+    reach into its neighbour's)."""
+    body = json.dumps(message).encode() if message is not None else b"".join(
+        struct.pack(">I", len(report)) + report for report in reports)
     stream.write(struct.pack(">I", len(body)) + body)
     stream.flush()
 
@@ -481,12 +482,16 @@ def _warm_up(limits: dict) -> None:
     json.loads(json.dumps(report))
 
 
-def _inherited_limits(state: dict) -> None:
-    """What every child inherits, set once in the server instead of per child: no core dumps,
-    SIGXFSZ ignored (a too-large write fails with EFBIG instead), no supplementary groups.
-    `random` reseeds itself in every forked child (its own at-fork hook), so nondeterministic
-    programs are seen as such without a reseed here."""
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+def _inherited_limits(state: dict, limits: dict) -> None:
+    """What every child inherits, set once in the server instead of in each child (each costs a
+    child copied pages): the address-space, file-size and open-file limits (the server itself
+    stays far below them and writes no files), no core dumps, SIGXFSZ ignored (a too-large
+    write fails with EFBIG instead), no supplementary groups. A child sets the process and CPU
+    limits itself (the server forks, and CPU time counts from the fork)."""
+    for name, value in ((resource.RLIMIT_AS, state["address_space"]),
+                        (resource.RLIMIT_FSIZE, limits["max_file_bytes"]),
+                        (resource.RLIMIT_NOFILE, 16), (resource.RLIMIT_CORE, 0)):
+        resource.setrlimit(name, (value, value))
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     if state["drop_uid"]:
         os.setgroups([])
@@ -533,7 +538,7 @@ def serve(limits: dict, root: str) -> None:
              "drop_uid": mechanisms["uid_drop"] == "on",
              "seccomp": seccomp_filter(_libc(), program) if program else None,
              "address_space": address_space}
-    _inherited_limits(state)
+    _inherited_limits(state, limits)
     _warm_up(limits)
     gc.collect()
     gc.freeze()  # forked children share these objects; the collector never touches them
@@ -541,11 +546,11 @@ def serve(limits: dict, root: str) -> None:
     _write_message(outbox, {"ready": True, "mechanisms": mechanisms})
     counter = 0
     while (message := _read_message(inbox)) is not None:
-        results = []
+        reports = []
         for job in message["jobs"]:
             counter += 1
-            results.append(run_job(job, limits, state, counter))
-        _write_message(outbox, {"results": results})
+            reports.append(run_job(job, limits, state, counter))
+        _write_message(outbox, reports=reports)
 
 
 if __name__ == "__main__":
