@@ -93,7 +93,8 @@ class Unsupported(Exception):
 
 _int_repr, _float_repr, _str_repr = int.__repr__, float.__repr__, str.__repr__
 _type, _len, _sorted, _isinstance, _eval = type, len, sorted, isinstance, eval
-_NO_BUILTINS = {"__builtins__": {}}  # argument tuples are literals the host has checked
+_NO_BUILTINS = {"__builtins__": {}}
+_quote = json.encoder.encode_basestring_ascii  # argument tuples are literals the host has checked
 
 
 def canonical(value: object, depth: int = 0) -> str:
@@ -206,20 +207,43 @@ def isolate(root: str, limits: dict) -> dict[str, str]:
 
 # ---- seccomp -------------------------------------------------------------------------------
 
-def _seccomp_program() -> bytes | None:
-    """The BPF filter: wrong architecture -> kill; a denied call -> EPERM; else allow."""
-    table = _DENIED.get(os.uname().machine)
+_LD_ABS, _JEQ, _JGE, _RET = 0x20, 0x15, 0x35, 0x06
+_ALLOW, _EPERM, _KILL = 0x7FFF0000, 0x00050000 | errno.EPERM, 0x80000000
+
+
+def _seccomp_program(machine: str | None = None) -> bytes | None:
+    """The BPF filter: wrong architecture -> kill; a denied call -> EPERM; else allow.
+
+    The denied numbers are searched as a binary tree (about 10 instructions a call instead of
+    one per denied number): the kernel runs the filter on every system call, and once per
+    system call number when it is installed (its action cache), which each child does."""
+    table = _DENIED.get(machine or os.uname().machine)
     if table is None:
         return None
     arch, denied = table
-    ld_abs, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
-    allow, eperm, kill = 0x7FFF0000, 0x00050000 | errno.EPERM, 0x80000000
-    count = len(denied)
-    code = [(ld_abs, 0, 0, 4), (jeq, 0, count + 3, arch), (ld_abs, 0, 0, 0),
-            (jge, count + 1, 0, 0x40000000)]  # x32 system calls on x86_64: refused
-    code += [(jeq, count - i, 0, nr) for i, nr in enumerate(denied)]
-    code += [(ret, 0, 0, allow), (ret, 0, 0, eperm), (ret, 0, 0, kill)]
-    return b"".join(struct.pack("HBBI", *op) for op in code)
+    code = [(_LD_ABS, 0, 0, 4), (_JEQ, 0, "kill", arch), (_LD_ABS, 0, 0, 0),
+            (_JGE, "eperm", 0, 0x40000000)]  # x32 system calls on x86_64: refused
+    code += _search_tree(sorted(set(denied)))
+    labels = {"allow": len(code), "eperm": len(code) + 1, "kill": len(code) + 2}
+    code += [(_RET, 0, 0, _ALLOW), (_RET, 0, 0, _EPERM), (_RET, 0, 0, _KILL)]
+    resolved = []
+    for index, (op, jt, jf, k) in enumerate(code):
+        jt, jf = (labels[j] - index - 1 if isinstance(j, str) else j for j in (jt, jf))
+        if not (0 <= jt <= 255 and 0 <= jf <= 255):
+            raise ValueError("seccomp filter: a jump past 255 instructions")
+        resolved.append(struct.pack("HBBI", op, jt, jf, k))
+    return b"".join(resolved)
+
+
+def _search_tree(numbers: list[int]) -> list[tuple]:
+    """Instructions that jump to "eperm" when the loaded number is one of `numbers` (sorted)
+    and to "allow" otherwise; relative jumps inside the tree, labels for its exits."""
+    if len(numbers) <= 3:
+        return [(_JEQ, "eperm", 0 if i + 1 < len(numbers) else "allow", nr)
+                for i, nr in enumerate(numbers)]
+    middle = len(numbers) // 2
+    low, high = _search_tree(numbers[:middle]), _search_tree(numbers[middle:])
+    return [(_JGE, len(low), 0, numbers[middle]), *low, *high]
 
 
 def seccomp_filter(libc, program: bytes):
@@ -329,6 +353,13 @@ def run_program(job: dict, limits: dict, printed: _CappedText) -> dict:
     return {"outcome": "ok", "outputs": outputs}
 
 
+def _report(result: dict) -> bytes:
+    """The JSON of a report: strings through the C encoder, no encoder object built per child."""
+    parts = [f'"{key}": [{", ".join(map(_quote, value))}]' if _isinstance(value, list)
+             else f'"{key}": {_quote(value)}' for key, value in result.items()]
+    return ("{" + ", ".join(parts) + "}").encode()
+
+
 def _child(job: dict, limits: dict, workdir: str, write_fd: int, devnull: int,
            state: dict) -> None:
     """The forked child: confine, run, report on `write_fd`, exit without cleanup."""
@@ -337,7 +368,7 @@ def _child(job: dict, limits: dict, workdir: str, write_fd: int, devnull: int,
         printed = _CappedText(limits["max_output_bytes"])
         result = run_program(job, limits, printed)
         result["stdout"] = "".join(printed.parts)
-        data = json.dumps(result).encode()
+        data = _report(result)
         if _len(data) > limits["max_output_bytes"] * 4 + 1024:
             data = json.dumps({"outcome": "output_limit", "error": "result too large"}).encode()
         os.write(write_fd, data)
