@@ -53,11 +53,55 @@ def test_generated_problems_have_their_level_and_parse_back_to_themselves(domain
     assert {domain.generate(rng, 1).text.split(":")[0] for _ in range(60)} == set(ALL_MODES)
 
 
-def test_the_heldout_set_is_fixed_deduction_and_spans_every_level(domain):
+def test_the_heldout_set_is_fixed_and_spans_every_mode_of_the_run_and_every_level(domain):
     first, second = domain.heldout(3), domain.heldout(3)
-    assert first == second and len(first) == 15
-    assert {p.level for p in first} == set(domain.levels)
-    assert all(p.text.startswith("deduction: ") for p in first)
+    assert first == second and len(first) == 45 and len({p.text for p in first}) == 45
+    assert {(domain.task_of(p.text), p.level) for p in first} == {
+        (mode, level) for mode in ALL_MODES for level in domain.levels}
+    deduction_only = PythonIODomain(load_config(None, {"domain.name": "python_io"}))
+    try:  # a deduction-only run keeps its held-out set, the first third of this one
+        assert deduction_only.heldout(3) == first[:15]
+    finally:
+        deduction_only.pool.close()
+
+
+class _RightSolver:
+    """A RolloutBackend that answers each held-out prompt correctly, except the first one."""
+
+    def __init__(self, answers: dict[str, str]) -> None:
+        self.answers = answers
+
+    def generate(self, prompts, params, progress=None):
+        from models.backends import Completion
+
+        return [[Completion("wrong" if i == 0 else self.answers[p], 2)] for i, p in
+                enumerate(prompts)]
+
+
+def test_heldout_accuracy_is_reported_per_mode_and_level(domain):
+    from tasks.evaluate import accuracy, eval_rows, heldout_tasks
+
+    items = domain.heldout(1)  # deduction level 1 first, the one answered wrong
+    backend = _RightSolver({domain.solver_prompt(p.text): _right_answer(p) for p in items})
+    rows = eval_rows(backend, domain, per_level=1, max_new_tokens=8, checkpoint="c",
+                     run_id="r", round_index=1)
+    metrics = accuracy(rows, heldout_tasks(domain, 1))
+    assert metrics["accuracy_task_deduction_level_1"] == 0.0
+    assert metrics["accuracy_task_deduction"] == 0.8
+    assert metrics["accuracy_task_abduction"] == metrics["accuracy_task_induction"] == 1.0
+    assert metrics["accuracy_task_induction_level_5"] == 1.0
+    assert metrics["accuracy"] == pytest.approx(14 / 15)
+
+
+def _right_answer(problem) -> str:
+    """A correct solver completion for a held-out problem: its output, its input or its program."""
+    mode, rest = problem.text.split(": ", 1)
+    program, first_call = rest.split(" >>> ")[:2]
+    if mode == "deduction":
+        return problem.reference
+    if mode == "abduction":
+        return first_call.split(" == ")[0].removeprefix("f(")
+    return program
 
 
 @pytest.mark.parametrize(("proposal", "reason"), [
