@@ -367,19 +367,31 @@ def _collect(pid: int, read_fd: int, limits: dict) -> tuple[bytes, int, object, 
 
 
 def _remove_tree(path: str) -> None:
-    """Remove what a (dead) program left in its folder, as far as possible; symbolic links are
-    removed, never followed."""
-    for folder, dirs, files in os.walk(path, topdown=False):
-        for name in dirs + files:
-            entry = os.path.join(folder, name)
-            try:
-                os.rmdir(entry) if name in dirs and not os.path.islink(entry) else os.unlink(entry)
-            except OSError:
-                pass
+    """Remove what a (dead) program left in its folder, as far as it can: depth first, by
+    changing into each folder (no recursion and no long paths, however deep the program nested
+    its folders), removing links and never following them."""
+    names: list[str] = []
     try:
+        os.chdir(path)
+        while True:
+            entries = os.listdir(".")
+            inner = next((e for e in entries if os.path.isdir(e) and not os.path.islink(e)), None)
+            if inner is not None:
+                os.chdir(inner)
+                names.append(inner)
+                continue
+            for entry in entries:
+                os.unlink(entry)
+            if not names:
+                break
+            os.chdir("..")
+            os.rmdir(names.pop())
+        os.chdir("/")
         os.rmdir(path)
     except OSError:
         pass
+    finally:
+        os.chdir("/")
 
 
 def run_job(job: dict, limits: dict, state: dict, index: int) -> bytes:
