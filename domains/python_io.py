@@ -204,6 +204,16 @@ class PythonIODomain:
         abduction answers are read from its first line."""
         return completion.strip() or None
 
+    def training_target(self, reference: str) -> str:
+        """The solver completion that a problem's reference teaches: deduction's output,
+        abduction's input as its prompt continues it (`7)` after `f(`), induction's program.
+        Abduction and induction references are the JSON that `score` runs, not answers, so a
+        stage that trains on references (the warm-up, too-hard problems) must train on this."""
+        if not reference.startswith('{"mode"'):
+            return reference
+        spec = json.loads(reference)
+        return spec["input"] + ")" if spec["mode"] == "abduction" else spec["program"]
+
     def score(self, completions: list[str], references: list[str | None]) -> list[float | None]:
         return [r for r, _ in self.run_answers(completions, references)]
 

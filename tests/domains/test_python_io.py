@@ -293,3 +293,10 @@ def test_other_domains_leave_the_outcome_null():
                  "completion": "4"}]
     (row,) = verdict_rows(ArithmeticDomain(), rollouts, problems)
     assert row["reward"] == 1.0 and row["outcome"] is None
+
+
+def test_the_training_target_of_each_reference_is_a_right_answer(domain):
+    items = domain.heldout(2)
+    targets = [domain.training_target(p.reference) for p in items]
+    assert domain.score(targets, [p.reference for p in items]) == [1.0] * len(items)
+    assert targets == [_right_answer(p) for p in items]
