@@ -2,8 +2,8 @@
 
 This file is started as a script (`python -S -P worker.py LIMITS_JSON ROOT`) by
 `domains.sandbox.pool` and imports the standard library only (and seccomp.py, its filter, from its
-own folder). It is importable too: the host uses `canonical` from here, so an answer and a
-program's output are written by one function.
+own folder). It is importable too: the host uses its outcomes and modules, and `canonical`
+(canonical.py) writes both an answer and a program's output.
 
 Start-up, once per worker (as root, or as root of a new user namespace):
 
@@ -11,14 +11,17 @@ Start-up, once per worker (as root, or as root of a new user namespace):
     mount    a size-capped tmpfs over the folder the host made; fork once: the child is PID 1 of
              the new PID namespace and serves, chrooted into that tmpfs (the host's files, the
              data root, the catalog and ~/.ssh are not in its world)
+    limits   the rlimits every child inherits (address space, file size, open files, core
+             size), no supplementary groups; then a fixed program of its own through the
+             harness, so that children start with the compiler and encoder warm (`_warm_up`)
 
 Per program, in a child forked from the server (copy-on-write: nothing a program changes survives
-it): a fresh working folder owned by nobody; stdin/stdout/stderr on /dev/null, every other
-descriptor closed but the result pipe; uid and gid 65534 (no capabilities); rlimits on address
-space, file size, open files, processes (0: no threads either), core size and CPU time; a CPU
-timer; `PR_SET_NO_NEW_PRIVS` and a seccomp filter that refuses fork, exec, sockets, signals to
-other processes, ptrace, namespaces, mounts, limit changes and timers with EPERM. Print output
-goes to a capped buffer, never to a descriptor.
+it): a fresh working folder owned by nobody (the server makes it before the fork and removes it
+after); stdin/stdout/stderr on /dev/null, every other descriptor closed but the result pipe; uid
+and gid 65534 (no capabilities); the inherited rlimits and its own on processes (0: no threads
+either) and CPU time; a CPU timer; `PR_SET_NO_NEW_PRIVS` and a seccomp filter (seccomp.py) that
+refuses fork, exec, sockets, signals to other processes, ptrace, namespaces, mounts, limit changes
+and timers with EPERM. Print output goes to a capped buffer, never to a descriptor.
 
 Protocol (host <-> server, on the server's stdin/stdout): a 4-byte big-endian length and a JSON
 body. The server first writes {"ready": true, "mechanisms": {name: "on" | "missing: why"}}; then
@@ -48,9 +51,11 @@ import sys
 import time
 
 try:  # imported by the host as domains.sandbox.worker
+    from domains.sandbox.canonical import canonical
     from domains.sandbox.seccomp import install_seccomp, seccomp_filter, seccomp_program
 except ModuleNotFoundError:  # run as the worker script (python -S -P worker.py): its own folder
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from canonical import canonical
     from seccomp import install_seccomp, seccomp_filter, seccomp_program
 
 # Modules a program may import: pre-imported here, before the chroot (nothing else can be).
@@ -74,46 +79,9 @@ class OutputLimit(Exception):
     """The program printed, or returned, more than the output cap."""
 
 
-class Unsupported(Exception):
-    """The program returned a value that is not plain data."""
-
-
-# ---- canonical output: one writer for outputs (here) and answers (the host) -----------------
-
-_int_repr, _float_repr, _str_repr = int.__repr__, float.__repr__, str.__repr__
-_type, _len, _sorted, _isinstance, _eval = type, len, sorted, isinstance, eval
-_NO_BUILTINS = {"__builtins__": {}}
-_quote = json.encoder.encode_basestring_ascii  # argument tuples are literals the host has checked
-
-
-def canonical(value: object, depth: int = 0) -> str:
-    """The canonical text of plain data: exact builtin types only, sets and dict items sorted, so
-    two equal values always print alike and a subclass cannot forge its own repr."""
-    kind = _type(value)
-    if depth > 20:
-        raise Unsupported("nested deeper than 20")
-    if value is None or kind is bool:
-        return "None" if value is None else ("True" if value else "False")
-    if kind is int:
-        return _int_repr(value)
-    if kind is float:
-        return _float_repr(value)
-    if kind is str:
-        return _str_repr(value)
-    if kind in (list, tuple):
-        items = [canonical(v, depth + 1) for v in value]
-        if kind is list:
-            return "[" + ", ".join(items) + "]"
-        return "(" + ", ".join(items) + ("," if _len(items) == 1 else "") + ")"
-    if kind in (set, frozenset):
-        items = _sorted(canonical(v, depth + 1) for v in value)
-        text = "{" + ", ".join(items) + "}" if items else "set()"
-        return text if kind is set else f"frozenset({text})" if items else "frozenset()"
-    if kind is dict:
-        items = _sorted(f"{canonical(k, depth + 1)}: {canonical(v, depth + 1)}"
-                        for k, v in value.items())
-        return "{" + ", ".join(items) + "}"
-    raise Unsupported(f"returned a {kind.__name__}, not plain data")
+_type, _len, _isinstance, _eval = type, len, isinstance, eval
+_NO_BUILTINS = {"__builtins__": {}}  # argument tuples are literals the host has checked
+_quote = json.encoder.encode_basestring_ascii
 
 
 # ---- isolation, once per worker ------------------------------------------------------------
