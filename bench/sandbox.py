@@ -10,8 +10,10 @@ on one input and checks its output against the expected value. Two ways, side by
 
 Printed: executions per second of each, the ratio, CPU milliseconds per execution (this process
 and its children: on a shared machine the wall-clock rate moves with the load, CPU per execution
-much less) and the goal (>= 1,000 per second for the pool on 2 cores). Also the admission rate of
-the python_io domain (each proposal runs twice, on two workers). Writes JSON to --out.
+much less), the load average before and after, the rate that CPU per execution allows on free
+cores (workers x 1000 / CPU ms: an estimate, not a measurement) and the goal (>= 1,000 per second
+for the pool on 2 cores). Also the admission rate of the python_io domain (each proposal runs
+twice, on two workers). Writes JSON to --out.
 
     python bench/sandbox.py [--programs 4000] [--fresh-programs 200] [--workers 2]
                             [--out bench/results/sandbox.json]
@@ -125,10 +127,14 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="pool workers / parallel fresh")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "sandbox.json")
     args = parser.parse_args()
+    load_before = os.getloadavg()[0]
     pool = bench_pool(args.programs, args.workers)
     fresh = bench_fresh(args.fresh_programs, args.workers)
     admission = bench_admission(args.programs // 2, args.workers)
+    load_after = os.getloadavg()[0]
     ratio = pool["per_second"] / fresh["per_second"]
+    cores = min(args.workers, os.cpu_count() or 1)
+    free_cores_rate = 1000 * cores / pool["cpu_ms_per_execution"]
     print(f"{'':10} {'executions':>10} {'per second':>11} {'CPU ms each':>12}")
     for name, row in (("pool", pool), ("fresh", fresh), ("admission", admission)):
         print(f"{name:10} {row['executions']:>10} {row['per_second']:>11.0f} "
@@ -137,10 +143,13 @@ def main() -> None:
           f"{fresh['cpu_ms_per_execution'] / pool['cpu_ms_per_execution']:.1f}x less CPU; "
           f"goal >= {GOAL_PER_SECOND:.0f}/s for the pool: "
           f"{'met' if pool['per_second'] >= GOAL_PER_SECOND else 'NOT met'} "
-          f"(load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs)")
+          f"(load average {load_before:.2f} before, {load_after:.2f} after, on "
+          f"{os.cpu_count()} CPUs); on {cores} free cores the pool's CPU per execution allows "
+          f"{free_cores_rate:.0f}/s")
     report = {"pool": pool, "fresh": fresh, "admission_twice": admission, "ratio": ratio,
               "goal_per_second": GOAL_PER_SECOND, "workers": args.workers,
-              "cpus": os.cpu_count(), "load_average": os.getloadavg()[0],
+              "cpus": os.cpu_count(), "load_average_before": load_before,
+              "load_average_after": load_after, "free_cores_per_second": free_cores_rate,
               "python": platform.python_version(), "machine": platform.machine()}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")

@@ -116,9 +116,10 @@ class DomainConfig(_Section):
     modes: dict[Literal["deduction", "abduction", "induction"], float] = Field(
         {"deduction": 1.0, "abduction": 0.0, "induction": 0.0},
         description="python_io: the task modes' weights in the generator's problems (seed, "
-                    "top-up; the held-out set is deduction only): deduction = predict the "
-                    "output, abduction = give an input that yields the output, induction = write "
-                    "the function from input/output pairs; each >= 0, not all 0")
+                    "top-up; the held-out set covers the modes weighted > 0): deduction = "
+                    "predict the output, abduction = give an input that yields the output, "
+                    "induction = write the function from input/output pairs; each >= 0, not all "
+                    "0")
 
     @field_validator("modes")
     @classmethod

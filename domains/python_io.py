@@ -22,8 +22,11 @@ A proposal that cannot be admitted is `Rejected` with its reason: "empty", "malf
 "too_long", or the sandbox's outcome ("forbidden" by the static check in domains/sandbox/policy.py
 or at run time, "timeout", "memory", "crash", "output_limit", "nondeterministic"). synthesize
 records the sandbox outcomes as the proposal's `drop_reason`, so `flywheel audit RUN drops` shows
-why programs failed. The held-out set is deduction only (every model can be scored on it
-without running its code), so `accuracy_level_N` is the deduction accuracy per level.
+why programs failed; verify records the sandbox outcome of each answer it ran (`outcome`). The
+held-out set holds `heldout_per_level` problems per level in each mode the run trains (weight
+> 0 in `[domain] modes`); abduction and induction answers are run in the sandbox to be scored.
+`accuracy` and `accuracy_level_N` are over all its modes, `accuracy_task_<mode>` and
+`accuracy_task_<mode>_level_N` per mode (a deduction-only run's held-out set is unchanged).
 
 Departs from Absolute Zero: one-line programs of one function `f` with literal inputs (the tiny
 model's tokenizer has no newline); the task mode is written by the proposer (the warm-up teaches
@@ -172,18 +175,27 @@ class PythonIODomain:
         raise RuntimeError(msg)
 
     def heldout(self, per_level: int) -> list[Problem]:
-        """Deduction problems only, `per_level` of each level, from a fixed seed."""
-        rng = random.Random(f"{self.name}-heldout-v1")
+        """`per_level` problems of each level in each of the run's modes (weight > 0), from fixed
+        seeds, one per mode: the deduction items are those of a deduction-only run."""
         items, seen = [], set()
-        for level in self.levels:
-            count = 0
-            while count < per_level:
-                problem = self._generate(rng, level, "deduction")
-                if problem.text not in seen:
-                    seen.add(problem.text)
-                    items.append(problem)
-                    count += 1
+        for mode in self.modes:
+            rng = random.Random(f"{self.name}-heldout-v1" if mode == "deduction"
+                                else f"{self.name}-heldout-{mode}-v1")
+            for level in self.levels:
+                count = 0
+                while count < per_level:
+                    problem = self._generate(rng, level, mode)
+                    if problem.text not in seen:
+                        seen.add(problem.text)
+                        items.append(problem)
+                        count += 1
         return items
+
+    def task_of(self, text: str) -> str | None:
+        """A problem's mode: evaluate reports held-out accuracy per mode and per mode and level
+        (`accuracy_task_<mode>`, `accuracy_task_<mode>_level_<N>`)."""
+        mode = text.split(": ", 1)[0]
+        return mode if mode in MODES else None
 
     # ---- answers ---------------------------------------------------------------------------
 
@@ -191,6 +203,16 @@ class PythonIODomain:
         """The completion, stripped (an induction answer is a whole function); deduction and
         abduction answers are read from its first line."""
         return completion.strip() or None
+
+    def training_target(self, reference: str) -> str:
+        """The solver completion that a problem's reference teaches: deduction's output,
+        abduction's input as its prompt continues it (`7)` after `f(`), induction's program.
+        Abduction and induction references are the JSON that `score` runs, not answers, so a
+        stage that trains on references (the warm-up, too-hard problems) must train on this."""
+        if not reference.startswith('{"mode"'):
+            return reference
+        spec = json.loads(reference)
+        return spec["input"] + ")" if spec["mode"] == "abduction" else spec["program"]
 
     def score(self, completions: list[str], references: list[str | None]) -> list[float | None]:
         return [r for r, _ in self.run_answers(completions, references)]

@@ -18,11 +18,14 @@ A sample record per kind (columns beyond these are allowed only by adding them h
                  "completion_tokens": 3, "checkpoint": "5d.."}
     verdicts    {"rollout_id": "c3..", "run_id": "demo", "round": 1, "problem_id": "a1..",
                  "answer": "42", "reward": 1.0, "method": "reference",  # reward None: cannot judge
-                 "label": "42", "agreement": 0.75}  # label: what the reward compared against
-                                # (method reference: the reference; majority: the problem's
-                                # majority answer); agreement: share of the problem's samples
-                                # giving its majority answer (both modes); both null in files
-                                # written without these columns
+                 "label": "42", "agreement": 0.75, "outcome": None}
+                                # label: what the reward compared against (method reference:
+                                # the reference; majority: the problem's majority answer);
+                                # agreement: share of the problem's samples giving its majority
+                                # answer (both modes); outcome: how the sandbox run of the
+                                # answer ended (ok, timeout, crash, ...: domains/sandbox) where
+                                # the domain ran it, else null; null in files written without
+                                # these columns
     curriculum  {"problem_id": "a1..", "run_id": "demo", "round": 1, "level": 2, "samples": 8,
                  "judged": 8, "pass_rate": 0.25, "reward_std": 0.43, "kept": True,
                  "drop_reason": None}          # too_easy | too_hard | zero_variance | unjudged
@@ -70,7 +73,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     "verdicts": pa.schema(
         [("rollout_id", STRING), ("run_id", STRING), ("round", INT64), ("problem_id", STRING),
          ("answer", STRING), ("reward", FLOAT64), ("method", STRING), ("label", STRING),
-         ("agreement", FLOAT64)]
+         ("agreement", FLOAT64), ("outcome", STRING)]
     ),
     "curriculum": pa.schema(
         [("problem_id", STRING), ("run_id", STRING), ("round", INT64), ("level", INT64),

@@ -78,31 +78,37 @@ def verdict_rows(domain: Domain, rollouts: list[dict[str, Any]], problems: list[
     else:
         msg = f"verify.labels = {labels!r}: use 'reference' or 'majority'"
         raise ValueError(msg)
-    scores, methods = judge_rollouts(domain, rollouts, problems, compared, method)
+    scores, methods, outcomes = judge_rollouts(domain, rollouts, problems, compared, method)
     return [
         {"rollout_id": r["rollout_id"], "run_id": r["run_id"], "round": r["round"],
          "problem_id": r["problem_id"], "answer": answer, "reward": score, "method": how,
-         "label": label, "agreement": votes[r["problem_id"]].agreement}
-        for r, answer, label, score, how in zip(rollouts, answers, compared, scores, methods,
-                                                strict=True)
+         "label": label, "agreement": votes[r["problem_id"]].agreement, "outcome": outcome}
+        for r, answer, label, score, how, outcome in zip(rollouts, answers, compared, scores,
+                                                         methods, outcomes, strict=True)
     ]
 
 
 def judge_rollouts(domain: Domain, rollouts: list[dict[str, Any]], problems: list[dict[str, Any]],
                    compared: list[str | None], method: str
-                   ) -> tuple[list[float | None], list[str]]:
-    """(reward, method) per rollout. A domain with `judge` (the free-form ones) is given the
-    problems' texts and says why a reward is missing (domains/checking.py: no_answer,
-    verifier_timeout, ...), which becomes the row's method; otherwise `score`, and "none"
-    where there is no label."""
+                   ) -> tuple[list[float | None], list[str], list[str | None]]:
+    """(reward, method, sandbox outcome) per rollout. A domain with `judge` (the free-form ones)
+    is given the problems' texts and says why a reward is missing (domains/checking.py:
+    no_answer, verifier_timeout, ...), which becomes the row's method; a domain with
+    `run_answers` (python_io) also says how the sandbox run of each answer ended (null where
+    nothing ran); otherwise `score`, and "none" where there is no label. The outcome is null
+    in every domain that runs no answers."""
     completions = [r["completion"] for r in rollouts]
     if not hasattr(domain, "judge"):
-        return (domain.score(completions, compared),
-                [method if label is not None else "none" for label in compared])
+        methods = [method if label is not None else "none" for label in compared]
+        if hasattr(domain, "run_answers"):
+            ran = domain.run_answers(completions, compared)
+            return [reward for reward, _ in ran], methods, [outcome for _, outcome in ran]
+        return domain.score(completions, compared), methods, [None] * len(rollouts)
     text = {p["problem_id"]: p["text"] for p in problems}
     judged = domain.judge(completions, compared, [text[r["problem_id"]] for r in rollouts])
     return ([j.reward for j in judged],
-            [method if j.reward is not None else (j.reason or "none") for j in judged])
+            [method if j.reward is not None else (j.reason or "none") for j in judged],
+            [None] * len(rollouts))
 
 
 def verdict_metrics(rows: Any, problems: Any, labels: str = "reference") -> dict[str, float]:

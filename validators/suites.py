@@ -249,7 +249,9 @@ def rollout_checks(gates: GatesConfig, context: SuiteContext) -> KindChecks:
 
 def verdict_checks(gates: GatesConfig, context: SuiteContext) -> KindChecks:
     """Rewards in [0, 1], judged unless the method names why not (none, no_answer, ...: the
-    reasons of domains/checking.py); per problem from round 1 on."""
+    reasons of domains/checking.py); a sandbox outcome (domains/sandbox) or null; per problem
+    from round 1 on."""
+    import great_expectations.expectations as gxe
     from great_expectations.expectations.row_conditions import Column
 
     unjudged = list(UNJUDGED_REASONS)
@@ -257,6 +259,9 @@ def verdict_checks(gates: GatesConfig, context: SuiteContext) -> KindChecks:
         _between("reward", 0.0, 1.0),
         _not_null("reward", f" where method is not one of {', '.join(unjudged)}",
                   row_condition=Column("method").is_not_in(unjudged)),
+        _check(gxe.ExpectColumnValuesToBeInSet,
+               f"outcome is ok, {', '.join(EXECUTION_REASONS)} or null",
+               column="outcome", value_set=["ok", *EXECUTION_REASONS]),
     ]
     return rows, ([_per_problem_suite(gates, context)] if _later_round(context) else [])
 

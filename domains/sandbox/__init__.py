@@ -2,6 +2,7 @@
 run one program each under namespaces, a chroot, rlimits, a dropped uid and seccomp (worker.py).
 docs/sandbox.md is the threat model, the guarantees and the limits."""
 
+from domains.sandbox.canonical import canonical
 from domains.sandbox.pool import (
     IsolationError,
     Job,
@@ -10,7 +11,7 @@ from domains.sandbox.pool import (
     SandboxIsolationWarning,
     SandboxPool,
 )
-from domains.sandbox.worker import OUTCOMES, canonical
+from domains.sandbox.worker import OUTCOMES
 
 __all__ = ["OUTCOMES", "IsolationError", "Job", "Limits", "Result", "SandboxIsolationWarning",
            "SandboxPool", "canonical"]

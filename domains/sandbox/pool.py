@@ -34,6 +34,8 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from domains.sandbox.worker import OUTCOMES
+
 WORKER = Path(__file__).with_name("worker.py")
 BATCH = 256  # jobs per request: a lost worker costs at most this many results
 START_SECONDS = 20.0
@@ -86,10 +88,20 @@ class Result:
     error: str = ""
 
 
-def _result(raw: dict) -> Result:
-    return Result(outcome=str(raw.get("outcome", "crash")),
-                  outputs=tuple(str(o) for o in raw.get("outputs") or ()),
-                  stdout=str(raw.get("stdout") or ""), error=str(raw.get("error") or ""))
+def _result(report: bytes) -> Result:
+    """One job's report, checked: a program can write its own report (domains/sandbox/worker.py),
+    so anything but a dict with a known outcome and text fields is a `crash`."""
+    try:
+        raw = json.loads(report)
+    except ValueError:
+        return Result("crash", error="unreadable report")
+    if not isinstance(raw, dict) or raw.get("outcome") not in OUTCOMES:
+        return Result("crash", error="malformed report")
+    outputs, stdout, error = raw.get("outputs", []), raw.get("stdout", ""), raw.get("error", "")
+    if not (isinstance(outputs, list) and all(isinstance(o, str) for o in outputs)
+            and isinstance(stdout, str) and isinstance(error, str)):
+        return Result("crash", error="malformed report")
+    return Result(raw["outcome"], tuple(outputs), stdout, error)
 
 
 class _Worker:
@@ -127,6 +139,18 @@ class _Worker:
             chunks.append(data)
             got += len(data)
         return b"".join(chunks)
+
+    def receive_reports(self, deadline: float) -> list[bytes]:
+        """A batch's reports, each framed by its own length."""
+        (size,) = struct.unpack(">I", self._read(4, deadline))
+        body, reports, offset = self._read(size, deadline), [], 0
+        while offset < size:
+            (length,) = struct.unpack_from(">I", body, offset) if offset + 4 <= size else (size,)
+            if offset + 4 + length > size:
+                raise WorkerLost("sandbox worker wrote a report past its batch")
+            reports.append(body[offset + 4:offset + 4 + length])
+            offset += 4 + length
+        return reports
 
     def receive(self, deadline: float) -> dict:
         (size,) = struct.unpack(">I", self._read(4, deadline))
@@ -261,11 +285,10 @@ class SandboxPool:
         deadline = (time.monotonic() + len(batch) * (self.limits.wall_seconds + 0.5)
                     + self.answer_slack_seconds)
         try:
-            message = self._workers[index].receive(deadline)
-            raw = message.get("results")
-            if not isinstance(raw, list) or len(raw) != len(batch):
+            reports = self._workers[index].receive_reports(deadline)
+            if len(reports) != len(batch):
                 raise WorkerLost("sandbox worker answered the wrong number of results")
-            return [_result(r if isinstance(r, dict) else {}) for r in raw]
+            return [_result(report) for report in reports]
         except WorkerLost as exc:
             self._replace(index, str(exc))
             return [Result("crash", error=f"sandbox worker lost: {exc}") for _ in batch]

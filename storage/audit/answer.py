@@ -6,7 +6,7 @@ from __future__ import annotations
 import duckdb
 
 from storage.audit.lineage import lineage
-from storage.audit.queries import drift, drops, funnel, labels, samples, sql
+from storage.audit.queries import drift, drops_with_outcomes, funnel, labels, samples, sql
 from storage.audit.snapshot import AuditError, Result
 
 QUERIES = ("funnel", "drops", "lineage", "drift", "labels", "samples")
@@ -74,5 +74,6 @@ def answer(con: duckdb.DuckDBPyConnection, query: str | None, args: list[str], *
         return lineage(con, args[0], rows=rows)
     if query == "samples":
         return samples(con, args[0] if args else None, where=where, limit=limit)
-    return {"funnel": funnel, "drops": drops, "drift": drift, "labels": labels}[query](
+    return {"funnel": funnel, "drops": drops_with_outcomes, "drift": drift,
+            "labels": labels}[query](
         con, round_index=round_index)

@@ -475,3 +475,45 @@ def task_accuracy(catalog: Any, run_id: str) -> list[dict[str, Any]]:
         The run.
     """
     return catalog.query(TASK_ACCURACY_SQL, [run_id])
+
+
+def drops_with_outcomes(con: duckdb.DuckDBPyConnection, *, round_index: int | None = None,
+                        examples: int = 3) -> Result:
+    """`drops`, then the verdicts whose sandbox run failed, per round and outcome.
+
+    The proposals' rows already give the sandbox outcome of a proposer program that did not run
+    (its `drop_reason`: timeout, crash, forbidden, ...); these rows add the solver's answers that
+    the sandbox ran (abduction inputs, induction functions) and that did not end `ok`. Verdict
+    files written without the `outcome` column add nothing.
+
+    Parameters
+    ----------
+    con
+        A snapshot from `open_run`.
+    round_index
+        Only this round; None: every round.
+    examples
+        How many answers to show per (round, outcome).
+
+    Returns
+    -------
+    The rows of `drops`, then rows of dataset "verdicts": round, reason (the outcome), count,
+    share (of the round's verdicts the sandbox ran) and example answers.
+    """
+    result = drops(con, round_index=round_index, examples=examples)
+    if not _has_columns(con, "verdicts", "outcome"):
+        return result
+    where, params = _round_filter("round", round_index)
+    and_round = where.replace(" WHERE", " AND")
+    rows = fetch(con, f"""
+        WITH ran AS (SELECT round, count(*) AS total FROM verdicts
+                     WHERE outcome IS NOT NULL{and_round} GROUP BY round)
+        SELECT 'verdicts' AS dataset, round, outcome AS reason, count(*) AS count,
+               count(*) / any_value(total) AS share,
+               arg_min(answer, rollout_id, {int(examples)}) AS examples
+        FROM verdicts JOIN ran USING (round)
+        WHERE outcome IS NOT NULL AND outcome <> 'ok'{and_round}
+        GROUP BY round, outcome ORDER BY round, count DESC, outcome""", params * 2)
+    notes = [*result.notes, "verdicts: answers the sandbox ran that did not end ok; share of "
+                            "the round's verdicts the sandbox ran"]
+    return Result(result.title, result.columns, result.rows + rows, notes)

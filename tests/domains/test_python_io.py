@@ -53,11 +53,55 @@ def test_generated_problems_have_their_level_and_parse_back_to_themselves(domain
     assert {domain.generate(rng, 1).text.split(":")[0] for _ in range(60)} == set(ALL_MODES)
 
 
-def test_the_heldout_set_is_fixed_deduction_and_spans_every_level(domain):
+def test_the_heldout_set_is_fixed_and_spans_every_mode_of_the_run_and_every_level(domain):
     first, second = domain.heldout(3), domain.heldout(3)
-    assert first == second and len(first) == 15
-    assert {p.level for p in first} == set(domain.levels)
-    assert all(p.text.startswith("deduction: ") for p in first)
+    assert first == second and len(first) == 45 and len({p.text for p in first}) == 45
+    assert {(domain.task_of(p.text), p.level) for p in first} == {
+        (mode, level) for mode in ALL_MODES for level in domain.levels}
+    deduction_only = PythonIODomain(load_config(None, {"domain.name": "python_io"}))
+    try:  # a deduction-only run keeps its held-out set, the first third of this one
+        assert deduction_only.heldout(3) == first[:15]
+    finally:
+        deduction_only.pool.close()
+
+
+class _RightSolver:
+    """A RolloutBackend that answers each held-out prompt correctly, except the first one."""
+
+    def __init__(self, answers: dict[str, str]) -> None:
+        self.answers = answers
+
+    def generate(self, prompts, params, progress=None):
+        from models.backends import Completion
+
+        return [[Completion("wrong" if i == 0 else self.answers[p], 2)] for i, p in
+                enumerate(prompts)]
+
+
+def test_heldout_accuracy_is_reported_per_mode_and_level(domain):
+    from tasks.evaluate import accuracy, eval_rows, heldout_tasks
+
+    items = domain.heldout(1)  # deduction level 1 first, the one answered wrong
+    backend = _RightSolver({domain.solver_prompt(p.text): _right_answer(p) for p in items})
+    rows = eval_rows(backend, domain, per_level=1, max_new_tokens=8, checkpoint="c",
+                     run_id="r", round_index=1)
+    metrics = accuracy(rows, heldout_tasks(domain, 1))
+    assert metrics["accuracy_task_deduction_level_1"] == 0.0
+    assert metrics["accuracy_task_deduction"] == 0.8
+    assert metrics["accuracy_task_abduction"] == metrics["accuracy_task_induction"] == 1.0
+    assert metrics["accuracy_task_induction_level_5"] == 1.0
+    assert metrics["accuracy"] == pytest.approx(14 / 15)
+
+
+def _right_answer(problem) -> str:
+    """A correct solver completion for a held-out problem: its output, its input or its program."""
+    mode, rest = problem.text.split(": ", 1)
+    program, first_call = rest.split(" >>> ")[:2]
+    if mode == "deduction":
+        return problem.reference
+    if mode == "abduction":
+        return first_call.split(" == ")[0].removeprefix("f(")
+    return program
 
 
 @pytest.mark.parametrize(("proposal", "reason"), [
@@ -170,3 +214,89 @@ def test_the_sandbox_limits_join_the_fingerprints_of_python_io_runs_only():
     assert "workers" not in python_io.sandbox.fingerprint()
     assert load_config(None).executor_slice() == {}
     assert isinstance(get_domain("python_io"), PythonIODomain)
+
+
+def _rollouts(problems: list[dict], completions: dict[str, list[str]]) -> list[dict]:
+    return [{"rollout_id": f"{p['problem_id']}-{i}", "run_id": "r", "round": 1,
+             "problem_id": p["problem_id"], "sample_index": i, "prompt": "<solve>",
+             "completion": completion, "completion_tokens": 1, "checkpoint": "c"}
+            for p in problems for i, completion in enumerate(completions[p["text"].split(":")[0]])]
+
+
+def _record(data_root, stage: str, rows_by_kind: dict[str, list[dict]]) -> None:
+    import time
+
+    from storage.catalog import Catalog
+    from storage.datasets import dataset_path, write_atomic
+
+    catalog = Catalog(data_root)
+    catalog.ensure_run("r", "{}")
+    fingerprint = f"{stage:0<16}"
+    outputs = [write_atomic(kind, rows, dataset_path(data_root, "r", 1, kind, fingerprint))
+               for kind, rows in rows_by_kind.items()]
+    catalog.record_completed(run_id="r", round_index=1, stage=stage, fingerprint=fingerprint,
+                             started_at=time.time(), outputs=outputs, inputs={})
+
+
+def test_verdicts_record_the_sandbox_outcome_and_drops_counts_the_failures(domain, tmp_path):
+    from configs import GatesConfig
+    from storage.audit.answer import answer
+    from storage.audit.snapshot import open_run
+    from storage.datasets import write_atomic
+    from tasks.synthesize import admit
+    from tasks.verify import verdict_rows
+    from validators.gate import run_gate
+
+    texts = ["deduction: def f(x): return x*3+1 >>> f(4)",
+             "abduction: def f(x): return x%3 >>> f(7)",
+             "induction: def f(x): return x*3+1 >>> f(1) >>> f(2) >>> f(5) >>> f(0)",
+             "deduction: def f(x):\n    while 1: pass >>> f(1)"]
+    proposals, problems = admit(domain, [("<propose>L1:", t) for t in texts], source="proposer",
+                                seen=set(), heldout=set(), run_id="r", round_index=1)
+    completions = {"deduction": ["13", "12"], "abduction": ["4)", "5)", "f("],
+                   "induction": ["def f(x): return 3*x+1", "def f(x):\n    while True: pass",
+                                 "def f(x): return open('/etc/passwd')", "def f(x): return 1/x"]}
+    verdicts = verdict_rows(domain, _rollouts(problems, completions), problems)
+    assert [(v["reward"], v["outcome"]) for v in verdicts] == [
+        (1.0, None), (0.0, None),  # deduction compares text: nothing ran
+        (1.0, "ok"), (0.0, "ok"), (0.0, None),  # abduction runs the input; "f(" does not parse
+        (1.0, "ok"), (0.0, "timeout"), (0.0, "forbidden"), (0.0, "crash")]
+
+    _record(tmp_path, "synthesize", {"proposals": proposals, "problems": problems})
+    _record(tmp_path, "verify", {"verdicts": verdicts})
+    gate = run_gate(dataset_path_of(tmp_path, "verdicts"), "verdicts", GatesConfig(), run_id="r")
+    assert gate.success, [(f.name, f.frame) for f in gate.failures]
+    unknown = write_atomic("verdicts", [dict(verdicts[0], outcome="exploded")],
+                           tmp_path / "unknown.parquet")
+    assert [f.name for f in run_gate(unknown.path, "verdicts", GatesConfig()).failures] == [
+        "expect_column_values_to_be_in_set(outcome)"]
+    drops = answer(open_run(tmp_path, "r"), "drops", [])
+    by_reason = {(r["dataset"], r["reason"]): r for r in drops.rows}
+    assert by_reason[("proposals", "timeout")]["count"] == 1
+    assert {reason: r["count"] for (dataset, reason), r in by_reason.items()
+            if dataset == "verdicts"} == {"timeout": 1, "forbidden": 1, "crash": 1}
+    assert by_reason[("verdicts", "timeout")]["share"] == pytest.approx(1 / 6)  # of 6 run
+    assert by_reason[("verdicts", "crash")]["examples"] == ["def f(x): return 1/x"]
+
+
+def dataset_path_of(data_root, kind: str):
+    (path,) = (data_root / "runs" / "r" / "round-001").glob(f"{kind}-*.parquet")
+    return path
+
+
+def test_other_domains_leave_the_outcome_null():
+    from domains.arithmetic import ArithmeticDomain
+    from tasks.verify import verdict_rows
+
+    problems = [{"problem_id": "p", "text": "2+2", "reference": "4"}]
+    rollouts = [{"rollout_id": "x", "run_id": "r", "round": 1, "problem_id": "p",
+                 "completion": "4"}]
+    (row,) = verdict_rows(ArithmeticDomain(), rollouts, problems)
+    assert row["reward"] == 1.0 and row["outcome"] is None
+
+
+def test_the_training_target_of_each_reference_is_a_right_answer(domain):
+    items = domain.heldout(2)
+    targets = [domain.training_target(p.reference) for p in items]
+    assert domain.score(targets, [p.reference for p in items]) == [1.0] * len(items)
+    assert targets == [_right_answer(p) for p in items]

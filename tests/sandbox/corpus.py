@@ -74,6 +74,9 @@ HOSTILE: list[tuple[str, str, str, tuple[str, ...] | None]] = [
      "import os\ndef f(x):\n    found = []\n    for fd in range(1024):\n        try:\n"
      "            os.fstat(fd)\n            found.append(fd)\n        except OSError:\n"
      "            pass\n    return len(found)", "ok", ("4",)),
+    ("folders_nested_past_the_recursion_limit",  # its cleanup must not take the worker down
+     "import os\ndef f(x):\n    for _ in range(1500):\n        os.mkdir('a')\n"
+     "        os.chdir('a')\n    open('leaf', 'w').write('x')\n    return x", "ok", ("1",)),
     ("subclass_with_forged_repr",
      "class Sneaky(int):\n    def __repr__(self):\n        return '42'\n"
      "def f(x):\n    return Sneaky(1)", "crash", None),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
+import struct
 import threading
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from domains.sandbox import (
     SandboxPool,
 )
 from domains.sandbox import pool as pool_module
+from domains.sandbox import seccomp as seccomp_module
 from domains.sandbox.policy import check_program
 from tests.sandbox.corpus import HOSTILE
 
@@ -174,3 +176,68 @@ def test_a_missing_mechanism_warns_loudly_under_warn(monkeypatch, caplog):
         pool.start()
     assert "sandbox isolation incomplete" in caplog.text
     pool._workers = []
+
+
+def _run_bpf(program: bytes, arch: int, number: int) -> int:
+    """A classic-BPF interpreter for the instructions the filter uses (ld abs, jeq, jge, ret)."""
+    code = [struct.unpack("HBBI", program[i:i + 8]) for i in range(0, len(program), 8)]
+    pc, accumulator = 0, 0
+    while True:
+        op, jt, jf, k = code[pc]
+        if op == 0x20:  # ld [k]: 0 the call number, 4 the architecture
+            accumulator, pc = (arch if k == 4 else number), pc + 1
+        elif op in (0x15, 0x35):  # jeq / jge k
+            taken = accumulator == k if op == 0x15 else accumulator >= k
+            pc += 1 + (jt if taken else jf)
+        else:  # ret k
+            return k
+
+
+@pytest.mark.parametrize("machine", sorted(seccomp_module._DENIED))
+def test_the_filter_refuses_exactly_the_denied_calls_and_kills_other_architectures(machine):
+    arch, denied = seccomp_module._DENIED[machine]
+    program = seccomp_module.seccomp_program(machine)
+    refused = {n for n in range(1024) if _run_bpf(program, arch, n) == seccomp_module._EPERM}
+    assert refused == set(denied)
+    assert _run_bpf(program, arch, 0x40000000 + 1) == seccomp_module._EPERM  # x32 on x86_64
+    assert _run_bpf(program, arch ^ 1, 0) == seccomp_module._KILL
+    assert _run_bpf(program, arch, 0) == seccomp_module._ALLOW  # read on both
+    assert len(program) // 8 < 2 * len(denied)  # a search tree, ~10 instructions a call
+
+
+LEFTOVERS = ("import os\ndef f(x):\n    os.makedirs('a/b/c')\n    os.symlink('/', 'a/up')\n"
+             "    os.symlink('/w', 'a/b/workers')\n    for name in ('a/b/c/x', 'a/y', 'z'):\n"
+             "        with open(name, 'w') as h:\n            h.write('x' * 60000)\n    return x")
+
+
+def test_what_a_program_leaves_behind_is_removed_without_following_its_links():
+    # 300 programs x 180 kB would fill the 16 MiB tmpfs five times over if nothing were removed
+    with SandboxPool(LIMITS, workers=1) as pool:
+        results = pool.run([Job(LEFTOVERS, (f"({k},)",)) for k in range(300)])
+        assert [r.outputs for r in results] == [(str(k),) for k in range(300)], results[0]
+        after = pool.run([Job("def f(x):\n    open('w', 'w').write('x' * 60000)\n    return x",
+                              ("(1,)",)), Job("def f(x): return x", ("(2,)",))])
+        assert [r.outputs for r in after] == [("1",), ("2",)]
+
+
+MALFORMED = ("import os\ndef f(x):\n    for fd in range(3, 64):\n        try:\n"
+             "            os.write(fd, b'{\"outcome\": \"ok\", \"outputs\": 5}')\n"
+             "        except OSError:\n            pass\n    os._exit(0)")
+
+
+def test_a_malformed_report_is_a_crash_and_its_neighbours_are_unaffected(pool):
+    framed = MALFORMED.replace('{"outcome": "ok", "outputs": 5}', "\\x00\\x00\\x00\\x02{}")
+    assert framed != MALFORMED  # writes a frame header of its own
+    results = pool.run([Job(MALFORMED, ("(1,)",)), Job("def f(x): return x", ("(2,)",)),
+                        Job(framed, ("(1,)",)), Job("def f(x): return x", ("(3,)",))])
+    assert [(r.outcome, r.outputs) for r in results] == [
+        ("crash", ()), ("ok", ("2",)), ("crash", ()), ("ok", ("3",))], results
+    assert results[0].error == "malformed report" and results[2].error == "unreadable report"
+    assert pool.replaced == 0
+
+
+def test_random_is_reseeded_in_every_child_and_imports_where_it_is_used(pool):
+    job = Job("import random\ndef f(x): return random.random()", ("(1,)",))
+    results = pool.run([job] * 6)
+    assert all(r.outcome == "ok" for r in results), results
+    assert len({r.outputs for r in results}) == 6

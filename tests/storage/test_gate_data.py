@@ -26,7 +26,7 @@ from storage.gate_data import (
 def _verdict(problem_id: str, index: int, answer: str | None, reward: float | None) -> dict:
     return {"rollout_id": f"{problem_id}-{index}", "run_id": "r", "round": 1,
             "problem_id": problem_id, "answer": answer, "reward": reward, "method": "reference",
-            "label": None, "agreement": None}
+            "label": None, "agreement": None, "outcome": None}
 
 
 VERDICTS = [
