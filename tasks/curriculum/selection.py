@@ -60,11 +60,23 @@ def solver_prompts(domain: Domain, texts: pl.Series) -> pl.Series:
     return pl.Series("prompt", [domain.solver_prompt(t) for t in texts.to_list()], dtype=pl.String)
 
 
-def reference_rows(domain: Domain, problems: pl.DataFrame) -> pl.DataFrame:
-    """Solver rows whose completion is the problem's reference (or GRPO label `reference`)."""
+def training_targets(domain: Domain, references: pl.Series) -> pl.Series:
+    """The completions the references teach: the domain's `training_target` of each where it has
+    one (python_io: a reference is the JSON its scorer runs, not an answer), else the references."""
+    target = getattr(domain, "training_target", None)
+    if target is None:
+        return references
+    return pl.Series(references.name, [target(r) for r in references.to_list()], dtype=pl.String)
+
+
+def reference_rows(domain: Domain, problems: pl.DataFrame, *, teach: bool = True) -> pl.DataFrame:
+    """Solver rows whose completion is what the problem's reference teaches (`training_targets`);
+    with `teach=False` the reference itself (GRPO's label, which the reward compares against)."""
+    references = problems["reference"]
     return pl.DataFrame({
         "pos": problems["pos"], "sub": pl.Series([0] * len(problems), dtype=pl.Int64),
-        "prompt": solver_prompts(domain, problems["text"]), "completion": problems["reference"],
+        "prompt": solver_prompts(domain, problems["text"]),
+        "completion": training_targets(domain, references) if teach else references,
         "rejected": pl.Series([None] * len(problems), dtype=pl.String),
         "weight": pl.Series([1.0] * len(problems), dtype=pl.Float64),
         "rollout_id": pl.Series([None] * len(problems), dtype=pl.String)}, schema=SOLVER_PARTS)
@@ -125,7 +137,7 @@ def grpo_prompts(domain: Domain, problems: pl.DataFrame, verdicts: Any) -> pl.Da
     labelled = problems.join(labels, on="problem_id", how="left", maintain_order="left")
     labelled = labelled.with_columns(pl.coalesce("label", "reference").alias("reference")).filter(
         pl.col("reference").is_not_null())
-    return reference_rows(domain, labelled)
+    return reference_rows(domain, labelled, teach=False)
 
 
 def proposer_rows(domain: Domain, problems: pl.DataFrame, verdicts: Any, curation: CurateConfig,

@@ -138,3 +138,24 @@ def test_curate_fingerprint_covers_what_its_round_reads():
     assert settings(warmup=True, **verified, **{"train.algorithm": "dpo",
                                                 "train.dpo.max_pairs_per_problem": 2}) \
         == settings(warmup=True, **verified, **{"train.algorithm": "dpo"})
+
+
+class _TeachingDomain(ArithmeticDomain):
+    """A domain whose references are specs for its scorer, not answers (as python_io's are)."""
+
+    def training_target(self, reference: str) -> str:
+        return f"answer:{reference}"
+
+
+def test_reference_rows_train_on_the_domain_training_target_and_grpo_keeps_the_label():
+    teaching = _TeachingDomain()
+    problems, rollouts, verdicts = _fixture()
+    curriculum = curriculum_rows(problems, verdicts, BAND, warmup=True, warmup_max_level=2)
+    rows = training_rows(teaching, problems, rollouts, verdicts, curriculum, BAND, warmup=True)
+    solver = {r["problem_id"]: r["completion"] for r in rows if r["role"] == "solver"}
+    assert solver == {"a": "answer:2", "b": "answer:4", "c": "answer:9"}
+    curriculum = curriculum_rows(problems, verdicts, BAND, warmup=False)
+    grpo = training_rows(teaching, problems, rollouts, verdicts, curriculum, BAND, warmup=False,
+                         algorithm="grpo")
+    labels = [r["completion"] for r in grpo if r["role"] == "solver"]
+    assert labels and not any(label.startswith("answer:") for label in labels)
