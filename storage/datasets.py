@@ -94,8 +94,10 @@ SCHEMAS: dict[str, pa.Schema] = {
 
 KINDS = tuple(SCHEMAS)
 # Columns a row may leave out (they are null then): proposals are sampled by a checkpoint on a
-# backend only when the proposer wrote them, not the domain's generator.
-OPTIONAL: dict[str, frozenset[str]] = {"proposals": frozenset({"checkpoint", "backend"})}
+# backend only when the proposer wrote them, not the domain's generator; verdicts have a sandbox
+# outcome only where the sandbox ran the answer (python_io).
+OPTIONAL: dict[str, frozenset[str]] = {"proposals": frozenset({"checkpoint", "backend"}),
+                                       "verdicts": frozenset({"outcome"})}
 
 
 class DatasetError(ValueError):
