@@ -62,6 +62,11 @@ class ReasoningGymConfig(_Section):
         {"basic_arithmetic": 1.0},
         description="reasoning-gym dataset names (reasoning_gym.factory.DATASETS, each with a "
                     "curriculum) and their weights in the generator's draws; each >= 0, not all 0")
+    item_seconds: float = Field(
+        30.0, gt=0, le=86_400,
+        description="most seconds a task's generator may take for one item (a held-out or "
+                    "generator problem) before the run stops with an error naming the task; not "
+                    "part of the fingerprint (it never changes a problem)")
 
     @field_validator("tasks")
     @classmethod
@@ -144,9 +149,11 @@ class DomainConfig(_Section):
     def fingerprint(self) -> dict[str, Any]:
         """The section as fingerprinted: the keys of one domain only (python_io's `modes`,
         `[domain.reasoning_gym]`, `[domain.dataset]`) enter in that domain alone, so a run of
-        another domain keeps its fingerprints whatever they are set to."""
+        another domain keeps its fingerprints whatever they are set to; the generator's time
+        limit (`reasoning_gym.item_seconds`) never does."""
         owner = {"modes": "python_io", "reasoning_gym": "reasoning_gym", "dataset": "dataset"}
-        return {key: value for key, value in self.model_dump(mode="json").items()
+        dumped = self.model_dump(mode="json", exclude={"reasoning_gym": {"item_seconds"}})
+        return {key: value for key, value in dumped.items()
                 if owner.get(key, self.name) == self.name}
 
 
