@@ -62,6 +62,11 @@ class ReasoningGymConfig(_Section):
         {"basic_arithmetic": 1.0},
         description="reasoning-gym dataset names (reasoning_gym.factory.DATASETS, each with a "
                     "curriculum) and their weights in the generator's draws; each >= 0, not all 0")
+    item_seconds: float = Field(
+        30.0, gt=0, le=86_400,
+        description="most seconds a task's generator may take for one item (a held-out or "
+                    "generator problem) before the run stops with an error naming the task; not "
+                    "part of the fingerprint (it never changes a problem)")
 
     @field_validator("tasks")
     @classmethod
@@ -145,21 +150,34 @@ class DomainConfig(_Section):
     def fingerprint(self) -> dict[str, Any]:
         """The section as fingerprinted: the keys of one domain only (python_io's `modes`,
         `[domain.reasoning_gym]`, `[domain.dataset]`) enter in that domain alone, so a run of
-        another domain keeps its fingerprints whatever they are set to."""
+        another domain keeps its fingerprints whatever they are set to; the generator's time
+        limit (`reasoning_gym.item_seconds`) never does."""
         owner = {"modes": "python_io", "reasoning_gym": "reasoning_gym", "dataset": "dataset"}
-        return {key: value for key, value in self.model_dump(mode="json").items()
+        dumped = self.model_dump(mode="json", exclude={"reasoning_gym": {"item_seconds"}})
+        return {key: value for key, value in dumped.items()
                 if owner.get(key, self.name) == self.name}
 
 
 class BanditConfig(_Section):
-    """`[synthesize.bandit]`: the level bandit of `synthesize.level_scheduler = "bandit"`
-    (tasks/curriculum/bandit.py)."""
+    """`[synthesize.bandit]`: the bandit of `synthesize.level_scheduler = "bandit"`
+    (tasks/curriculum/bandit.py): over the proposer's levels, or (`arms = "task_level"`) over
+    the (task, level) pairs the generator draws for a reasoning_gym task mix."""
 
     alpha: float = Field(0.5, gt=0, le=1, description="TD(0) step size, in (0, 1]")
     temperature: float = Field(
         0.1, gt=0, le=100, description="softmax temperature over Q (Q is in [0, 0.5])")
     initial_q: float = Field(
         0.25, ge=0, le=1, description="Q of a level before any round measured it")
+    arms: Literal["level", "task_level"] = Field(
+        "level",
+        description="what the bandit chooses: level = the level each proposer prompt asks for "
+                    "(default); task_level = the (task, level) pair of each generator problem "
+                    "of a round (domain reasoning_gym, synthesize.source = 'generator')")
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The section as fingerprinted: `arms` only off its default `level`, so the level
+        bandit's runs keep their fingerprints."""
+        return self.model_dump(mode="json", exclude={"arms"} if self.arms == "level" else None)
 
 
 class SynthesizeConfig(_Section):
@@ -212,6 +230,16 @@ class SynthesizeConfig(_Section):
                     "|advantage| (SEC style)",
     )
     bandit: BanditConfig = Field(BanditConfig(), description="the level bandit's settings")
+
+    @model_validator(mode="after")
+    def _task_level_arms_draw_generator_problems(self) -> SynthesizeConfig:
+        if self.bandit.arms == "task_level" and (self.level_scheduler != "bandit"
+                                                 or self.source != "generator"):
+            msg = (f"bandit.arms = 'task_level' chooses the generator's (task, level) pairs: it "
+                   f"needs level_scheduler = 'bandit' and source = 'generator' (they are "
+                   f"{self.level_scheduler!r} and {self.source!r}); set them or arms = 'level'")
+            raise ValueError(msg)
+        return self
 
 
 class RolloutConfig(_Section):
@@ -802,6 +830,11 @@ class RunConfig(_Section):
                    "colocated vLLM, which needs train.device = 'cuda' (vLLM's CPU build cannot "
                    "take TRL's weight sync); set train.device = 'cuda' or rollout.backend = "
                    "'transformers'")
+            raise ValueError(msg)
+        if self.synthesize.bandit.arms == "task_level" and self.domain.name != "reasoning_gym":
+            msg = (f"synthesize.bandit.arms = 'task_level' draws (task, level) arms of a "
+                   f"reasoning_gym task mix; domain.name is {self.domain.name!r}: set "
+                   "synthesize.bandit.arms = 'level' or domain.name = 'reasoning_gym'")
             raise ValueError(msg)
         clash = (f"train.algorithm = {self.train.algorithm!r}" if self.train.algorithm != "sft" else
                  f"verify.labels = {self.verify.labels!r}" if self.verify.labels != "reference" else

@@ -18,6 +18,9 @@ without its task tag), else its raw prompt without the role tag; then `[prompt] 
 
 `chat_messages` inverts the rendering (models/chat_rows.py turns stored training rows into TRL's
 conversational rows with it), and `[prompt] stop` strings cut completions (`cut_at_stop`).
+A rendering already holds the special tokens its template wants (a Llama-3 template writes its
+BOS itself), so the backends tokenize renderings without adding the tokenizer's own
+(`special_tokens_for`), as TRL's trainers do; raw prompts keep them.
 """
 
 from __future__ import annotations
@@ -75,6 +78,22 @@ def chat_messages(tokenizer: Any, prompt: str) -> Messages | None:
         if render(tokenizer, messages) == prompt:
             return messages
     return None
+
+
+def special_tokens_for(tokenizer: Any, prompts: list[str]) -> bool:
+    """Whether `prompts` are tokenized with the tokenizer's special tokens (`add_special_tokens`):
+    False when they are renderings of its chat template, True for raw prompts (a tokenizer
+    without a template: every prompt is raw). A mix of both is a ValueError naming a raw one."""
+    if not has_chat_template(tokenizer) or not prompts:
+        return True
+    distinct = list(dict.fromkeys(prompts))
+    raw = [prompt for prompt in distinct if chat_messages(tokenizer, prompt) is None]
+    if raw and len(raw) < len(distinct):
+        msg = (f"{len(raw)} of {len(distinct)} prompts are not renderings of the model's chat "
+               f"template (first: {raw[0][:80]!r}); the prompts of one call share one format "
+               "([prompt] chat_template)")
+        raise ValueError(msg)
+    return bool(raw)
 
 
 def cut_at_stop(text: str, stop: list[str]) -> str:

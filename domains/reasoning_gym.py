@@ -27,12 +27,24 @@ Departures: a proposer's problem counts for the level it writes in its text (it 
 recomputed); `score` without problem texts (the GRPO reward) uses the task's scorer when the
 run has one task, else reasoning-gym's generic scorer (exact match, partial credit when the
 reference is contained in the answer). reasoning-gym is imported on first use (~1.9 s).
+
+Time limit: a task's generator may stall on some seeds (number_sequence did for minutes). Every
+dataset build and every item is generated under `[domain.reasoning_gym] item_seconds`
+(`time_limit`); past it the stage stops with `GeneratorTooSlow`, one line naming the task,
+level, seed and item, never retried. The limit is an exception raised asynchronously in the
+generating thread, so it interrupts Python code (reasoning-gym's generators are Python) but not
+a single long call into C, which ends first.
 """
 
 from __future__ import annotations
 
+import ctypes
 import random
 import re
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from domains.base import SOLVE_TAG, Problem, Rejected, digit_shape, level_prompt
@@ -45,6 +57,81 @@ HELDOUT_SEED = 0
 GENERATOR_SEED = 2**31
 _TEXT = re.compile(r"^([A-Za-z0-9_]+) L(\d+): (.+)$", re.DOTALL)
 _HELDOUT_ATTEMPTS = 50  # draws per wanted held-out item before a small task space gives up
+
+
+class GeneratorTooSlow(ValueError):
+    """A task's generator took longer than `item_seconds` for one item (deterministic for its
+    seed, so never retried)."""
+
+
+class _Expired(GeneratorTooSlow):
+    """Raised asynchronously in the generating thread when its time is up."""
+
+
+def _raise_in(thread_id: int, exception: type[BaseException] | None) -> None:
+    """Raise `exception` in the thread `thread_id` at its next bytecode (None: take back one
+    not yet raised)."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id),
+                                               None if exception is None
+                                               else ctypes.py_object(exception))
+
+
+class _Watchdog:
+    """One daemon thread per process that raises `_Expired` in a thread whose deadline passed
+    (arming and disarming are a lock each: no thread is started per item)."""
+
+    POLL_SECONDS = 0.05
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._deadlines: dict[object, tuple[float, int]] = {}  # key -> (deadline, thread id)
+        self._fired: set[object] = set()
+        self._thread: threading.Thread | None = None
+
+    def arm(self, key: object, seconds: float) -> None:
+        with self._lock:
+            self._deadlines[key] = (time.monotonic() + seconds, threading.get_ident())
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._watch, name="generator-watchdog",
+                                                daemon=True)
+                self._thread.start()
+
+    def disarm(self, key: object) -> None:
+        with self._lock:
+            self._deadlines.pop(key, None)
+            if key in self._fired:
+                self._fired.discard(key)
+                _raise_in(threading.get_ident(), None)  # fired as the block ended: take it back
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(self.POLL_SECONDS)
+            now = time.monotonic()
+            with self._lock:
+                for key, (deadline, thread_id) in list(self._deadlines.items()):
+                    if deadline <= now:
+                        del self._deadlines[key]
+                        self._fired.add(key)
+                        _raise_in(thread_id, _Expired)
+
+
+_WATCHDOG = _Watchdog()
+
+
+@contextmanager
+def time_limit(seconds: float, what: str) -> Iterator[None]:
+    """Run the block under a wall-clock limit (checked every `_Watchdog.POLL_SECONDS`): past
+    `seconds`, GeneratorTooSlow naming `what`."""
+    key = object()
+    _WATCHDOG.arm(key, seconds)
+    try:
+        yield
+    except _Expired:
+        msg = (f"{what} took more than {seconds:g} s to generate; leave the task out of "
+               "domain.reasoning_gym.tasks or raise domain.reasoning_gym.item_seconds")
+        raise GeneratorTooSlow(msg) from None
+    finally:
+        _WATCHDOG.disarm(key)
 
 
 def split_text(text: str) -> tuple[str, int, str] | None:
@@ -85,6 +172,7 @@ class ReasoningGymDomain:
         self.tasks = tuple(weights)
         self.weights = tuple(weights[t] for t in self.tasks)
         self.levels = tuple(range(1, config.domain.max_level + 1))
+        self.item_seconds = config.domain.reasoning_gym.item_seconds
         self.checker = AnswerChecker.from_config(config.verify, default_compare="task")
         self._datasets: dict[tuple[str, int, int], Any] = {}
         self._entries: dict[str, dict[str, Any]] = {}  # text -> the generator's entry
@@ -98,11 +186,16 @@ class ReasoningGymDomain:
             curriculum = create_curriculum(task)
             curriculum.set_global_level(level - 1)
             settings = curriculum.generate_configuration({"seed": seed, "size": 1})
-            self._datasets[key] = DATASETS[task][0](config=settings)
+            with time_limit(self.item_seconds,
+                            f"reasoning-gym task {task!r} (level {level}, dataset seed {seed})"):
+                self._datasets[key] = DATASETS[task][0](config=settings)
         return self._datasets[key]
 
     def _item(self, task: str, level: int, seed: int, index: int) -> Problem:
-        entry = self.dataset(task, level, seed)[index]
+        dataset = self.dataset(task, level, seed)
+        with time_limit(self.item_seconds, f"reasoning-gym task {task!r} (level {level}, "
+                                           f"dataset seed {seed}, item {index})"):
+            entry = dataset[index]
         text = f"{task} L{level}: {entry['question']}"
         self._entries[text] = entry
         return Problem(text=text, reference=str(entry["answer"]), level=level)

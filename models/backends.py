@@ -13,6 +13,10 @@ Seeds follow a prompt's position in the stage's whole prompt list (`first_prompt
 shard of the prompts (tasks/shards.py) samples exactly what the whole call would, as
 long as the transformers backend's shards start on one of its batch boundaries (batches are
 seeded per batch and padded to their longest prompt).
+
+Prompts rendered by the model's chat template are tokenized without the tokenizer's special
+tokens (domains/chat.py `special_tokens_for`: the template wrote the BOS it wants); raw prompts,
+such as the built-in tiny model's, with them, as the tokenizer's default.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from domains.chat import special_tokens_for
 from models.rollout_types import (
     BackendUnavailable,
     Completion,
@@ -178,9 +183,11 @@ class TransformersBackend:
         expanded = [prompt for prompt in prompts for _ in range(params.n)]
         flat: list[Completion] = []
         eos, pad = self.tokenizer.eos_token_id, self.tokenizer.pad_token_id
+        special = special_tokens_for(self.tokenizer, prompts)
         for start in range(0, len(expanded), self.batch_size):
             batch = expanded[start : start + self.batch_size]
-            encoded = self.tokenizer(batch, return_tensors="pt", padding=True)
+            encoded = self.tokenizer(batch, return_tensors="pt", padding=True,
+                                     add_special_tokens=special)
             torch.manual_seed(params.seed * 1_000_003 + params.first_prompt * params.n + start)
             with torch.inference_mode():
                 output = self.model.generate(

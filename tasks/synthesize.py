@@ -16,6 +16,12 @@ vLLM engine under `rollout.backend = "vllm"`); each of its samples records the `
 `synthesize.level_scheduler = "bandit"` draws each proposer prompt's level from a bandit over
 levels (tasks.curriculum.bandit), its state recomputed from the earlier rounds' curriculum
 files, which then join this stage's fingerprint; "cycle" (default) asks for each level in turn.
+With `[synthesize.bandit] arms = "task_level"` (reasoning_gym, `source = "generator"`) the
+bandit's arms are the (task, level) pairs of the task mix instead: each generator problem of a
+round >= 1 is written for a drawn arm (`generate_task`), Q replayed from the earlier rounds'
+curricula with each problem's task read from its text. The drawn arms are the proposals' texts
+(`<task> L<level>: ...`) and the stage's metrics `requested_task_<task>_level_<L>`, next to
+`bandit_q_task_...` and `bandit_p_task_...`.
 
 A proposer trained on its kept problems learns to write them again, and repeats are dropped as
 `duplicate`. `synthesize.min_novel_share` > 0 keeps the offer up to that share of `proposals`
@@ -54,7 +60,15 @@ from models.backends import SamplingParams, backend_for, sampler_settings
 from storage.datasets import read_table
 from storage.fingerprint import row_id
 from tasks.context import Checkpoint, RunContext
-from tasks.curriculum.bandit import level_probabilities, q_values, sample_levels
+from tasks.curriculum.bandit import (
+    Arm,
+    arm_q_values,
+    level_probabilities,
+    q_values,
+    sample_arms,
+    sample_levels,
+    task_level_arms,
+)
 from tasks.curriculum.dedup import near_duplicates
 from tasks.retry import TRANSIENT
 from tasks.stage import StageOutput, StageResult, run_stage
@@ -203,6 +217,60 @@ def bandit_levels(ctx: RunContext, curricula: list[StageOutput], levels: list[in
     return drawn, metrics
 
 
+def draws_task_level_arms(cfg: RunConfig) -> bool:
+    """Whether rounds >= 1 draw their generator problems by the (task, level) bandit."""
+    synth = cfg.synthesize
+    return synth.level_scheduler == "bandit" and synth.bandit.arms == "task_level"
+
+
+def reads_curricula(cfg: RunConfig) -> bool:
+    """Whether rounds >= 1 replay the earlier rounds' curricula (a bandit chooses their draws)."""
+    synth = cfg.synthesize
+    return synth.level_scheduler == "bandit" and (synth.source == "proposer"
+                                                   or draws_task_level_arms(cfg))
+
+
+def arm_rounds(domain: Domain, curricula: list[StageOutput],
+               earlier_problems: list[StageOutput]) -> list[list[dict[str, Any]]]:
+    """Each earlier round's curriculum rows (level, pass_rate, judged) with their problem's
+    `task` (read from the problem text by `domain.task_of`), in round order."""
+    tasks: dict[str, str | None] = {}
+    for out in earlier_problems:
+        table = read_table(out.path("problems")).select(["problem_id", "text"]).to_pydict()
+        tasks.update(zip(table["problem_id"], map(domain.task_of, table["text"]), strict=True))
+    columns = ["problem_id", "level", "pass_rate", "judged"]
+    return [[{**row, "task": tasks.get(row["problem_id"])}
+             for row in read_table(o.path("curriculum")).select(columns).to_pylist()]
+            for o in curricula]
+
+
+def bandit_arms(ctx: RunContext, rounds: list[list[dict[str, Any]]], *, seed: int
+                ) -> tuple[list[Arm], dict[str, float]]:
+    """One (task, level) arm per generator problem of the round from the bandit over the
+    tasks of positive weight and levels min_level..max_level -> (arms, metrics)."""
+    cfg, domain = ctx.config, ctx.domain
+    bandit = cfg.synthesize.bandit
+    tasks = [task for task, weight in zip(domain.tasks, domain.weights, strict=True) if weight > 0]
+    arms = task_level_arms(tasks, list(range(cfg.domain.min_level, cfg.domain.max_level + 1)))
+    q = arm_q_values(rounds, arms, alpha=bandit.alpha, initial_q=bandit.initial_q)
+    drawn = sample_arms(q, cfg.synthesize.proposals, temperature=bandit.temperature, seed=seed)
+    probabilities = level_probabilities(q, bandit.temperature)
+    metrics = {}
+    for arm in arms:
+        name = f"task_{arm[0]}_level_{arm[1]}"
+        metrics[f"bandit_q_{name}"] = q[arm]
+        metrics[f"bandit_p_{name}"] = probabilities[arm]
+        metrics[f"requested_{name}"] = float(drawn.count(arm))
+    return drawn, metrics
+
+
+def arm_proposals(domain: Domain, arms: list[Arm], *, seed: int) -> list[tuple[str, str]]:
+    """(prompt, text) generator problems, one of each (task, level) arm in turn, seeded."""
+    rng = random.Random(seed)
+    return [(domain.proposer_prompt(level), domain.generate_task(rng, task, level).text)
+            for task, level in arms]
+
+
 def top_up(draw: Callable[[int], list[tuple[str, str]]],
            count_novel: Callable[[list[tuple[str, str]]], int], *, min_novel: int,
            max_batches: int) -> list[tuple[str, str]]:
@@ -262,10 +330,10 @@ def synthesize_settings(cfg: RunConfig, *, warmup: bool = False) -> dict[str, An
     Both read the `[prompt]` keys changed from their defaults (`RunConfig.prompt_slice`: the
     proposer prompts and stop strings). Round 0 reads `[domain]` and the admission settings of
     `SEED_ROUND_KEYS`, so arms that differ only in round-only synthesize settings share one
-    warm-up. Rounds >= 1 read `[domain]` and `[synthesize]`; `[synthesize.bandit]` only when the
-    proposer's levels are drawn by the bandit, and `rollout.batch_size` (the proposer's generate
-    batches) and the backend's settings (`sampler_settings`: none for transformers in float32)
-    only when the proposer samples.
+    warm-up. Rounds >= 1 read `[domain]` and `[synthesize]`; `[synthesize.bandit]` only when a
+    bandit draws the proposer's levels or the generator's (task, level) arms, and
+    `rollout.batch_size` (the proposer's generate batches) and the backend's settings
+    (`sampler_settings`: none for transformers in float32) only when the proposer samples.
 
     Parameters
     ----------
@@ -285,9 +353,11 @@ def synthesize_settings(cfg: RunConfig, *, warmup: bool = False) -> dict[str, An
         return {**cfg.slice("domain"), **cfg.executor_slice(), **cfg.prompt_slice(),
                 "synthesize": synth.model_dump(mode="json", include=SEED_ROUND_KEYS)}
     proposer = synth.source == "proposer"
-    bandit = proposer and synth.level_scheduler == "bandit"
+    dump = synth.model_dump(mode="json", exclude={"bandit"})
+    if reads_curricula(cfg):
+        dump["bandit"] = synth.bandit.fingerprint()
     settings = {**cfg.slice("domain"), **cfg.executor_slice(), **cfg.prompt_slice(),
-                "synthesize": synth.model_dump(mode="json", exclude=None if bandit else {"bandit"})}
+                "synthesize": dump}
     if not proposer:
         return settings
     return {**settings, "batch_size": cfg.rollout.batch_size, **sampler_settings(cfg.rollout)}
@@ -301,16 +371,19 @@ class ProblemChoice:
     source: str  # the pairs' `source`: seed, proposer, generator or pool
     # top_up = generator: fresh generator problems, novel by construction, admitted last
     fill: list[tuple[str, str]] = field(default_factory=list)
-    metrics: dict[str, float] = field(default_factory=dict)  # the bandit's levels, the fill
+    metrics: dict[str, float] = field(default_factory=dict)  # the bandit's draws, the fill
 
 
 def choose_problems(ctx: RunContext, round_index: int, checkpoint: Path, *, seen: set[str],
-                    heldout: set[str], curricula: list[StageOutput]) -> ProblemChoice:
+                    heldout: set[str], curricula: list[StageOutput],
+                    earlier_problems: list[StageOutput]) -> ProblemChoice:
     """Where a round's problems come from: the seed generator in round 0, else the proposer
-    (`proposer_problems`) or, for the baselines, `synthesize.source` (`baseline_proposals`).
+    (`proposer_problems`) or, for the baselines, `synthesize.source` (`baseline_proposals`,
+    or the (task, level) bandit's arms: `bandit_arms`).
 
     `seen` and `heldout` are the texts `admit` drops (they decide the proposer's top-up);
-    `curricula` are the earlier rounds' curate outputs the level bandit replays."""
+    `curricula` are the earlier rounds' curate outputs a bandit replays (with
+    `earlier_problems`, whose texts give each problem's task)."""
     cfg = ctx.config
     seed = ctx.stage_seed("synthesize", round_index)
     if round_index == 0:
@@ -321,6 +394,11 @@ def choose_problems(ctx: RunContext, round_index: int, checkpoint: Path, *, seen
     if cfg.synthesize.source == "proposer":
         return proposer_problems(ctx, round_index, checkpoint, seed=seed, seen=seen,
                                  heldout=heldout, curricula=curricula)
+    if draws_task_level_arms(cfg):
+        arms, metrics = bandit_arms(ctx, arm_rounds(ctx.domain, curricula, earlier_problems),
+                                    seed=ctx.stage_seed("synthesize-bandit", round_index))
+        return ProblemChoice(arm_proposals(ctx.domain, arms, seed=seed), "generator",
+                             metrics=metrics)
     pairs = baseline_proposals(ctx.domain, cfg.synthesize.source, count=cfg.synthesize.proposals,
                                min_level=cfg.domain.min_level, max_level=cfg.domain.max_level,
                                round_seed=seed, pool_seed=ctx.stage_seed("synthesize-pool", 0))
@@ -367,7 +445,7 @@ def synthesize_round(ctx: RunContext, round_index: int, incumbent: Checkpoint,
             for text in read_table(out.path("problems"))["text"].to_pylist()}
     heldout = {p.text for p in ctx.domain.heldout(cfg.domain.heldout_per_level)}
     choice = choose_problems(ctx, round_index, incumbent.path, seen=seen, heldout=heldout,
-                             curricula=curricula)
+                             curricula=curricula, earlier_problems=earlier_problems)
     proposals, problems = admit(
         ctx.domain, choice.pairs + choice.fill,
         source=[choice.source] * len(choice.pairs) + ["generator"] * len(choice.fill),
@@ -389,11 +467,10 @@ def synthesize_round(ctx: RunContext, round_index: int, incumbent: Checkpoint,
 def synthesize(ctx: RunContext, round_index: int, incumbent: Checkpoint,
                earlier_problems: list[StageOutput],
                earlier_curated: list[StageOutput] | None = None) -> StageOutput:
-    """`earlier_curated`: the earlier rounds' curate outputs, read by the level bandit only."""
+    """`earlier_curated`: the earlier rounds' curate outputs, read by a bandit only."""
     cfg = ctx.config
-    bandit = cfg.synthesize.level_scheduler == "bandit" and cfg.synthesize.source == "proposer"
-    curricula = (sorted(earlier_curated or [], key=lambda o: o.round) if bandit and round_index
-                 else [])
+    curricula = (sorted(earlier_curated or [], key=lambda o: o.round)
+                 if reads_curricula(cfg) and round_index else [])
     return run_stage(
         ctx, stage="synthesize", version=VERSION, round_index=round_index,
         config=synthesize_settings(cfg, warmup=round_index == 0),

@@ -149,8 +149,9 @@ def train_settings(config: RunConfig, *, warmup: bool) -> dict[str, Any]:
     read = sections_read(train, warmup=warmup)
     settings.update({name: getattr(train, name).model_dump(mode="json") for name in read})
     out: dict[str, Any] = {"train": settings, "warmup": warmup}
-    if not warmup and train.algorithm == "grpo" and (generation := grpo_generation(config.rollout)):
-        out["grpo_generation"] = generation  # TRL's vLLM (models/grpo.py); absent: transformers
+    generation = grpo_generation(config.rollout, config.prompt.stop)
+    if not warmup and train.algorithm == "grpo" and generation:
+        out["grpo_generation"] = generation  # TRL's vLLM, stop strings (models/grpo.py)
     if "proposer" in read:
         out["online_reward"] = {**config.slice("rollout", "curate"), "labels": config.verify.labels,
                                 "max_completion_length": config.synthesize.max_new_tokens}
@@ -197,7 +198,7 @@ def train_pass(ctx: RunContext, kind: str, *, base: Path, rows: list[dict[str, A
         return train_proposer_grpo(ctx, base=base, rows=rows, incumbent=incumbent, **common)
     settings = pass_settings(cfg, kind, warmup=warmup)
     if kind == "grpo":
-        settings.update(grpo_generation(ctx.config.rollout))
+        settings.update(grpo_generation(ctx.config.rollout, ctx.config.prompt.stop))
     if cfg.num_processes > 1:
         return launch_pass(kind, base=base, rows=rows, settings=settings,
                            run_config=ctx.config.model_dump(mode="json"), **common)

@@ -1,7 +1,8 @@
 """`flywheel report RUN_ID`: one self-contained HTML page per run.
 
 Plots (inline SVG drawn by `svg.py`, no scripts, nothing fetched): held-out accuracy per round
-(overall and per level, and per level with its n and Wilson 95 % interval), training (the loss
+(overall and per level, and per level with its n and Wilson 95 % interval; per task and level
+for a domain of several tasks, reasoning_gym), training (the loss
 curve of each round, stage timings, promotion decisions and checkpoint folders), the pass-rate
 histogram per round (never-solved problems counted apart, so they do not dwarf the rest), the
 filter funnel, drop reasons, and difficulty drift; under each plot the table it was drawn from.
@@ -12,6 +13,7 @@ Everything comes from the audit snapshot (`storage.audit.snapshot.open_run`), so
 from __future__ import annotations
 
 import json
+import re
 import time
 from html import escape
 from pathlib import Path
@@ -211,6 +213,84 @@ def level_accuracy_table(con: duckdb.DuckDBPyConnection) -> Result:
                    " alone)"])
 
 
+# `accuracy_task_<task>` (all levels) and `accuracy_task_<task>_level_<N>`, tasks/evaluate.py
+_TASK_METRIC = re.compile(r"^accuracy_task_(.+?)(?:_level_(\d+))?$")
+
+
+def _model_order(model: str) -> int:
+    return -1 if model == "base" else int(model)
+
+
+def task_accuracy_rows(metrics: list[dict[str, Any]], level_counts: list[dict[str, Any]],
+                       per_level: int | None) -> list[dict[str, Any]]:
+    """Rows of `task_accuracy_table` from the held-out accuracy metrics (`metrics`: round,
+    stage, name, value), the held-out items per model and level (`level_counts`: model, level,
+    n) and the run's `domain.heldout_per_level`.
+
+    A task's n at a level is `per_level` when the level holds exactly `per_level` items per
+    task (the held-out set has at most `per_level` per task and level, so the total tells);
+    otherwise (a task space with fewer distinct items) it is unknown, and so is the interval.
+    A task's "all" row sums its levels' n when every one is known.
+    """
+    accuracies: dict[tuple[str, str, int | None], float] = {}
+    for m in metrics:
+        match = _TASK_METRIC.match(m["name"])
+        if match and m["stage"] in ("baseline", "evaluate"):
+            model = "base" if m["stage"] == "baseline" else str(m["round"])
+            level = int(match.group(2)) if match.group(2) else None
+            accuracies[(model, match.group(1), level)] = m["value"]
+    totals = {(r["model"], r["level"]): r["n"] for r in level_counts}
+    tasks_at: dict[tuple[str, int], int] = {}
+    for model, _, level in accuracies:
+        if level is not None:
+            tasks_at[(model, level)] = tasks_at.get((model, level), 0) + 1
+    sizes: dict[tuple[str, str, int | None], int | None] = {}
+    for model, task, level in accuracies:
+        if level is not None:
+            exact = per_level and totals.get((model, level)) == per_level * tasks_at[(model, level)]
+            sizes[(model, task, level)] = per_level if exact else None
+    for model, task, level in accuracies:
+        if level is None:
+            known = [n for (m_, t_, lv), n in sizes.items() if (m_, t_) == (model, task)]
+            sizes[(model, task, None)] = sum(known) if known and None not in known else None
+    rows = []
+    for (model, task, level), accuracy in accuracies.items():
+        n = sizes[(model, task, level)]
+        correct = round(accuracy * n) if n is not None else None
+        low, high = wilson_interval(correct, n) if n is not None else (None, None)
+        rows.append({"model": model, "task": task, "level": "all" if level is None else level,
+                     "n": n, "correct": correct, "accuracy": accuracy, "ci95_low": low,
+                     "ci95_high": high})
+    return sorted(rows, key=lambda r: (_model_order(r["model"]), r["task"],
+                                       r["level"] == "all", 0 if r["level"] == "all" else
+                                       r["level"]))
+
+
+def task_accuracy_table(con: duckdb.DuckDBPyConnection) -> Result:
+    """Held-out accuracy per evaluated model, task and level, for a domain of several tasks
+    (the evaluate metrics `accuracy_task_*` that `flywheel status` shows), with n and the
+    Wilson 95 % interval where n is known (`task_accuracy_rows`); no rows for other domains.
+
+    Parameters
+    ----------
+    con
+        A snapshot from `open_run`.
+
+    Returns
+    -------
+    Rows of model ("base" or the round of the candidate), task, level (or "all"), n, correct,
+    accuracy, ci95_low and ci95_high.
+    """
+    per_level = run_config(con).get("domain", {}).get("heldout_per_level")
+    rows = task_accuracy_rows(heldout_accuracy_metrics(con), heldout_level_counts(con),
+                              per_level)
+    return Result("held-out accuracy per task and level",
+                  ["model", "task", "level", "n", "correct", "accuracy", "ci95_low",
+                   "ci95_high"], rows,
+                  ["n held-out items of the task at the level (domain.heldout_per_level; empty"
+                   " where the task has fewer distinct items); ci95: the Wilson score interval"])
+
+
 def stage_timings_table(con: duckdb.DuckDBPyConnection) -> Result:
     """Seconds each stage of each round took (its latest execution), and the round's total.
 
@@ -286,7 +366,7 @@ def accuracy_section(con: duckdb.DuckDBPyConnection) -> list[str]:
     n and the Wilson interval."""
     accuracy = accuracy_table(con)
     series = {c: [r.get(c) for r in accuracy.rows] for c in accuracy.columns[1:-1]}
-    return [
+    parts = [
         "<h2>Held-out accuracy per round</h2>",
         _figure(line_chart([r["round"] for r in accuracy.rows], series,
                            title="held-out accuracy (overall and per level)",
@@ -294,6 +374,16 @@ def accuracy_section(con: duckdb.DuckDBPyConnection) -> list[str]:
         "<h3>Per level, with n and a 95 % interval</h3>",
         _table(level_accuracy_table(con)),
     ]
+    by_task = task_accuracy_table(con)
+    if not by_task.rows:
+        return parts
+    models = sorted({r["model"] for r in by_task.rows}, key=_model_order)
+    overall = {(r["model"], r["task"]): r["accuracy"] for r in by_task.rows if r["level"] == "all"}
+    task_series = {task: [overall.get((model, task)) for model in models]
+                   for task in sorted({r["task"] for r in by_task.rows})}
+    return [*parts, "<h3>Per task and level, with n and a 95 % interval</h3>",
+            _figure(line_chart(models, task_series, title="held-out accuracy per task",
+                               y_label="accuracy", y_max=1.0, percent=True), by_task)]
 
 
 def build_report(con: duckdb.DuckDBPyConnection, run_id: str) -> str:
