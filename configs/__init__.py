@@ -755,17 +755,33 @@ class PromptConfig(_Section):
     stop: list[str] = Field(
         [], description="completions are cut before the first of these strings (solver, "
                         "proposer, held-out answers); their token counts stay as generated")
+    answer_format: str = Field(
+        "{answer}",
+        description="how a reference is written where the solver trains on it (the warm-up, "
+                    "too-hard problems) with the chat template in use, so it learns the format "
+                    "`instruction` asks for, e.g. '\\boxed{{{answer}}}'; {answer} is the "
+                    "reference")
 
     @field_validator("proposer_instruction")
     @classmethod
     def _level_placeholder_only(cls, value: str) -> str:
-        try:
-            value.format(level=1)
-        except (KeyError, IndexError, ValueError) as exc:
-            msg = (f"proposer_instruction = {value!r}: only the placeholder {{level}} is "
-                   f"allowed ({exc!r}); write other braces as {{{{ and }}}}")
-            raise ValueError(msg) from None
-        return value
+        return _one_placeholder("proposer_instruction", value, "level")
+
+    @field_validator("answer_format")
+    @classmethod
+    def _answer_placeholder_only(cls, value: str) -> str:
+        return _one_placeholder("answer_format", value, "answer")
+
+
+def _one_placeholder(key: str, value: str, name: str) -> str:
+    """`value` when `{name}` is its only format placeholder; else a ValueError naming `key`."""
+    try:
+        value.format(**{name: "1"})
+    except (KeyError, IndexError, ValueError) as exc:
+        msg = (f"{key} = {value!r}: only the placeholder {{{name}}} is allowed ({exc!r}); "
+               f"write other braces as {{{{ and }}}}")
+        raise ValueError(msg) from None
+    return value
 
 
 class ScaleConfig(_Section):

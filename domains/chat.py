@@ -155,6 +155,16 @@ class ChatDomain:
             return self.domain.proposer_prompt(level)
         return render(tokenizer, self.proposer_messages(level))
 
+    def training_target(self, reference: str) -> str:
+        """What the solver trains on for `reference` (the warm-up, too-hard problems): the
+        wrapped domain's target, written in `[prompt] answer_format` when the chat template is in
+        use (the format `instruction` asks for, e.g. `\\boxed{42}`), else as it is."""
+        inner = getattr(self.domain, "training_target", None)
+        target = inner(reference) if inner is not None else reference
+        if self.tokenizer() is None:
+            return target
+        return self.prompt.answer_format.format(answer=target)
+
     def cut(self, completion: str) -> str:
         """A sampled completion cut before the first `[prompt] stop` string."""
         return cut_at_stop(completion, self.prompt.stop)

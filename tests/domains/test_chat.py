@@ -83,3 +83,17 @@ def test_a_proposer_instruction_with_other_placeholders_is_a_config_error():
 
     with pytest.raises(ConfigError, match="prompt.proposer_instruction"):
         load_config(None, {"prompt.proposer_instruction": "level {n}"})
+
+
+def test_references_are_trained_in_the_answer_format_only_with_the_chat_template(chat_dir):
+    overrides = {"domain.name": "reasoning_gym", "prompt.answer_format": "\\boxed{{{answer}}}"}
+    chat = get_domain("reasoning_gym", load_config(None, {**overrides,
+                                                          "model.path": str(chat_dir)}))
+    assert chat.training_target("42") == "\\boxed{42}"
+    raw = get_domain("reasoning_gym", load_config(None, {**overrides,
+                                                         "prompt.chat_template": "never",
+                                                         "model.path": str(chat_dir)}))
+    assert raw.training_target("42") == "42"  # no template: no instruction, no format
+    default = get_domain("reasoning_gym", load_config(None, {"model.path": str(chat_dir),
+                                                             "domain.name": "reasoning_gym"}))
+    assert default.training_target("42") == "42"
