@@ -150,15 +150,26 @@ def _check_before_start(data_root: Path, config: Any) -> None:
         fail(str(exc))
 
 
+def _log_handler() -> Any:
+    """Rich's handler on a terminal; elsewhere (cron, CI, a pipe) one plain line per record,
+    never wrapped, so each line of a log file is one whole record."""
+    import logging
+
+    if sys.stdout.isatty():
+        from rich.logging import RichHandler
+
+        return RichHandler(show_path=False, show_time=False)
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("%(levelname)-8s %(message)s"))
+    return handler
+
+
 def _execute(data_root: Path, run_id: str, config: Any) -> None:
     _quiet_environment()
     _check_before_start(data_root, config)
     import logging
 
-    from rich.logging import RichHandler
-
-    logging.basicConfig(level=logging.WARNING, format="%(message)s",
-                        handlers=[RichHandler(show_path=False, show_time=False)])
+    logging.basicConfig(level=logging.WARNING, format="%(message)s", handlers=[_log_handler()])
     logging.getLogger("flywheel").setLevel(logging.INFO)
     from flows.execution import execute
     from storage.recovery import plain_notices

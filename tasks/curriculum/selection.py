@@ -157,9 +157,12 @@ def proposer_rows(domain: Domain, problems: pl.DataFrame, verdicts: Any, curatio
         pl.col("penalty").fill_null(0.0))
     weight = proposer_weight_expr(curation) if weighted else pl.lit(1.0)
     prompts = {level: domain.proposer_prompt(level) for level in frame["level"].unique().to_list()}
+    # An empty mapping (no rows) would leave the Int64 levels in place of the prompts.
+    prompt = (pl.col("level").replace_strict(prompts, return_dtype=pl.String) if prompts
+              else pl.lit(None, dtype=pl.String))
     return frame.with_columns(weight.alias("weight")).sort(
         "weight", descending=True, maintain_order=True).head(curation.max_proposer_rows).select(
-        "pos", pl.col("level").replace_strict(prompts, return_dtype=pl.String).alias("prompt"),
+        "pos", prompt.alias("prompt"),
         pl.col("text").alias("completion"), "weight")
 
 

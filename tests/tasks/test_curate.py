@@ -159,3 +159,12 @@ def test_reference_rows_train_on_the_domain_training_target_and_grpo_keeps_the_l
                          algorithm="grpo")
     labels = [r["completion"] for r in grpo if r["role"] == "solver"]
     assert labels and not any(label.startswith("answer:") for label in labels)
+
+
+def test_a_round_with_no_kept_problem_has_no_training_rows():
+    problems, rollouts, verdicts = _fixture()
+    none_kept = CurateConfig(min_pass_rate=0.9, max_pass_rate=0.95, max_answers_per_problem=2)
+    curriculum = curriculum_rows(problems, verdicts, none_kept, warmup=False)
+    assert not any(c["kept"] for c in curriculum)
+    assert training_rows(domain, problems, rollouts, verdicts, curriculum, none_kept,
+                         warmup=False) == []
