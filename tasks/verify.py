@@ -201,18 +201,18 @@ def rollout_chunks(path: Path, rows: int = CHUNK_ROWS) -> Iterator[pa.Table]:
 def stream_verdicts(domain: Domain, scale: ScaleConfig, rollout_file: Path, problem_file: Path,
                     labels: str, path: Path, *, chunk_rows: int = CHUNK_ROWS) -> WrittenDataset:
     """Verdicts of the rollouts file written to `path` chunk by chunk (`rollout_chunks`, each in
-    `[scale]` shards), so only one chunk's rows are held."""
+    `[scale]` shards), so only one chunk's rows are held. A chunk is one row group whatever the
+    shard count, so the file's bytes do not depend on where the shards ran."""
     problem_table = pl.read_parquet(problem_file)
     with DatasetWriter("verdicts", path) as writer:
         for chunk in rollout_chunks(rollout_file, chunk_rows):
             ids = pl.Series(pc.unique(chunk.column("problem_id")).to_pylist(), dtype=pl.String)
             chunk_problems = problem_table.filter(pl.col("problem_id").is_in(ids.implode()))
-            for part in map_shards(  # config [scale]; a problem's rollouts stay together
-                    verdict_rows, verify_shards(domain, chunk.to_pylist(),
-                                                chunk_problems.to_dicts(), labels,
-                                                scale.rollout_shards),
-                    scale=scale, stage="verify"):
-                writer.write(part)
+            parts = map_shards(  # config [scale]; a problem's rollouts stay together
+                verdict_rows, verify_shards(domain, chunk.to_pylist(), chunk_problems.to_dicts(),
+                                            labels, scale.rollout_shards),
+                scale=scale, stage="verify")
+            writer.write([row for part in parts for row in part])
     return writer.written
 
 

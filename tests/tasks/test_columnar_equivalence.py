@@ -154,6 +154,23 @@ def test_streamed_verdicts_equal_verdicts_of_all_rows(labels, chunk_rows, tmp_pa
     assert written.rows == len(expected) and not list(tmp_path.glob(".*tmp*"))
 
 
+@pytest.mark.parametrize("chunk_rows", [7, 1000])
+def test_streamed_verdict_files_do_not_depend_on_the_shard_count(chunk_rows, tmp_path):
+    from configs import ScaleConfig
+    from storage.fingerprint import file_checksum
+    from tasks.verify import stream_verdicts
+
+    problems, rollouts, _ = _round(10)
+    paths = {kind: write_atomic(kind, rows, tmp_path / f"{kind}.parquet").path
+             for kind, rows in [("problems", problems), ("rollouts", rollouts)]}
+    sums = {file_checksum(stream_verdicts(domain, ScaleConfig(rollout_shards=shards),
+                                          paths["rollouts"], paths["problems"], "reference",
+                                          tmp_path / f"verdicts-{shards}.parquet",
+                                          chunk_rows=chunk_rows).path)
+            for shards in (1, 3)}
+    assert len(sums) == 1
+
+
 def test_streamed_verdicts_leave_nothing_when_a_part_fails(tmp_path, monkeypatch):
     from configs import ScaleConfig
     from tasks import verify
