@@ -1,0 +1,253 @@
+"""The model, the problem domain and how its answers are checked and prompted: `[model]`,
+`[domain]` (with `[domain.reasoning_gym]`, `[domain.dataset]`), `[verify]`, `[sandbox]`,
+`[prompt]`."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from configs.base import Section, one_placeholder
+
+
+class ModelConfig(Section):
+    """The model that plays both roles. `path` = None builds the tiny character-level model."""
+
+    path: str | None = Field(None, description="local Hugging Face checkpoint folder; None = tiny")
+    hidden_size: int = Field(128, ge=32, le=4096, description="tiny model: residual stream width")
+    num_layers: int = Field(4, ge=1, le=64, description="tiny model: transformer blocks")
+    head_dim: int = Field(32, ge=8, le=256, description="tiny model: width of one attention head")
+    intermediate_size: int = Field(512, ge=32, le=16384, description="tiny model: width of the MLP")
+    init_seed: int = Field(0, ge=0, description="tiny model: seed of the initial weights")
+
+
+FREE_FORM_DOMAINS = ("reasoning_gym", "dataset")  # answers checked by [verify]'s extractors
+ANSWER_EXTRACTORS = ("boxed", "hashes", "answer_is", "regex", "last_number", "last_line",
+                     "whole")
+
+
+class ReasoningGymConfig(Section):
+    """`[domain.reasoning_gym]`: the reasoning-gym tasks of `domain.name = "reasoning_gym"`
+    (domains/reasoning_gym.py); level L is the task curriculum's global level L - 1."""
+
+    tasks: dict[str, float] = Field(
+        {"basic_arithmetic": 1.0},
+        description="reasoning-gym dataset names (reasoning_gym.factory.DATASETS, each with a "
+                    "curriculum) and their weights in the generator's draws; each >= 0, not all 0")
+    item_seconds: float = Field(
+        30.0, gt=0, le=86_400,
+        description="most seconds a task's generator may take for one item (a held-out or "
+                    "generator problem) before the run stops with an error naming the task; not "
+                    "part of the fingerprint (it never changes a problem)")
+
+    @field_validator("tasks")
+    @classmethod
+    def _tasks_weighted(cls, value: dict[str, float]) -> dict[str, float]:
+        if not value or any(w < 0 for w in value.values()) or not any(value.values()):
+            msg = (f"tasks = {value}: name at least one reasoning-gym task with a weight > 0, "
+                   "e.g. {basic_arithmetic = 1.0, spell_backward = 1.0}")
+            raise ValueError(msg)
+        return value
+
+
+class DatasetConfig(Section):
+    """`[domain.dataset]`: the user's question/answer files of `domain.name = "dataset"`
+    (domains/dataset.py); checked when the run starts, before anything runs."""
+
+    paths: list[str] = Field(
+        [], description="JSONL (.jsonl) or Parquet (.parquet) files of questions and answers")
+    heldout_path: str | None = Field(
+        None, description="a file of held-out questions (same columns); None = split the rows")
+    heldout_fraction: float = Field(
+        0.1, gt=0, lt=1,
+        description="share of the rows held out (by a fixed-seed draw) when no heldout_path and "
+                    "no split column is given")
+    heldout_seed: int = Field(0, ge=0, description="seed of the held-out draw")
+    question_column: str = Field("question", min_length=1, description="column of the questions")
+    answer_column: str = Field("answer", min_length=1, description="column of the answers")
+    level_column: str = Field(
+        "level", min_length=1,
+        description="optional column of integer difficulty levels 1..5 (absent: every row is "
+                    "level 1; `difficulty` is read when `level` is absent)")
+    id_column: str = Field(
+        "id", min_length=1, description="optional column of unique row ids (checked for repeats)")
+    split_column: str = Field(
+        "split", min_length=1,
+        description="optional column naming each row's split; rows of heldout_split are held out")
+    heldout_split: str = Field(
+        "test", min_length=1, description="the split column's value of held-out rows")
+
+
+class DomainConfig(Section):
+    """The problem domain (domains/): its levels, its seed generator and its held-out set."""
+
+    name: Literal["arithmetic", "python_io", "reasoning_gym", "dataset"] = Field(
+        "arithmetic", description="the domain (domains/)")
+    min_level: int = Field(2, ge=1, le=5, description="easiest difficulty level proposed")
+    max_level: int = Field(4, ge=1, le=5, description="hardest difficulty level proposed")
+    seed_problems: int = Field(8000, ge=1, le=1_000_000, description="round-0 generator problems")
+    seed_max_level: int = Field(
+        2, ge=1, le=5, description="hardest level the warm-up trains the solver on")
+    heldout_per_level: int = Field(
+        40, ge=1, le=10_000, description="held-out problems per level (evaluate)")
+    modes: dict[Literal["deduction", "abduction", "induction"], float] = Field(
+        {"deduction": 1.0, "abduction": 0.0, "induction": 0.0},
+        description="python_io: the task modes' weights in the generator's problems (seed, "
+                    "top-up; the held-out set covers the modes weighted > 0): deduction = "
+                    "predict the output, abduction = give an input that yields the output, "
+                    "induction = write the function from input/output pairs; each >= 0, not all "
+                    "0")
+
+    @field_validator("modes")
+    @classmethod
+    def _modes_weighted(cls, value: dict[str, float]) -> dict[str, float]:
+        missing = {"deduction", "abduction", "induction"} - set(value)
+        if missing or any(w < 0 for w in value.values()) or not any(value.values()):
+            msg = (f"modes = {value}: give deduction, abduction and induction each a weight "
+                   ">= 0, not all 0")
+            raise ValueError(msg)
+        return value
+
+    reasoning_gym: ReasoningGymConfig = Field(
+        ReasoningGymConfig(), description="reasoning_gym: the tasks and their weights")
+    dataset: DatasetConfig = Field(DatasetConfig(), description="dataset: the files and columns")
+
+    @model_validator(mode="after")
+    def _levels_ordered(self) -> DomainConfig:
+        if self.min_level > self.max_level:
+            msg = f"min_level = {self.min_level} must be <= max_level = {self.max_level}"
+            raise ValueError(msg)
+        return self
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The section as fingerprinted: the keys of one domain only (python_io's `modes`,
+        `[domain.reasoning_gym]`, `[domain.dataset]`) enter in that domain alone, so a run of
+        another domain keeps its fingerprints whatever they are set to; the generator's time
+        limit (`reasoning_gym.item_seconds`) never does."""
+        owner = {"modes": "python_io", "reasoning_gym": "reasoning_gym", "dataset": "dataset"}
+        dumped = self.model_dump(mode="json", exclude={"reasoning_gym": {"item_seconds"}})
+        return {key: value for key, value in dumped.items()
+                if owner.get(key, self.name) == self.name}
+
+
+class VerifyConfig(Section):
+    """Which label a rollout's reward compares against (tasks/verify.py)."""
+
+    labels: Literal["reference", "majority"] = Field(
+        "reference",
+        description="reference: the domain's executed reference answer; majority: the most "
+                    "common answer among the problem's k samples (TTRL / R-Zero pseudo-labels; "
+                    "label precision against references is recorded where they exist)",
+    )
+    extract: list[Literal[ANSWER_EXTRACTORS]] = Field(
+        ["boxed", "hashes", "answer_is", "last_number"],
+        description="reasoning_gym, dataset: how the final answer is found in a completion, "
+                    "tried in order (domains/answers.py): boxed = last \\boxed{}, hashes = "
+                    "after `####`, answer_is = after 'the answer is', regex = answer_regex, "
+                    "last_number, last_line, whole = the stripped completion (the tiny model)",
+        min_length=1,
+    )
+    answer_regex: str | None = Field(
+        None, description="the `regex` extractor's pattern (group 1 = the answer)")
+    compare: Literal["auto", "exact", "math", "task"] = Field(
+        "auto",
+        description="reasoning_gym, dataset: exact (normalised text), math (math-verify "
+                    "equivalence: 1/2 = 0.5 = \\frac{1}{2}), task (reasoning-gym's own scorer, "
+                    "partial credit); auto = task for reasoning_gym, math for dataset")
+    math_timeout_seconds: int = Field(
+        5, ge=1, le=600, description="time limit of one math-verify parse or comparison")
+
+    @model_validator(mode="after")
+    def _regex_usable(self) -> VerifyConfig:
+        import re
+
+        if "regex" in self.extract and not self.answer_regex:
+            msg = "extract names 'regex' but answer_regex is unset: set answer_regex = '...'"
+            raise ValueError(msg)
+        if self.answer_regex:
+            try:
+                re.compile(self.answer_regex)
+            except re.error as exc:
+                msg = f"answer_regex = {self.answer_regex!r} is not a valid regex: {exc}"
+                raise ValueError(msg) from None
+        return self
+
+
+class SandboxConfig(Section):
+    """`[sandbox]`: how model-written programs run (domains/sandbox/, docs/sandbox.md); read by
+    the python_io domain only. The limits are per program and part of the synthesize and verify
+    fingerprints of python_io runs (they decide which programs are admitted); `workers` and
+    `isolation` are not (they never change a result)."""
+
+    workers: int = Field(
+        2, ge=1, le=256, description="pre-started sandbox workers (fork servers); one per core")
+    cpu_seconds: float = Field(
+        1.0, gt=0, le=60, description="CPU time of one program (user + system), seconds")
+    wall_seconds: float = Field(
+        2.0, gt=0, le=120, description="wall-clock time of one program, seconds")
+    memory_mb: int = Field(
+        256, ge=16, le=65_536, description="address space one program may add, MiB")
+    max_file_bytes: int = Field(
+        65_536, ge=0, le=1 << 30,
+        description="largest file a program may write in its temporary folder, bytes")
+    max_output_bytes: int = Field(
+        4096, ge=64, le=1 << 20,
+        description="most characters a program may print, and may return in all")
+    tmpfs_mb: int = Field(
+        16, ge=1, le=4096, description="size of the worker's private tmpfs (all program folders)")
+    isolation: Literal["strict", "warn"] = Field(
+        "strict",
+        description="strict: refuse to run programs when an isolation mechanism (namespaces, "
+                    "seccomp, uid drop) is missing; warn: run with a loud warning instead")
+
+    @model_validator(mode="after")
+    def _wall_covers_cpu(self) -> SandboxConfig:
+        if self.wall_seconds < self.cpu_seconds:
+            msg = (f"wall_seconds = {self.wall_seconds} must be >= cpu_seconds = "
+                   f"{self.cpu_seconds} (a program cannot use more CPU than wall time)")
+            raise ValueError(msg)
+        return self
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The limits, as a stage fingerprint covers them (not workers or isolation)."""
+        return self.model_dump(mode="json", exclude={"workers", "isolation"})
+
+
+class PromptConfig(Section):
+    """`[prompt]`: how prompts reach a pretrained chat model (domains/chat.py). With a
+    `model.path` whose tokenizer has a chat template, every prompt is the template's rendering
+    of a system message and a user message; the built-in tiny model (no template) keeps the
+    domains' raw prompts. Part of the fingerprints of the stages that write prompts (synthesize,
+    rollout, evaluate) only where a key differs from its default."""
+
+    chat_template: Literal["auto", "never"] = Field(
+        "auto",
+        description="auto: render prompts with the model's chat template when its tokenizer has "
+                    "one; never: the domains' raw prompts for every model")
+    system: str = Field("", description="the system message of both roles; empty = none")
+    instruction: str = Field(
+        "", description="appended to the solver's question in its user message, e.g. the answer "
+                        "format: 'Put your final answer in \\boxed{}.'")
+    proposer_instruction: str = Field(
+        "Write one new problem of difficulty level {level}. Reply with the problem only.",
+        description="the proposer's user message; {level} is replaced by the requested level")
+    stop: list[str] = Field(
+        [], description="completions are cut before the first of these strings (solver, "
+                        "proposer, held-out answers); their token counts stay as generated")
+    answer_format: str = Field(
+        "{answer}",
+        description="how a reference is written where the solver trains on it (the warm-up, "
+                    "too-hard problems) with the chat template in use, so it learns the format "
+                    "`instruction` asks for, e.g. '\\boxed{{{answer}}}'; {answer} is the "
+                    "reference")
+
+    @field_validator("proposer_instruction")
+    @classmethod
+    def _level_placeholder_only(cls, value: str) -> str:
+        return one_placeholder("proposer_instruction", value, "level")
+
+    @field_validator("answer_format")
+    @classmethod
+    def _answer_placeholder_only(cls, value: str) -> str:
+        return one_placeholder("answer_format", value, "answer")

@@ -1,0 +1,338 @@
+"""The stages' sections: `[synthesize]` (with its bandit), `[rollout]`, `[curate]` (with
+`[curate.diversity]`), `[evaluate]`, `[promote]`, `[gates]`, `[schedule]`, `[scale]`."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from configs.base import RUN_ID_PATTERN, Section
+
+
+class BanditConfig(Section):
+    """`[synthesize.bandit]`: the bandit of `synthesize.level_scheduler = "bandit"`
+    (tasks/curriculum/bandit.py): over the proposer's levels, or (`arms = "task_level"`) over
+    the (task, level) pairs the generator draws for a reasoning_gym task mix."""
+
+    alpha: float = Field(0.5, gt=0, le=1, description="TD(0) step size, in (0, 1]")
+    temperature: float = Field(
+        0.1, gt=0, le=100, description="softmax temperature over Q (Q is in [0, 0.5])")
+    initial_q: float = Field(
+        0.25, ge=0, le=1, description="Q of a level before any round measured it")
+    arms: Literal["level", "task_level"] = Field(
+        "level",
+        description="what the bandit chooses: level = the level each proposer prompt asks for "
+                    "(default); task_level = the (task, level) pair of each generator problem "
+                    "of a round (domain reasoning_gym, synthesize.source = 'generator')")
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The section as fingerprinted: `arms` only off its default `level`, so the level
+        bandit's runs keep their fingerprints."""
+        return self.model_dump(mode="json", exclude={"arms"} if self.arms == "level" else None)
+
+
+class SynthesizeConfig(Section):
+    """Where a round's problems come from and which are admitted (tasks/synthesize.py)."""
+
+    proposals: int = Field(4096, ge=1, le=10_000_000, description="proposer samples per round")
+    temperature: float = Field(1.2, gt=0, le=5, description="proposer sampling temperature")
+    max_new_tokens: int = Field(
+        16, ge=1, le=4096, description="longest proposer completion, tokens")
+    source: Literal["proposer", "generator", "pool"] = Field(
+        "proposer",
+        description="where rounds >= 1 get problems: proposer = the model writes them "
+                    "(default); generator = `proposals` fresh domain-generator problems per round, "
+                    "levels min_level..max_level in equal shares (the uniform curriculum); pool = "
+                    "the same generator problems every round, not deduplicated against earlier "
+                    "rounds (a fixed prompt set, TTRL style)",
+    )
+    min_novel_share: float = Field(
+        0.5, ge=0, le=1,
+        description="proposer: while fewer novel problems than this share of `proposals` were "
+                    "admitted, top the round up (see top_up); 0 = one batch as it comes. A "
+                    "proposer trained on its kept problems repeats them: this keeps the offer up",
+    )
+    max_batches: int = Field(
+        4, ge=1, le=1000,
+        description="proposer: most batches of `proposals` per round (top_up = generator: most "
+                    "generator draws of `proposals` for the fill)")
+    top_up: Literal["proposer", "generator"] = Field(
+        "generator",
+        description="how the offer reaches min_novel_share: generator (default) = one proposer "
+                    "batch, the shortfall filled with fresh domain-generator problems, levels "
+                    "min_level..max_level in equal shares (source 'generator'): a proposer that "
+                    "repeats itself hands the rest of the round to the uniform curriculum; "
+                    "proposer = more proposer batches (at most max_batches)",
+    )
+    near_duplicate_threshold: float = Field(
+        1.0, gt=0, le=1,
+        description="drop a proposal as `near_duplicate` when the MinHash-estimated Jaccard "
+                    "similarity of its character n-grams to an earlier problem (this run) is >= "
+                    "this, in (0, 1]; 1.0 = off (exact duplicates only). Arithmetic texts are "
+                    "short: 37+5 vs 37+6 is 0.33 at ngram 3, so keep it high there",
+    )
+    ngram: int = Field(
+        3, ge=1, le=64, description="character n-gram size of the near-duplicate check")
+    level_scheduler: Literal["cycle", "bandit"] = Field(
+        "cycle",
+        description="levels the proposer is asked for in rounds >= 1: cycle = "
+                    "min_level..max_level in turn (default); bandit = drawn from softmax(Q / "
+                    "bandit.temperature), Q per level learned from earlier rounds' mean "
+                    "|advantage| (SEC style)",
+    )
+    bandit: BanditConfig = Field(BanditConfig(), description="the level bandit's settings")
+
+    @model_validator(mode="after")
+    def _task_level_arms_draw_generator_problems(self) -> SynthesizeConfig:
+        if self.bandit.arms == "task_level" and (self.level_scheduler != "bandit"
+                                                 or self.source != "generator"):
+            msg = (f"bandit.arms = 'task_level' chooses the generator's (task, level) pairs: it "
+                   f"needs level_scheduler = 'bandit' and source = 'generator' (they are "
+                   f"{self.level_scheduler!r} and {self.source!r}); set them or arms = 'level'")
+            raise ValueError(msg)
+        return self
+
+
+class RolloutConfig(Section):
+    """How the solver samples answers (tasks/rollout.py); evaluate uses the same backend."""
+
+    backend: Literal["transformers", "vllm"] = Field(
+        "transformers", description="transformers (CPU default) or vllm (the `vllm` extra)")
+    samples_per_problem: int = Field(
+        16, ge=1, le=1024, description="k: answers sampled per problem")
+    temperature: float = Field(0.8, gt=0, le=5, description="solver sampling temperature")
+    max_new_tokens: int = Field(8, ge=1, le=32_768, description="longest solver answer, tokens")
+    batch_size: int = Field(
+        512, ge=1, le=100_000,
+        description="sequences per generate call (transformers) or per engine step (vllm "
+                    "max_num_seqs)",
+    )
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        "float32", description="rollout and evaluation weights; bfloat16 on GPUs"
+    )
+    tensor_parallel_size: int = Field(
+        1, ge=1, le=64, description="vllm: GPUs one engine shards over")
+    gpu_memory_utilization: float = Field(
+        0.5, gt=0, le=0.95,
+        description="vllm on GPU: share of each GPU the engine keeps (the rest is for training)",
+    )
+    cpu_kv_cache_gib: float = Field(1.0, gt=0, le=1024, description="vllm on CPU: KV cache size")
+    enforce_eager: bool = Field(
+        True, description="vllm: no torch.compile / CUDA graphs (fast start; false for GPU speed)"
+    )
+
+    @model_validator(mode="after")
+    def _vllm_only_settings(self) -> RolloutConfig:
+        if self.backend != "vllm" and self.tensor_parallel_size != 1:
+            msg = (f"tensor_parallel_size = {self.tensor_parallel_size} needs backend = 'vllm' "
+                   f"(backend is {self.backend!r}); set it to 1 or switch the backend")
+            raise ValueError(msg)
+        return self
+
+
+class DiversityConfig(Section):
+    """`[curate.diversity]`: the proposer's repetition penalty (R-Zero style,
+    tasks/curriculum/rewards.py); it applies to curate's proposer rows and to the online reward
+    of the proposer's GRPO pass."""
+
+    penalty: float = Field(
+        0.0, ge=0, le=1000,
+        description="lambda of the proposer's repetition penalty: weight = max(0, reward - lambda "
+                    "* cluster size / valid proposals of the round); 0 = off",
+    )
+    threshold: float = Field(
+        0.8, gt=0, le=1,
+        description="estimated Jaccard of character n-grams at which two proposals fall in one "
+                    "cluster, in (0, 1]",
+    )
+    ngram: int = Field(3, ge=1, le=64, description="character n-gram size of the clustering")
+    on: Literal["text", "shape"] = Field(
+        "text",
+        description="compare the problems' texts, or their shapes (the domain's form with "
+                    "constants masked: for arithmetic every digit as 0, so many `000-00` "
+                    "problems are repeats of one form)",
+    )
+
+
+class CurateConfig(Section):
+    """Which problems a round keeps and which training rows it builds (tasks/curate.py)."""
+
+    min_pass_rate: float = Field(0.0, ge=0, le=1, description="keep problems with p > this")
+    max_pass_rate: float = Field(1.0, ge=0, le=1, description="keep problems with p < this")
+    max_answers_per_problem: int = Field(
+        4, ge=1, le=1024, description="verified answers trained per problem")
+    proposer_rows: bool = Field(
+        True, description="proposer rows in rounds >= 1 (weighted by proposer_reward)")
+    warmup_proposer_rows: bool = Field(
+        True, description="proposer rows of the warm-up (round 0: the format of every level); "
+                          "separate from proposer_rows so runs with and without a proposer can "
+                          "share the same warm-up")
+    max_proposer_rows: int = Field(256, ge=0, le=10_000_000, description="most learnable first")
+    solver_targets: Literal["verified", "reference", "rationalize"] = Field(
+        "rationalize",
+        description="solver rows of rounds >= 1: verified = the model's own verified answers to "
+                    "kept problems; rationalize = the same, and too-hard problems (p <= "
+                    "min_pass_rate) are kept and trained on their reference (STaR's "
+                    "rationalization; default; SFT with reference labels only; GRPO, DPO and "
+                    "majority-vote runs set verified); reference = every problem kept, trained "
+                    "on its executed reference (SFT on generator data, the no-self-play baseline)",
+    )
+    rationalize_ratio: float = Field(
+        1.0, ge=0, le=1000,
+        description="rationalize: most reference rows per verified answer row of the round; the "
+                    "too-hard problems of the lowest levels (nearest the frontier) go first",
+    )
+    proposer_reward: Literal["variance", "learnability", "uncertainty", "band", "regret"] = Field(
+        "learnability",
+        description="weight of a kept problem's proposer row (tasks/curriculum/rewards.py): "
+                    "learnability = 1-p if 0<p<1 (Absolute Zero; default); variance = 4p(1-p); "
+                    "uncertainty = 1-2|p-0.5| (R-Zero); band = 1 if proposer_band_low <= p <= "
+                    "proposer_band_high; regret = max - min sample reward (eva)",
+    )
+    proposer_band_low: float = Field(0.3, ge=0, le=1, description="band reward: lowest p rewarded")
+    proposer_band_high: float = Field(
+        0.8, ge=0, le=1, description="band reward: highest p rewarded")
+    diversity: DiversityConfig = Field(
+        DiversityConfig(), description="the proposer's repetition penalty")
+
+    @model_validator(mode="after")
+    def _band_ordered(self) -> CurateConfig:
+        if self.min_pass_rate >= self.max_pass_rate:
+            msg = (f"min_pass_rate = {self.min_pass_rate} must be < max_pass_rate = "
+                   f"{self.max_pass_rate}")
+            raise ValueError(msg)
+        if self.proposer_band_low > self.proposer_band_high:
+            msg = (f"proposer_band_low = {self.proposer_band_low} must be <= proposer_band_high = "
+                   f"{self.proposer_band_high}")
+            raise ValueError(msg)
+        return self
+
+
+class EvaluateConfig(Section):
+    """The held-out evaluation of every checkpoint (tasks/evaluate.py; greedy answers)."""
+
+    max_new_tokens: int = Field(8, ge=1, le=32_768, description="longest held-out answer, tokens")
+
+
+class PromoteConfig(Section):
+    """When the candidate replaces the incumbent (tasks/promote.py)."""
+
+    margin: float = Field(0.0, ge=0, le=1, description="allowed drop in held-out accuracy, 0..1")
+    min_gain: float = Field(
+        0.0, ge=0, le=1,
+        description="held-out accuracy the candidate must gain over the incumbent, 0..1 "
+                    "(0 = promote on a tie); set margin or min_gain, not both",
+    )
+    max_level_regression: float | None = Field(
+        None, ge=0, le=1,
+        description="reject when, at any difficulty level, more than this share (0..1) of the "
+                    "level's held-out items flip from pass (incumbent) to fail (candidate); "
+                    "unset = no per-level check",
+    )
+
+    @model_validator(mode="after")
+    def _margin_or_gain(self) -> PromoteConfig:
+        if self.margin > 0 and self.min_gain > 0:
+            msg = (f"margin = {self.margin} and min_gain = {self.min_gain}: set one of them "
+                   "(margin allows a drop, min_gain requires a gain)")
+            raise ValueError(msg)
+        return self
+
+
+class GatesConfig(Section):
+    """Thresholds of the data-quality gates (validators/) run on every stage output.
+
+    Not part of any stage fingerprint: after a gate failed, fix a threshold here and run
+    `flywheel resume RUN_ID --config F`; the stored output is checked again, not recomputed.
+    Pass-rate and answer checks skip round 0 (the warm-up's untrained model fails by design).
+    """
+
+    enabled: bool = Field(True, description="false = write stage outputs unchecked")
+    min_rows: int = Field(1, ge=0, le=1_000_000_000, description="fewest rows of any stage output")
+    max_problem_chars: int = Field(1024, ge=1, le=10_000_000, description="longest problem text")
+    max_prompt_chars: int = Field(8192, ge=1, le=10_000_000, description="longest prompt")
+    max_completion_chars: int = Field(65_536, ge=1, le=10_000_000, description="longest completion")
+    min_distinct_proposal_share: float = Field(
+        0.05, ge=0, le=1, description="distinct texts / proposer samples (proposals)")
+    min_distinct_problem_share: float = Field(
+        0.9, ge=0, le=1, description="distinct texts / problems (problems)")
+    min_answer_spread: float = Field(
+        0.02, ge=0, le=1,
+        description="mean over problems of (distinct answers - 1) / (samples - 1): 0 when every "
+                    "problem's answers agree (verdicts, rounds >= 1)")
+    min_kept_fraction: float = Field(0.01, ge=0, le=1, description="kept / problems (curriculum)")
+    max_kept_fraction: float = Field(1.0, ge=0, le=1, description="kept / problems (curriculum)")
+    min_mean_pass_rate: float = Field(
+        0.0, ge=0, le=1,
+        description="mean reward and mean pass rate must be above this (rounds >= 1)")
+    max_mean_pass_rate: float = Field(
+        1.0, ge=0, le=1,
+        description="mean reward and mean pass rate must be below this (rounds >= 1)")
+    max_length_drift: float = Field(
+        0.5, ge=0, le=1000,
+        description="allowed relative change of the mean problem length from the previous round")
+    max_level_drift: float = Field(
+        1.5, ge=0, le=1000,
+        description="allowed change of the mean problem level from the previous round")
+
+    @model_validator(mode="after")
+    def _bounds_ordered(self) -> GatesConfig:
+        for low, high in (("min_kept_fraction", "max_kept_fraction"),
+                          ("min_mean_pass_rate", "max_mean_pass_rate")):
+            if getattr(self, low) >= getattr(self, high):
+                msg = f"{low} = {getattr(self, low)} must be < {high} = {getattr(self, high)}"
+                raise ValueError(msg)
+        return self
+
+
+class ScheduleConfig(Section):
+    """The nightly deployment (schedules/): one more round of `run_id` per cron tick.
+
+    Not part of any stage fingerprint. `cron` is a five-field cron string, read in `timezone`.
+    """
+
+    cron: str = Field("0 2 * * *", description="five-field cron string: when a round starts")
+    timezone: str = Field("UTC", description="IANA time zone the cron string is read in")
+    run_id: str = Field("nightly", pattern=RUN_ID_PATTERN,
+                        description="the run each scheduled round continues")
+
+    @field_validator("cron")
+    @classmethod
+    def _cron_parses(cls, value: str) -> str:
+        from configs.cron import check_cron
+
+        return check_cron(value)
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone_known(cls, value: str) -> str:
+        from configs.cron import check_timezone
+
+        return check_timezone(value)
+
+
+class ScaleConfig(Section):
+    """Where rollout and verification run (tasks/shards.py, flows/runners.py).
+
+    Not part of any stage fingerprint: the shards of a stage produce exactly the rows the
+    unsharded stage would (seeds follow each prompt's position in the stage, shards start on a
+    rollout batch boundary), so changing the runner or the shard count never reruns anything.
+    `task_runner = "ray"` needs the `ray` extra and a Prefect server (PREFECT_API_URL).
+    """
+
+    task_runner: Literal["default", "ray"] = Field(
+        "default",
+        description="default: Prefect's runner, shards one after another in this process; ray: "
+                    "shards at once, each a Prefect task on a Ray worker (prefect-ray)")
+    ray_address: str | None = Field(
+        None,
+        description="an existing Ray cluster (e.g. 'ray://head:10001' or 'auto'); None = start a "
+                    "local Ray instance on 127.0.0.1 for the run and stop it after")
+    ray_num_cpus: int = Field(
+        2, ge=1, le=4096, description="CPUs of the local Ray instance (ray_address = None only)")
+    rollout_shards: int = Field(
+        1, ge=1, le=4096,
+        description="most shards rollout and verification split a round's problems into (1 = "
+                    "one piece, in-process on the default runner); shards start on "
+                    "rollout.batch_size boundaries, so small stages get fewer")
