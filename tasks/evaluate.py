@@ -12,10 +12,11 @@ from prefect.cache_policies import NONE
 
 from domains.base import Domain
 from domains.chat import completion_cutter
-from models.backends import RolloutBackend, SamplingParams
+from models.backends import ProgressCallback, RolloutBackend, SamplingParams
 from storage.datasets import read_rows
 from storage.fingerprint import row_id
 from tasks.context import Checkpoint, RunContext
+from tasks.progress import progress_bar
 from tasks.retry import TRANSIENT
 from tasks.stage import StageResult, run_stage
 
@@ -23,12 +24,13 @@ VERSION = 1
 
 
 def eval_rows(backend: RolloutBackend, domain: Domain, *, per_level: int, max_new_tokens: int,
-              checkpoint: str, run_id: str, round_index: int) -> list[dict[str, Any]]:
+              checkpoint: str, run_id: str, round_index: int,
+              progress: ProgressCallback | None = None) -> list[dict[str, Any]]:
     items = domain.heldout(per_level)
     prompts = [domain.solver_prompt(p.text) for p in items]
     outputs = backend.generate(prompts, SamplingParams(n=1, temperature=1.0,
                                                        max_new_tokens=max_new_tokens,
-                                                       seed=0, greedy=True))
+                                                       seed=0, greedy=True), progress=progress)
     cut = completion_cutter(domain)  # [prompt] stop strings
     completions = [cut(o[0].text) for o in outputs]
     references = [p.reference for p in items]
@@ -107,11 +109,13 @@ def evaluate(ctx: RunContext, round_index: int, checkpoint: Checkpoint, *,
 
     def compute(fingerprint: str) -> StageResult:
         backend = backend_for(cfg.rollout, checkpoint.path)
+        items = len(ctx.domain.heldout(cfg.domain.heldout_per_level))
         try:
-            rows = eval_rows(backend, ctx.domain, per_level=cfg.domain.heldout_per_level,
-                             max_new_tokens=cfg.evaluate.max_new_tokens,
-                             checkpoint=checkpoint.fingerprint,
-                             run_id=ctx.run_id, round_index=round_index)
+            with progress_bar(f"round {round_index} {stage}", items) as advance:
+                rows = eval_rows(backend, ctx.domain, per_level=cfg.domain.heldout_per_level,
+                                 max_new_tokens=cfg.evaluate.max_new_tokens,
+                                 checkpoint=checkpoint.fingerprint,
+                                 run_id=ctx.run_id, round_index=round_index, progress=advance)
         finally:
             backend.close()
         return StageResult(datasets={"evals": rows}, metrics=accuracy(rows, tasks))

@@ -1,4 +1,4 @@
-"""Progress of the long stages (rollout, training): done/total, throughput and time left.
+"""Progress of the long stages (rollout, training, evaluation): done/total, rate, time left.
 
 On a terminal, a rich bar (`round 1 rollout ━━━━━  1024/4096  25%  51.2/s  0:01:00 left`).
 Off a terminal (cron, CI, a redirected log) a bar would be noise, so a plain line goes through

@@ -75,3 +75,23 @@ def test_a_failing_stage_logs_its_failure_and_duration(tmp_path, caplog):
     assert "started" in started
     assert re.fullmatch(rf"{ISO} round 1 rollout: failed after \d+\.\d s: "
                         "RuntimeError: the sampler broke", ended), ended
+
+
+def test_evaluation_reports_its_progress_off_a_terminal(tmp_path, caplog):
+    from models.tiny import build_tiny_model
+    from tasks.context import Checkpoint
+    from tasks.evaluate import evaluate
+
+    model = build_tiny_model(tmp_path / "model", hidden_size=32, num_layers=1, head_dim=8,
+                             intermediate_size=64, init_seed=0)
+    config = RunConfig.model_validate({"gates": {"enabled": False},
+                                       "domain": {"heldout_per_level": 2},
+                                       "evaluate": {"max_new_tokens": 2}})
+    ctx = RunContext(data_root=tmp_path / "data", run_id="log", config=config)
+    ctx.catalog.ensure_run("log", "{}")
+    caplog.set_level(logging.INFO, logger="flywheel")
+    result = evaluate.fn(ctx, 1, Checkpoint(model, "m"))
+    items = len(ctx.domain.heldout(2))
+    assert re.fullmatch(rf"{ISO} round 1 evaluate: {items}/{items} \(100%\), [\d.]+/s, took .+",
+                        [line for line in _lines(caplog) if "/s" in line][-1])
+    assert 0.0 <= result["accuracy"] <= 1.0
