@@ -21,7 +21,7 @@ from typing import Any
 
 import polars as pl
 
-_JSON_SAFE = r'^[ !#-\[\]-~]*$'  # printable ASCII but " and \: json.dumps writes them as they are
+_JSON_UNSAFE = r'[^ !#-\[\]-~]'  # all but printable ASCII other than " and \ (json.dumps escapes)
 
 
 def lazy_frame(source: Any, columns: Mapping[str, pl.DataType | type[pl.DataType]]
@@ -57,18 +57,24 @@ def json_strings(values: pl.Series) -> pl.Series:
     needs escaping, per value otherwise."""
     if values.dtype != pl.String:
         return values.cast(pl.String).fill_null("null")
-    if bool(values.fill_null("").str.contains(_JSON_SAFE).all()):
-        return ('"' + values + '"').fill_null("null")
+    if not values.str.contains(_JSON_UNSAFE).any():
+        return pl.select(pl.concat_str([pl.lit('"'), pl.lit(values), pl.lit('"')])
+                         .fill_null("null")).to_series().alias(values.name)
     return pl.Series(values.name, [json.dumps(v) for v in values.to_list()], dtype=pl.String)
 
 
 def row_ids(kind: str, parts: Sequence[pl.Series], length: int = 16) -> pl.Series:
     """`storage.fingerprint.row_id(kind, *parts)` for every row of the columns `parts`: the
-    compact JSON of the list is built over whole columns, then hashed (sha256, `length` hex)."""
-    blob = pl.Series([f"[{json.dumps(kind)}"] * (len(parts[0]) if parts else 0), dtype=pl.String)
-    for part in parts:
-        blob = blob + "," + json_strings(part)
-    blob = blob + "]"
+    compact JSON of the list is built over whole columns, then hashed (sha256, `length` hex).
+
+    The JSON strings are joined in one pass over the columns; each is hashed by hashlib (one
+    call per row, the floor for sha256 here), its digest turned into hex over the column."""
+    if not parts:
+        return pl.Series([], dtype=pl.String)
+    blob = pl.select(pl.concat_str(
+        [pl.lit(f"[{json.dumps(kind)}"), *[pl.lit(json_strings(part)) for part in parts]],
+        separator=",") + "]").to_series()
     sha = hashlib.sha256
-    return pl.Series([sha(b.encode()).hexdigest()[:length] for b in blob.to_list()],
-                     dtype=pl.String)
+    digests = pl.Series([sha(b).digest() for b in blob.cast(pl.Binary).to_list()],
+                        dtype=pl.Binary)
+    return digests.bin.encode("hex").str.slice(0, length)

@@ -82,17 +82,41 @@ def reference_rows(domain: Domain, problems: pl.DataFrame, *, teach: bool = True
         "rollout_id": pl.Series([None] * len(problems), dtype=pl.String)}, schema=SOLVER_PARTS)
 
 
-def ranked_rollouts(rollouts: Any, verdicts: Any, problems: pl.DataFrame,
+def aligned(ids: pl.Series, verdict_ids: pl.Series) -> bool:
+    """Whether the verdicts are stored in the rollouts' order, one per rollout (verify writes
+    them so): equal lengths and equal rollout ids at every position, none null."""
+    return (len(ids) == len(verdict_ids) and ids.null_count() == 0
+            and bool(ids.eq_missing(verdict_ids).all()))
+
+
+def rewarded_rollouts(rollouts: Any, verdicts: Any) -> pl.DataFrame:
+    """Every rollout's (rollout_pos, rollout_id, problem_id, sample_index) with the `reward` of
+    its verdict (null: none): taken by position when the files are `aligned`, else joined on
+    rollout_id (the last verdict of an id decides)."""
+    keys, judged = pl.collect_all([
+        lazy_frame(rollouts, ROLLOUT_KEYS).with_row_index("rollout_pos"),
+        lazy_frame(verdicts, {"rollout_id": pl.String, "reward": pl.Float64})])
+    if aligned(keys["rollout_id"], judged["rollout_id"]):
+        return keys.with_columns(judged["reward"])
+    return keys.join(judged.unique("rollout_id", keep="last"), on="rollout_id", how="left",
+                     maintain_order="left")
+
+
+def rank_in_runs(column: str) -> pl.Expr:
+    """0, 1, 2, ... within each run of equal values of `column` (a frame sorted by it)."""
+    index = pl.int_range(pl.len(), dtype=pl.Int64)
+    starts = pl.when(pl.col(column) != pl.col(column).shift()).then(index)
+    return index - starts.forward_fill().fill_null(0)
+
+
+def ranked_rollouts(rewarded: pl.DataFrame, problems: pl.DataFrame,
                     reward: float) -> pl.DataFrame:
-    """Rollouts of `problems` whose verdict reward equals `reward`, one row per (problem
-    position, rollout), ranked within the problem by (sample_index, file position)."""
-    rewards = lazy_frame(verdicts, VERDICTS).filter(pl.col("reward") == reward)
-    wanted = lazy_frame(rollouts, ROLLOUT_KEYS).with_row_index("rollout_pos").join(
-        problems.lazy().select("problem_id").unique(), on="problem_id", how="semi").join(
-        rewards.select("rollout_id"), on="rollout_id", how="semi").collect()
+    """Rollouts of `problems` whose verdict reward equals `reward` (`rewarded_rollouts`), one
+    row per (problem position, rollout), ranked within the problem by (sample_index, file
+    position)."""
+    wanted = rewarded.filter(pl.col("reward") == reward).drop("reward")
     return wanted.join(problems.select("pos", "problem_id"), on="problem_id", how="inner").sort(
-        "pos", "sample_index", "rollout_pos").with_columns(
-        pl.int_range(pl.len()).over("pos").cast(pl.Int64).alias("sub"))
+        "pos", "sample_index", "rollout_pos").with_columns(rank_in_runs("pos").alias("sub"))
 
 
 def rollout_texts(rollouts: Any, positions: pl.Series) -> pl.DataFrame:
@@ -106,7 +130,8 @@ def rollout_texts(rollouts: Any, positions: pl.Series) -> pl.DataFrame:
 def verified_rows(rollouts: Any, verdicts: Any, problems: pl.DataFrame,
                   max_answers: int) -> pl.DataFrame:
     """SFT solver rows: the first `max_answers` verified answers (reward 1) per problem."""
-    chosen = ranked_rollouts(rollouts, verdicts, problems, 1.0).filter(pl.col("sub") < max_answers)
+    chosen = ranked_rollouts(rewarded_rollouts(rollouts, verdicts), problems, 1.0).filter(
+        pl.col("sub") < max_answers)
     texts = rollout_texts(rollouts, chosen["rollout_pos"])
     return chosen.join(texts, on="rollout_pos", how="left", maintain_order="left").select(
         "pos", "sub", "prompt", "completion", pl.lit(None, dtype=pl.String).alias("rejected"),
@@ -116,8 +141,9 @@ def verified_rows(rollouts: Any, verdicts: Any, problems: pl.DataFrame,
 def dpo_pairs(rollouts: Any, verdicts: Any, problems: pl.DataFrame,
               max_pairs: int) -> pl.DataFrame:
     """DPO solver rows: the i-th verified answer paired with the i-th wrong one, per problem."""
-    right = ranked_rollouts(rollouts, verdicts, problems, 1.0).filter(pl.col("sub") < max_pairs)
-    wrong = ranked_rollouts(rollouts, verdicts, problems, 0.0).filter(pl.col("sub") < max_pairs)
+    rewarded = rewarded_rollouts(rollouts, verdicts)
+    right = ranked_rollouts(rewarded, problems, 1.0).filter(pl.col("sub") < max_pairs)
+    wrong = ranked_rollouts(rewarded, problems, 0.0).filter(pl.col("sub") < max_pairs)
     pairs = right.join(wrong.select("pos", "sub", pl.col("rollout_pos").alias("rejected_pos")),
                        on=["pos", "sub"], how="inner", maintain_order="left")
     texts = rollout_texts(rollouts, pl.concat([pairs["rollout_pos"], pairs["rejected_pos"]]))
@@ -166,7 +192,8 @@ def proposer_rows(domain: Domain, problems: pl.DataFrame, verdicts: Any, curatio
 def train_frame(problems: pl.DataFrame, solver: pl.DataFrame,
                 proposer: pl.DataFrame | None) -> pl.DataFrame:
     """`train_rows` columns: solver rows in (problem, rank) order, then proposer rows; lineage
-    (run, round, problem, proposal) from the problem row, ids over the whole columns."""
+    (run, round, problem, proposal) from the problem row at `pos` (`problems` is
+    `positioned_problems`: pos is the row index), ids over the whole columns."""
     parts = [solver.sort("pos", "sub").select(
         pl.lit("solver").alias("role"), "pos", "prompt", "completion", "rejected", "weight",
         "rollout_id")]
@@ -175,9 +202,10 @@ def train_frame(problems: pl.DataFrame, solver: pl.DataFrame,
             pl.lit("proposer").alias("role"), "pos", "prompt", "completion",
             pl.lit(None, dtype=pl.String).alias("rejected"), "weight",
             pl.lit(None, dtype=pl.String).alias("rollout_id")))
-    rows = pl.concat(parts).join(
-        problems.select("pos", "run_id", "round", "problem_id", "proposal_id"), on="pos",
-        how="left", maintain_order="left")
+    rows = pl.concat(parts)
+    lineage = problems.select(pl.col("run_id", "round", "problem_id", "proposal_id").gather(
+        rows["pos"]))
+    rows = pl.concat([rows, lineage], how="horizontal")
     ids = row_ids("train_row", [rows["run_id"], rows["round"], rows["role"], rows["problem_id"],
                                 rows["rollout_id"]])
     return rows.with_columns(ids.alias("train_row_id")).select(TRAIN_COLUMNS)

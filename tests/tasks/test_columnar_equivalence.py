@@ -14,9 +14,11 @@ from tasks.curate import curriculum_frame, training_frame
 domain = ArithmeticDomain()
 
 
-def _round(seed: int, *, partial: bool = False, labels: bool = False, duplicates: bool = False):
-    """problems, rollouts, verdicts of a random round: 0-9 samples per problem, shuffled
-    verdicts, unjudged rewards, problems without rollouts, optional partial rewards and labels."""
+def _round(seed: int, *, partial: bool = False, labels: bool = False, duplicates: bool = False,
+           shuffled: bool = True):
+    """problems, rollouts, verdicts of a random round: 0-9 samples per problem, verdicts
+    shuffled (or in the rollouts' order, as verify writes them), unjudged rewards, problems
+    without rollouts, optional partial rewards and labels."""
     rng = random.Random(seed)
     problems, rollouts, verdicts = [], [], []
     for index in range(rng.randint(30, 120)):
@@ -45,7 +47,8 @@ def _round(seed: int, *, partial: bool = False, labels: bool = False, duplicates
                              "agreement": 0.5})
     if duplicates:
         problems.append(dict(problems[0]))
-    rng.shuffle(verdicts)
+    if shuffled:
+        rng.shuffle(verdicts)
     return problems, rollouts, verdicts
 
 
@@ -70,14 +73,15 @@ def _penalties(problems, seed):
             if rng.random() < 0.7}
 
 
+@pytest.mark.parametrize("shuffled", [True, False], ids=["shuffled", "in-rollout-order"])
 @pytest.mark.parametrize("name", list(CONFIGS))
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_curate_rows_equal_the_list_of_dicts_code(name, seed, tmp_path):
+def test_curate_rows_equal_the_list_of_dicts_code(name, seed, shuffled, tmp_path):
     curation, algorithm = CONFIGS[name]
     curation = curation.model_copy(update={"diversity": curation.diversity.model_copy(
         update={"penalty": 0.5})})
     problems, rollouts, verdicts = _round(seed, partial=seed == 1, labels=algorithm == "grpo",
-                                          duplicates=seed == 2)
+                                          duplicates=seed == 2, shuffled=shuffled)
     penalties = _penalties(problems, seed)
     paths = {kind: write_atomic(kind, rows, tmp_path / f"{kind}.parquet").path
              for kind, rows in [("problems", problems), ("rollouts", rollouts),
