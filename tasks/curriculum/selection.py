@@ -6,10 +6,13 @@ order, from Parquet files or frames:
 
     positions   every problem row has its position `pos` in the problems file; a solver row
                 sorts by (pos, rank within the problem), so rows come in problem order
-    rollouts    scanned with only (rollout_id, problem_id, sample_index), joined with the
-                verdicts' rewards and the kept problems, ranked per problem by (sample_index,
-                file position); prompts and completions are read afterwards for the chosen
-                rollouts only (`rollout_texts`)
+    rollouts    scanned with only (rollout_id, problem_id, sample_index) beside the verdicts'
+                (rollout_id, reward), streamed: a reward is taken by position, as verify writes
+                verdicts in the rollouts' order, and joined on rollout_id only where that
+                order does not hold (`rewarded_rollouts`); the rollouts with the wanted reward
+                are joined with the kept problems and ranked per problem by (sample_index,
+                file position); ids, prompts and completions are read afterwards for the
+                chosen rollouts only (`rollout_texts`)
     prompts     the domain's solver_prompt runs once per chosen problem text, proposer_prompt
                 once per level
 
@@ -19,6 +22,7 @@ checks it).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import polars as pl
@@ -31,7 +35,8 @@ from tasks.curriculum.rewards import proposer_weight_expr
 PROBLEMS = {"problem_id": pl.String, "run_id": pl.String, "round": pl.Int64, "text": pl.String,
             "reference": pl.String, "level": pl.Int64, "proposal_id": pl.String}
 ROLLOUT_KEYS = {"rollout_id": pl.String, "problem_id": pl.String, "sample_index": pl.Int64}
-ROLLOUT_TEXTS = {"prompt": pl.String, "completion": pl.String}
+ROLLOUT_TEXTS = {"rollout_id": pl.String, "prompt": pl.String, "completion": pl.String}
+VERDICT_REWARDS = {"rollout_id": pl.String, "reward": pl.Float64}
 VERDICTS = {"rollout_id": pl.String, "problem_id": pl.String, "reward": pl.Float64,
             "label": pl.String}
 TRAIN_COLUMNS = ["train_row_id", "run_id", "round", "role", "prompt", "completion", "rejected",
@@ -82,24 +87,43 @@ def reference_rows(domain: Domain, problems: pl.DataFrame, *, teach: bool = True
         "rollout_id": pl.Series([None] * len(problems), dtype=pl.String)}, schema=SOLVER_PARTS)
 
 
-def aligned(ids: pl.Series, verdict_ids: pl.Series) -> bool:
-    """Whether the verdicts are stored in the rollouts' order, one per rollout (verify writes
-    them so): equal lengths and equal rollout ids at every position, none null."""
-    return (len(ids) == len(verdict_ids) and ids.null_count() == 0
-            and bool(ids.eq_missing(verdict_ids).all()))
+REWARDED = ["rollout_pos", "problem_id", "sample_index", "reward"]
 
 
-def rewarded_rollouts(rollouts: Any, verdicts: Any) -> pl.DataFrame:
-    """Every rollout's (rollout_pos, rollout_id, problem_id, sample_index) with the `reward` of
-    its verdict (null: none): taken by position when the files are `aligned`, else joined on
-    rollout_id (the last verdict of an id decides)."""
-    keys, judged = pl.collect_all([
-        lazy_frame(rollouts, ROLLOUT_KEYS).with_row_index("rollout_pos"),
-        lazy_frame(verdicts, {"rollout_id": pl.String, "reward": pl.Float64})])
-    if aligned(keys["rollout_id"], judged["rollout_id"]):
-        return keys.with_columns(judged["reward"])
-    return keys.join(judged.unique("rollout_id", keep="last"), on="rollout_id", how="left",
-                     maintain_order="left")
+def rewarded_rollouts(rollouts: Any, verdicts: Any, rewards: Sequence[float]) -> pl.DataFrame:
+    """(rollout_pos, problem_id, sample_index, reward) of the rollouts whose verdict's reward is
+    one of `rewards`, in file order: by position where the verdicts are stored in the rollouts'
+    order (`rewards_by_position`), else joined on rollout_id (the last verdict of an id
+    decides)."""
+    keys = lazy_frame(rollouts, ROLLOUT_KEYS)
+    judged = lazy_frame(verdicts, VERDICT_REWARDS).rename({"rollout_id": "verdict_id"})
+    wanted = pl.col("reward").is_in(list(rewards))
+    by_position = rewards_by_position(keys, judged, wanted)
+    keys = keys.with_row_index("rollout_pos")
+    if by_position is not None:
+        return by_position
+    return keys.join(judged.unique("verdict_id", keep="last"), left_on="rollout_id",
+                     right_on="verdict_id", how="left", maintain_order="left").filter(
+        wanted).select(REWARDED).collect()
+
+
+def rewards_by_position(keys: pl.LazyFrame, judged: pl.LazyFrame,
+                        wanted: pl.Expr) -> pl.DataFrame | None:
+    """The `wanted` rows of rollouts and verdicts side by side, or None where a verdict is not
+    its rollout's.
+
+    Verify stores one verdict per rollout, at the rollout's position. With equal lengths, one
+    streamed pass over both files keeps, beside the wanted rows, every row that proves the
+    order wrong (a null rollout id, or another rollout's verdict at its position)."""
+    lengths = pl.collect_all([keys.select(pl.len()), judged.select(pl.len())])
+    if lengths[0].item() != lengths[1].item():
+        return None
+    misplaced = (pl.col("rollout_id").is_null()
+                 | ~pl.col("rollout_id").eq_missing(pl.col("verdict_id"))).alias("misplaced")
+    side_by_side = pl.concat([keys.with_row_index("rollout_pos"), judged], how="horizontal")
+    rows = side_by_side.with_columns(misplaced).filter(wanted | pl.col("misplaced")).select(
+        *REWARDED, "misplaced").collect(engine="streaming")
+    return None if rows["misplaced"].any() else rows.drop("misplaced")
 
 
 def rank_in_runs(column: str) -> pl.Expr:
@@ -120,8 +144,8 @@ def ranked_rollouts(rewarded: pl.DataFrame, problems: pl.DataFrame,
 
 
 def rollout_texts(rollouts: Any, positions: pl.Series) -> pl.DataFrame:
-    """(rollout_pos, prompt, completion) of the rollouts at `positions` of the file; a file is
-    streamed, so only the chosen rows' texts are held."""
+    """(rollout_pos, rollout_id, prompt, completion) of the rollouts at `positions` of the
+    file; a file is streamed, so only the chosen rows' texts are held."""
     chosen = pl.DataFrame({"rollout_pos": positions.unique().cast(pl.UInt32)})
     frame = lazy_frame(rollouts, ROLLOUT_TEXTS).with_row_index("rollout_pos")
     return frame.join(chosen.lazy(), on="rollout_pos", how="semi").collect(engine="streaming")
@@ -130,7 +154,7 @@ def rollout_texts(rollouts: Any, positions: pl.Series) -> pl.DataFrame:
 def verified_rows(rollouts: Any, verdicts: Any, problems: pl.DataFrame,
                   max_answers: int) -> pl.DataFrame:
     """SFT solver rows: the first `max_answers` verified answers (reward 1) per problem."""
-    chosen = ranked_rollouts(rewarded_rollouts(rollouts, verdicts), problems, 1.0).filter(
+    chosen = ranked_rollouts(rewarded_rollouts(rollouts, verdicts, [1.0]), problems, 1.0).filter(
         pl.col("sub") < max_answers)
     texts = rollout_texts(rollouts, chosen["rollout_pos"])
     return chosen.join(texts, on="rollout_pos", how="left", maintain_order="left").select(
@@ -141,7 +165,7 @@ def verified_rows(rollouts: Any, verdicts: Any, problems: pl.DataFrame,
 def dpo_pairs(rollouts: Any, verdicts: Any, problems: pl.DataFrame,
               max_pairs: int) -> pl.DataFrame:
     """DPO solver rows: the i-th verified answer paired with the i-th wrong one, per problem."""
-    rewarded = rewarded_rollouts(rollouts, verdicts)
+    rewarded = rewarded_rollouts(rollouts, verdicts, [1.0, 0.0])
     right = ranked_rollouts(rewarded, problems, 1.0).filter(pl.col("sub") < max_pairs)
     wrong = ranked_rollouts(rewarded, problems, 0.0).filter(pl.col("sub") < max_pairs)
     pairs = right.join(wrong.select("pos", "sub", pl.col("rollout_pos").alias("rejected_pos")),

@@ -1,6 +1,7 @@
 """Curate's shortcuts over columns give what the general code gives: verdict rewards taken by
-position when the verdicts are stored in the rollouts' order (else joined on rollout_id), and
-row ids hashed over whole columns equal to storage.fingerprint.row_id row by row."""
+position when the verdicts are stored in the rollouts' order (else joined on rollout_id) equal
+a lookup by rollout_id, and row ids hashed over whole columns equal storage.fingerprint.row_id
+row by row."""
 
 import random
 
@@ -10,7 +11,7 @@ import pytest
 from storage.datasets import write_atomic
 from storage.fingerprint import row_id
 from tasks.curriculum.columns import row_ids
-from tasks.curriculum.selection import aligned, rewarded_rollouts
+from tasks.curriculum.selection import rewarded_rollouts
 
 
 def _rollouts(count: int, seed: int) -> tuple[list[dict], list[dict]]:
@@ -29,9 +30,11 @@ def _rollouts(count: int, seed: int) -> tuple[list[dict], list[dict]]:
     return rollouts, verdicts
 
 
-def _expected(rollouts: list[dict], verdicts: list[dict]) -> list[float | None]:
+def _expected(rollouts: list[dict], verdicts: list[dict], rewards: list[float]) -> list[tuple]:
+    """(position, problem_id, sample_index, reward) of the rollouts with one of `rewards`."""
     reward = {v["rollout_id"]: v["reward"] for v in verdicts}  # the last verdict of an id
-    return [reward.get(r["rollout_id"]) for r in rollouts]
+    return [(pos, r["problem_id"], r["sample_index"], reward.get(r["rollout_id"]))
+            for pos, r in enumerate(rollouts) if reward.get(r["rollout_id"]) in rewards]
 
 
 def _reorder(verdicts: list[dict], how: str, rng: random.Random) -> list[dict]:
@@ -45,32 +48,37 @@ def _reorder(verdicts: list[dict], how: str, rng: random.Random) -> list[dict]:
         return swapped
     if how == "extra_verdict":
         return [*verdicts, {**verdicts[0], "rollout_id": "elsewhere", "reward": 1.0}]
+    if how == "repeated_verdict":
+        return [*verdicts[:-1], {**verdicts[2], "reward": 1.0 - (verdicts[2]["reward"] or 0.0)}]
     return verdicts
 
 
+@pytest.mark.parametrize("rewards", [[1.0], [1.0, 0.0]])
 @pytest.mark.parametrize("how", ["in_order", "shuffled", "one_missing", "two_swapped",
-                                 "extra_verdict"])
-def test_rewards_by_position_or_join_equal_a_lookup_by_rollout_id(how, tmp_path):
+                                 "extra_verdict", "repeated_verdict"])
+@pytest.mark.parametrize("source", ["files", "rows"])
+def test_rewards_by_position_or_join_equal_a_lookup_by_rollout_id(source, how, rewards,
+                                                                  tmp_path):
     rng = random.Random(len(how))
     rollouts, verdicts = _rollouts(60, seed=len(how))
     verdicts = _reorder(verdicts, how, rng)
-    files = {kind: write_atomic(kind, rows, tmp_path / f"{kind}.parquet").path
-             for kind, rows in [("rollouts", rollouts), ("verdicts", verdicts)]}
-    frame = rewarded_rollouts(files["rollouts"], files["verdicts"])
-    assert frame["reward"].to_list() == _expected(rollouts, verdicts)
-    assert frame["rollout_pos"].to_list() == list(range(len(rollouts)))
-    assert frame["rollout_id"].to_list() == [r["rollout_id"] for r in rollouts]
-    assert aligned(pl.Series([r["rollout_id"] for r in rollouts]),
-                   pl.Series([v["rollout_id"] for v in verdicts])) == (how == "in_order")
+    inputs = {"rollouts": rollouts, "verdicts": verdicts}
+    if source == "files":
+        inputs = {kind: write_atomic(kind, rows, tmp_path / f"{kind}.parquet").path
+                  for kind, rows in inputs.items()}
+    frame = rewarded_rollouts(inputs["rollouts"], inputs["verdicts"], rewards)
+    assert frame.columns == ["rollout_pos", "problem_id", "sample_index", "reward"]
+    assert frame.rows() == _expected(rollouts, verdicts, rewards)
+    assert len(frame) > 5
 
 
-def test_alignment_needs_every_id_present_and_equal():
-    ids = pl.Series(["a", "b", "c"])
-    assert aligned(ids, pl.Series(["a", "b", "c"]))
-    assert not aligned(ids, pl.Series(["a", None, "c"]))  # a null is no match
-    assert not aligned(pl.Series(["a", None, "c"]), pl.Series(["a", None, "c"]))
-    assert not aligned(ids, pl.Series(["a", "b"]))
-    assert not aligned(ids, pl.Series(["a", "c", "b"]))
+def test_a_null_rollout_id_takes_no_verdict_by_position():
+    rollouts, verdicts = _rollouts(8, seed=1)
+    rollouts[5]["rollout_id"] = verdicts[5]["rollout_id"] = None
+    for v in verdicts:
+        v["reward"] = 1.0
+    frame = rewarded_rollouts(rollouts, verdicts, [1.0])
+    assert frame["rollout_pos"].to_list() == [0, 1, 2, 3, 4, 6, 7]  # joined: null matches none
 
 
 def test_row_ids_over_columns_equal_row_id_per_row():
