@@ -136,19 +136,31 @@ def rank_in_runs(column: str) -> pl.Expr:
 def ranked_rollouts(rewarded: pl.DataFrame, problems: pl.DataFrame,
                     reward: float) -> pl.DataFrame:
     """Rollouts of `problems` whose verdict reward equals `reward` (`rewarded_rollouts`), one
-    row per (problem position, rollout), ranked within the problem by (sample_index, file
-    position)."""
-    wanted = rewarded.filter(pl.col("reward") == reward).drop("reward")
-    return wanted.join(problems.select("pos", "problem_id"), on="problem_id", how="inner").sort(
-        "pos", "sample_index", "rollout_pos").with_columns(rank_in_runs("pos").alias("sub"))
+    row (rollout_pos, sample_index, pos, sub) per (problem position, rollout), ranked within the
+    problem by (sample_index, file position); rollouts stored in problem and sample order come
+    out of the join so ordered and are not sorted again."""
+    wanted = rewarded.filter(pl.col("reward") == reward).select("rollout_pos", "problem_id",
+                                                                "sample_index")
+    joined = wanted.join(problems.select("pos", "problem_id"), on="problem_id", how="inner",
+                         maintain_order="left").drop("problem_id")
+    if not in_rank_order(joined):
+        joined = joined.sort("pos", "sample_index", "rollout_pos")
+    return joined.with_columns(rank_in_runs("pos").alias("sub"))
+
+
+def in_rank_order(frame: pl.DataFrame) -> bool:
+    """Whether (pos, sample_index, rollout_pos) ascend strictly from row to row."""
+    pos, sample, at = (pl.col(c).diff() for c in ("pos", "sample_index", "rollout_pos"))
+    ascending = (pos > 0) | ((pos == 0) & ((sample > 0) | ((sample == 0) & (at > 0))))
+    return bool(frame.select(ascending.slice(1).all()).item())
 
 
 def rollout_texts(rollouts: Any, positions: pl.Series) -> pl.DataFrame:
     """(rollout_pos, rollout_id, prompt, completion) of the rollouts at `positions` of the
     file; a file is streamed, so only the chosen rows' texts are held."""
-    chosen = pl.DataFrame({"rollout_pos": positions.unique().cast(pl.UInt32)})
+    chosen = positions.unique().cast(pl.UInt32).implode()
     frame = lazy_frame(rollouts, ROLLOUT_TEXTS).with_row_index("rollout_pos")
-    return frame.join(chosen.lazy(), on="rollout_pos", how="semi").collect(engine="streaming")
+    return frame.filter(pl.col("rollout_pos").is_in(chosen)).collect(engine="streaming")
 
 
 def verified_rows(rollouts: Any, verdicts: Any, problems: pl.DataFrame,
