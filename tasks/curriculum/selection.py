@@ -158,9 +158,9 @@ def in_rank_order(frame: pl.DataFrame) -> bool:
 def rollout_texts(rollouts: Any, positions: pl.Series) -> pl.DataFrame:
     """(rollout_pos, rollout_id, prompt, completion) of the rollouts at `positions` of the
     file; a file is streamed, so only the chosen rows' texts are held."""
-    chosen = positions.unique().cast(pl.UInt32).implode()
+    chosen = pl.DataFrame({"rollout_pos": positions.unique().cast(pl.UInt32)})
     frame = lazy_frame(rollouts, ROLLOUT_TEXTS).with_row_index("rollout_pos")
-    return frame.filter(pl.col("rollout_pos").is_in(chosen)).collect(engine="streaming")
+    return frame.join(chosen.lazy(), on="rollout_pos", how="semi").collect(engine="streaming")
 
 
 def verified_rows(rollouts: Any, verdicts: Any, problems: pl.DataFrame,
