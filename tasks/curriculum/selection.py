@@ -141,11 +141,31 @@ def ranked_rollouts(rewarded: pl.DataFrame, problems: pl.DataFrame,
     out of the join so ordered and are not sorted again."""
     wanted = rewarded.filter(pl.col("reward") == reward).select("rollout_pos", "problem_id",
                                                                 "sample_index")
-    joined = wanted.join(problems.select("pos", "problem_id"), on="problem_id", how="inner",
-                         maintain_order="left").drop("problem_id")
+    joined = with_positions(wanted, problems)
     if not in_rank_order(joined):
         joined = joined.sort("pos", "sample_index", "rollout_pos")
     return joined.with_columns(rank_in_runs("pos").alias("sub"))
+
+
+def with_positions(rollouts: pl.DataFrame, problems: pl.DataFrame) -> pl.DataFrame:
+    """(rollout_pos, sample_index, pos): each rollout of `problems` with its problem's position,
+    in rollout order, one row per problem row of its problem_id.
+
+    Rollouts come in runs of one problem_id (verify and rollout keep a problem's samples
+    together), so the problem ids are joined once per run and the positions gathered per row;
+    where a problem_id has several problem rows, every rollout is joined."""
+    problem_id = pl.col("problem_id")
+    first = pl.int_range(pl.len()) == 0
+    starts = rollouts.select((problem_id.ne_missing(problem_id.shift()) | first).alias(
+        "start"))["start"]
+    runs = rollouts.select(problem_id.filter(starts)).join(
+        problems.select("problem_id", "pos"), on="problem_id", how="left", maintain_order="left")
+    if len(runs) != int(starts.sum()):
+        return rollouts.join(problems.select("pos", "problem_id"), on="problem_id", how="inner",
+                             maintain_order="left").select("rollout_pos", "sample_index", "pos")
+    run = starts.cast(pl.Int64).cum_sum() - 1
+    return rollouts.select("rollout_pos", "sample_index", runs["pos"].gather(run).alias(
+        "pos")).filter(pl.col("pos").is_not_null())
 
 
 def in_rank_order(frame: pl.DataFrame) -> bool:

@@ -11,7 +11,7 @@ import pytest
 from storage.datasets import write_atomic
 from storage.fingerprint import row_id
 from tasks.curriculum.columns import row_ids
-from tasks.curriculum.selection import rewarded_rollouts
+from tasks.curriculum.selection import rewarded_rollouts, with_positions
 
 
 def _rollouts(count: int, seed: int) -> tuple[list[dict], list[dict]]:
@@ -95,3 +95,24 @@ def test_row_ids_over_columns_equal_row_id_per_row():
     assert row_ids("train_row", [plain], length=7).to_list() == [
         row_id("train_row", v)[:7] for v in plain.to_list()]
     assert row_ids("train_row", []).to_list() == []
+
+
+@pytest.mark.parametrize("problem_ids", [
+    ["a", "a", "b", "b", "c"],                # runs of one problem each
+    ["a", "b", "a", "c", "b", "a", None],     # a problem's rollouts apart, a null id
+    ["c", "c", "a", "x", "x", "b"],           # a problem without a problem row
+    [None, None, "b", "a"],                   # a null id first
+    [],
+])
+@pytest.mark.parametrize("repeated", [False, True])
+def test_positions_per_run_equal_a_join_on_problem_id(problem_ids, repeated):
+    rollouts = pl.DataFrame({"rollout_pos": range(len(problem_ids)), "problem_id": problem_ids,
+                             "sample_index": [i % 3 for i in range(len(problem_ids))]},
+                            schema={"rollout_pos": pl.UInt32, "problem_id": pl.String,
+                                    "sample_index": pl.Int64})
+    ids = ["b", "a", "c", *(["a"] if repeated else [])]  # a problem row twice
+    problems = pl.DataFrame({"pos": range(len(ids)), "problem_id": ids},
+                            schema={"pos": pl.Int64, "problem_id": pl.String})
+    joined = rollouts.join(problems, on="problem_id", how="inner", maintain_order="left")
+    assert with_positions(rollouts, problems).rows() == joined.select(
+        "rollout_pos", "sample_index", "pos").rows()
