@@ -37,6 +37,7 @@ PROBLEMS = {"problem_id": pl.String, "run_id": pl.String, "round": pl.Int64, "te
 ROLLOUT_KEYS = {"rollout_id": pl.String, "problem_id": pl.String, "sample_index": pl.Int64}
 ROLLOUT_TEXTS = {"rollout_id": pl.String, "prompt": pl.String, "completion": pl.String}
 VERDICT_REWARDS = {"rollout_id": pl.String, "reward": pl.Float64}
+REWARDED = ["rollout_pos", "problem_id", "sample_index", "reward"]
 VERDICTS = {"rollout_id": pl.String, "problem_id": pl.String, "reward": pl.Float64,
             "label": pl.String}
 TRAIN_COLUMNS = ["train_row_id", "run_id", "round", "role", "prompt", "completion", "rejected",
@@ -87,9 +88,6 @@ def reference_rows(domain: Domain, problems: pl.DataFrame, *, teach: bool = True
         "rollout_id": pl.Series([None] * len(problems), dtype=pl.String)}, schema=SOLVER_PARTS)
 
 
-REWARDED = ["rollout_pos", "problem_id", "sample_index", "reward"]
-
-
 def rewarded_rollouts(rollouts: Any, verdicts: Any, rewards: Sequence[float]) -> pl.DataFrame:
     """(rollout_pos, problem_id, sample_index, reward) of the rollouts whose verdict's reward is
     one of `rewards`, in file order: by position where the verdicts are stored in the rollouts'
@@ -99,12 +97,12 @@ def rewarded_rollouts(rollouts: Any, verdicts: Any, rewards: Sequence[float]) ->
     judged = lazy_frame(verdicts, VERDICT_REWARDS).rename({"rollout_id": "verdict_id"})
     wanted = pl.col("reward").is_in(list(rewards))
     by_position = rewards_by_position(keys, judged, wanted)
-    keys = keys.with_row_index("rollout_pos")
     if by_position is not None:
         return by_position
-    return keys.join(judged.unique("verdict_id", keep="last"), left_on="rollout_id",
-                     right_on="verdict_id", how="left", maintain_order="left").filter(
-        wanted).select(REWARDED).collect()
+    last_verdicts = judged.unique("verdict_id", keep="last")
+    return keys.with_row_index("rollout_pos").join(
+        last_verdicts, left_on="rollout_id", right_on="verdict_id", how="left",
+        maintain_order="left").filter(wanted).select(REWARDED).collect()
 
 
 def rewards_by_position(keys: pl.LazyFrame, judged: pl.LazyFrame,
