@@ -8,8 +8,8 @@ seconds and peak RSS:
 
     verify     tasks.verify.stream_verdicts (exact-match arithmetic domain)
     curate     curriculum_frame + training_frame over the files (SFT, default [curate]); the
-               seconds are the computation's, the curriculum and train_rows files are written
-               after it (for the gates)
+               seconds are the computation's (each of the two printed apart), the curriculum
+               and train_rows files are written after it (for the gates)
     baseline   the same curate through bench/baseline_rows.py on read_rows lists
     gate:KIND  validators.gate.run_gate on the round's file of that kind (default [gates],
                round 1): Great Expectations on the first 100 000 rows, the rest on every row
@@ -100,12 +100,15 @@ def step_curate(folder: Path) -> dict:
     curation = CurateConfig()
     files = {k: folder / f"{k}.parquet" for k in ("problems", "rollouts", "verdicts")}
     curriculum = curriculum_frame(files["problems"], files["verdicts"], curation, warmup=False)
+    curriculum_seconds = time.perf_counter() - started
     rows = training_frame(ArithmeticDomain(), files["problems"], files["rollouts"],
                           files["verdicts"], curriculum, curation, warmup=False)
     seconds = time.perf_counter() - started
     write_atomic("curriculum", curriculum, folder / "curriculum.parquet")
     write_atomic("train_rows", rows, folder / "train_rows.parquet")
-    return {"output_rows": len(rows), "seconds": seconds}
+    return {"output_rows": len(rows), "seconds": seconds,
+            "curriculum_seconds": curriculum_seconds,
+            "train_rows_seconds": seconds - curriculum_seconds}
 
 
 GATED = ("problems", "rollouts", "verdicts", "curriculum", "train_rows")
@@ -183,6 +186,9 @@ def main() -> None:
         print(f"{step:16s} {rows:>11,} rows {result['seconds']:8.2f} s "
               f"{result['rows_per_second']:12,.0f} rows/s  peak RSS "
               f"{result['peak_rss_mb']:7.0f} MB{passed}", flush=True)
+        if "curriculum_seconds" in result:
+            print(f"{'':16s} curriculum {result['curriculum_seconds']:.2f} s, train_rows "
+                  f"{result['train_rows_seconds']:.2f} s ({result['output_rows']:,} rows)")
     if "baseline" in report["steps"]:
         report["curate_speedup"] = (report["steps"]["baseline"]["seconds"]
                                     / report["steps"]["curate"]["seconds"])

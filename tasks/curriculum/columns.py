@@ -21,7 +21,7 @@ from typing import Any
 
 import polars as pl
 
-_JSON_SAFE = r'^[ !#-\[\]-~]*$'  # printable ASCII but " and \: json.dumps writes them as they are
+_JSON_UNSAFE = r'[^ !#-\[\]-~]'  # all but printable ASCII other than " and \ (json.dumps escapes)
 
 
 def lazy_frame(source: Any, columns: Mapping[str, pl.DataType | type[pl.DataType]]
@@ -55,20 +55,57 @@ def lazy_frame(source: Any, columns: Mapping[str, pl.DataType | type[pl.DataType
 def json_strings(values: pl.Series) -> pl.Series:
     """Each string as `json.dumps` writes it ("null" for a null): vectorised where no character
     needs escaping, per value otherwise."""
-    if values.dtype != pl.String:
-        return values.cast(pl.String).fill_null("null")
-    if bool(values.fill_null("").str.contains(_JSON_SAFE).all()):
-        return ('"' + values + '"').fill_null("null")
-    return pl.Series(values.name, [json.dumps(v) for v in values.to_list()], dtype=pl.String)
+    if values.dtype == pl.String and values.str.contains(_JSON_UNSAFE).any():
+        return pl.Series(values.name, [json.dumps(v) for v in values.to_list()], dtype=pl.String)
+    return pl.select(plain_json(pl.lit(values), values.dtype)).to_series().alias(values.name)
+
+
+def plain_json(column: pl.Expr, dtype: pl.DataType) -> pl.Expr:
+    """`column` as `json.dumps` writes it where no string needs escaping: strings quoted,
+    numbers as they print, nulls "null"."""
+    if dtype == pl.String:
+        return pl.concat_str([pl.lit('"'), column, pl.lit('"')]).fill_null("null")
+    return column.cast(pl.String).fill_null("null")
 
 
 def row_ids(kind: str, parts: Sequence[pl.Series], length: int = 16) -> pl.Series:
     """`storage.fingerprint.row_id(kind, *parts)` for every row of the columns `parts`: the
-    compact JSON of the list is built over whole columns, then hashed (sha256, `length` hex)."""
-    blob = pl.Series([f"[{json.dumps(kind)}"] * (len(parts[0]) if parts else 0), dtype=pl.String)
-    for part in parts:
-        blob = blob + "," + json_strings(part)
-    blob = blob + "]"
+    compact JSON of the list is built over whole columns, then hashed (sha256, `length` hex).
+
+    The JSON text of all columns is one concatenation (`json_pieces`); each row is hashed by
+    hashlib, one call per row (the floor for sha256 here), the digests turned into hex over the
+    column."""
+    if not parts:
+        return pl.Series([], dtype=pl.String)
+    frame = pl.DataFrame({f"part{i}": part for i, part in enumerate(parts)})
+    blob = frame.select(pl.concat_str(json_pieces(kind, frame))).to_series()
     sha = hashlib.sha256
-    return pl.Series([sha(b.encode()).hexdigest()[:length] for b in blob.to_list()],
-                     dtype=pl.String)
+    digests = pl.Series([sha(b).digest() for b in blob.cast(pl.Binary).to_list()],
+                        dtype=pl.Binary)
+    return digests.bin.encode("hex").str.slice(0, length)
+
+
+def json_pieces(kind: str, frame: pl.DataFrame) -> list[pl.Expr]:
+    """Expressions whose concatenation is the compact JSON list [kind, *row] of every row: a
+    column without nulls is put between literal quotes and commas as it is, a column with
+    nulls as `plain_json`, a string column with characters to escape as `json_strings`."""
+    strings = [name for name, dtype in frame.schema.items() if dtype == pl.String]
+    escaped = frame.select(pl.col(strings).str.contains(_JSON_UNSAFE).any()).row(
+        0, named=True) if strings else {}
+    nulls = frame.null_count().row(0, named=True)
+    pieces, text = [], f"[{json.dumps(kind)}"
+    for name, dtype in frame.schema.items():
+        text += ","
+        if escaped.get(name):
+            pieces += [pl.lit(text), pl.lit(json_strings(frame[name]))]
+            text = ""
+        elif nulls[name]:
+            pieces += [pl.lit(text), plain_json(pl.col(name), dtype)]
+            text = ""
+        elif dtype == pl.String:
+            pieces += [pl.lit(text + '"'), pl.col(name)]
+            text = '"'
+        else:
+            pieces += [pl.lit(text), pl.col(name).cast(pl.String)]
+            text = ""
+    return [*pieces, pl.lit(text + "]")]

@@ -6,10 +6,13 @@ order, from Parquet files or frames:
 
     positions   every problem row has its position `pos` in the problems file; a solver row
                 sorts by (pos, rank within the problem), so rows come in problem order
-    rollouts    scanned with only (rollout_id, problem_id, sample_index), joined with the
-                verdicts' rewards and the kept problems, ranked per problem by (sample_index,
-                file position); prompts and completions are read afterwards for the chosen
-                rollouts only (`rollout_texts`)
+    rollouts    scanned with only (rollout_id, problem_id, sample_index) beside the verdicts'
+                (rollout_id, reward), streamed: a reward is taken by position, as verify writes
+                verdicts in the rollouts' order, and joined on rollout_id only where that
+                order does not hold (`rewarded_rollouts`); the rollouts with the wanted reward
+                are joined with the kept problems and ranked per problem by (sample_index,
+                file position); ids, prompts and completions are read afterwards for the
+                chosen rollouts only (`rollout_texts`)
     prompts     the domain's solver_prompt runs once per chosen problem text, proposer_prompt
                 once per level
 
@@ -19,6 +22,7 @@ checks it).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import polars as pl
@@ -31,7 +35,9 @@ from tasks.curriculum.rewards import proposer_weight_expr
 PROBLEMS = {"problem_id": pl.String, "run_id": pl.String, "round": pl.Int64, "text": pl.String,
             "reference": pl.String, "level": pl.Int64, "proposal_id": pl.String}
 ROLLOUT_KEYS = {"rollout_id": pl.String, "problem_id": pl.String, "sample_index": pl.Int64}
-ROLLOUT_TEXTS = {"prompt": pl.String, "completion": pl.String}
+ROLLOUT_TEXTS = {"rollout_id": pl.String, "prompt": pl.String, "completion": pl.String}
+VERDICT_REWARDS = {"rollout_id": pl.String, "reward": pl.Float64}
+REWARDED = ["rollout_pos", "problem_id", "sample_index", "reward"]
 VERDICTS = {"rollout_id": pl.String, "problem_id": pl.String, "reward": pl.Float64,
             "label": pl.String}
 TRAIN_COLUMNS = ["train_row_id", "run_id", "round", "role", "prompt", "completion", "rejected",
@@ -82,22 +88,94 @@ def reference_rows(domain: Domain, problems: pl.DataFrame, *, teach: bool = True
         "rollout_id": pl.Series([None] * len(problems), dtype=pl.String)}, schema=SOLVER_PARTS)
 
 
-def ranked_rollouts(rollouts: Any, verdicts: Any, problems: pl.DataFrame,
+def rewarded_rollouts(rollouts: Any, verdicts: Any, rewards: Sequence[float]) -> pl.DataFrame:
+    """(rollout_pos, problem_id, sample_index, reward) of the rollouts whose verdict's reward is
+    one of `rewards`, in file order: by position where the verdicts are stored in the rollouts'
+    order (`rewards_by_position`), else joined on rollout_id (the last verdict of an id
+    decides)."""
+    keys = lazy_frame(rollouts, ROLLOUT_KEYS)
+    judged = lazy_frame(verdicts, VERDICT_REWARDS).rename({"rollout_id": "verdict_id"})
+    wanted = pl.col("reward").is_in(list(rewards))
+    by_position = rewards_by_position(keys, judged, wanted)
+    if by_position is not None:
+        return by_position
+    last_verdicts = judged.unique("verdict_id", keep="last")
+    return keys.with_row_index("rollout_pos").join(
+        last_verdicts, left_on="rollout_id", right_on="verdict_id", how="left",
+        maintain_order="left").filter(wanted).select(REWARDED).collect()
+
+
+def rewards_by_position(keys: pl.LazyFrame, judged: pl.LazyFrame,
+                        wanted: pl.Expr) -> pl.DataFrame | None:
+    """The `wanted` rows of rollouts and verdicts side by side, or None where a verdict is not
+    its rollout's.
+
+    Verify stores one verdict per rollout, at the rollout's position. With equal lengths, one
+    streamed pass over both files keeps, beside the wanted rows, every row that proves the
+    order wrong (a null rollout id, or another rollout's verdict at its position)."""
+    lengths = pl.collect_all([keys.select(pl.len()), judged.select(pl.len())])
+    if lengths[0].item() != lengths[1].item():
+        return None
+    misplaced = (pl.col("rollout_id").is_null()
+                 | ~pl.col("rollout_id").eq_missing(pl.col("verdict_id"))).alias("misplaced")
+    side_by_side = pl.concat([keys.with_row_index("rollout_pos"), judged], how="horizontal")
+    rows = side_by_side.with_columns(misplaced).filter(wanted | pl.col("misplaced")).select(
+        *REWARDED, "misplaced").collect(engine="streaming")
+    return None if rows["misplaced"].any() else rows.drop("misplaced")
+
+
+def rank_in_runs(column: str) -> pl.Expr:
+    """0, 1, 2, ... within each run of equal values of `column` (a frame sorted by it)."""
+    index = pl.int_range(pl.len(), dtype=pl.Int64)
+    starts = pl.when(pl.col(column) != pl.col(column).shift()).then(index)
+    return index - starts.forward_fill().fill_null(0)
+
+
+def ranked_rollouts(rewarded: pl.DataFrame, problems: pl.DataFrame,
                     reward: float) -> pl.DataFrame:
-    """Rollouts of `problems` whose verdict reward equals `reward`, one row per (problem
-    position, rollout), ranked within the problem by (sample_index, file position)."""
-    rewards = lazy_frame(verdicts, VERDICTS).filter(pl.col("reward") == reward)
-    wanted = lazy_frame(rollouts, ROLLOUT_KEYS).with_row_index("rollout_pos").join(
-        problems.lazy().select("problem_id").unique(), on="problem_id", how="semi").join(
-        rewards.select("rollout_id"), on="rollout_id", how="semi").collect()
-    return wanted.join(problems.select("pos", "problem_id"), on="problem_id", how="inner").sort(
-        "pos", "sample_index", "rollout_pos").with_columns(
-        pl.int_range(pl.len()).over("pos").cast(pl.Int64).alias("sub"))
+    """Rollouts of `problems` whose verdict reward equals `reward` (`rewarded_rollouts`), one
+    row (rollout_pos, sample_index, pos, sub) per (problem position, rollout), ranked within the
+    problem by (sample_index, file position); rollouts stored in problem and sample order come
+    out of the join so ordered and are not sorted again."""
+    wanted = rewarded.filter(pl.col("reward") == reward).select("rollout_pos", "problem_id",
+                                                                "sample_index")
+    joined = with_positions(wanted, problems)
+    if not in_rank_order(joined):
+        joined = joined.sort("pos", "sample_index", "rollout_pos")
+    return joined.with_columns(rank_in_runs("pos").alias("sub"))
+
+
+def with_positions(rollouts: pl.DataFrame, problems: pl.DataFrame) -> pl.DataFrame:
+    """(rollout_pos, sample_index, pos): each rollout of `problems` with its problem's position,
+    in rollout order, one row per problem row of its problem_id.
+
+    Rollouts come in runs of one problem_id (verify and rollout keep a problem's samples
+    together), so the problem ids are joined once per run and the positions gathered per row;
+    where a problem_id has several problem rows, every rollout is joined."""
+    problem_id = pl.col("problem_id")
+    first = pl.int_range(pl.len()) == 0
+    starts = rollouts.select((problem_id.ne_missing(problem_id.shift()) | first).alias(
+        "start"))["start"]
+    runs = rollouts.select(problem_id.filter(starts)).join(
+        problems.select("problem_id", "pos"), on="problem_id", how="left", maintain_order="left")
+    if len(runs) != int(starts.sum()):
+        return rollouts.join(problems.select("pos", "problem_id"), on="problem_id", how="inner",
+                             maintain_order="left").select("rollout_pos", "sample_index", "pos")
+    run = starts.cast(pl.Int64).cum_sum() - 1
+    return rollouts.select("rollout_pos", "sample_index", runs["pos"].gather(run).alias(
+        "pos")).filter(pl.col("pos").is_not_null())
+
+
+def in_rank_order(frame: pl.DataFrame) -> bool:
+    """Whether (pos, sample_index, rollout_pos) ascend strictly from row to row."""
+    pos, sample, at = (pl.col(c).diff() for c in ("pos", "sample_index", "rollout_pos"))
+    ascending = (pos > 0) | ((pos == 0) & ((sample > 0) | ((sample == 0) & (at > 0))))
+    return bool(frame.select(ascending.slice(1).all()).item())
 
 
 def rollout_texts(rollouts: Any, positions: pl.Series) -> pl.DataFrame:
-    """(rollout_pos, prompt, completion) of the rollouts at `positions` of the file; a file is
-    streamed, so only the chosen rows' texts are held."""
+    """(rollout_pos, rollout_id, prompt, completion) of the rollouts at `positions` of the
+    file; a file is streamed, so only the chosen rows' texts are held."""
     chosen = pl.DataFrame({"rollout_pos": positions.unique().cast(pl.UInt32)})
     frame = lazy_frame(rollouts, ROLLOUT_TEXTS).with_row_index("rollout_pos")
     return frame.join(chosen.lazy(), on="rollout_pos", how="semi").collect(engine="streaming")
@@ -106,7 +184,8 @@ def rollout_texts(rollouts: Any, positions: pl.Series) -> pl.DataFrame:
 def verified_rows(rollouts: Any, verdicts: Any, problems: pl.DataFrame,
                   max_answers: int) -> pl.DataFrame:
     """SFT solver rows: the first `max_answers` verified answers (reward 1) per problem."""
-    chosen = ranked_rollouts(rollouts, verdicts, problems, 1.0).filter(pl.col("sub") < max_answers)
+    chosen = ranked_rollouts(rewarded_rollouts(rollouts, verdicts, [1.0]), problems, 1.0).filter(
+        pl.col("sub") < max_answers)
     texts = rollout_texts(rollouts, chosen["rollout_pos"])
     return chosen.join(texts, on="rollout_pos", how="left", maintain_order="left").select(
         "pos", "sub", "prompt", "completion", pl.lit(None, dtype=pl.String).alias("rejected"),
@@ -116,8 +195,9 @@ def verified_rows(rollouts: Any, verdicts: Any, problems: pl.DataFrame,
 def dpo_pairs(rollouts: Any, verdicts: Any, problems: pl.DataFrame,
               max_pairs: int) -> pl.DataFrame:
     """DPO solver rows: the i-th verified answer paired with the i-th wrong one, per problem."""
-    right = ranked_rollouts(rollouts, verdicts, problems, 1.0).filter(pl.col("sub") < max_pairs)
-    wrong = ranked_rollouts(rollouts, verdicts, problems, 0.0).filter(pl.col("sub") < max_pairs)
+    rewarded = rewarded_rollouts(rollouts, verdicts, [1.0, 0.0])
+    right = ranked_rollouts(rewarded, problems, 1.0).filter(pl.col("sub") < max_pairs)
+    wrong = ranked_rollouts(rewarded, problems, 0.0).filter(pl.col("sub") < max_pairs)
     pairs = right.join(wrong.select("pos", "sub", pl.col("rollout_pos").alias("rejected_pos")),
                        on=["pos", "sub"], how="inner", maintain_order="left")
     texts = rollout_texts(rollouts, pl.concat([pairs["rollout_pos"], pairs["rejected_pos"]]))
@@ -169,7 +249,8 @@ def proposer_rows(domain: Domain, problems: pl.DataFrame, verdicts: Any, curatio
 def train_frame(problems: pl.DataFrame, solver: pl.DataFrame,
                 proposer: pl.DataFrame | None) -> pl.DataFrame:
     """`train_rows` columns: solver rows in (problem, rank) order, then proposer rows; lineage
-    (run, round, problem, proposal) from the problem row, ids over the whole columns."""
+    (run, round, problem, proposal) from the problem row at `pos` (`problems` is
+    `positioned_problems`: pos is the row index), ids over the whole columns."""
     parts = [solver.sort("pos", "sub").select(
         pl.lit("solver").alias("role"), "pos", "prompt", "completion", "rejected", "weight",
         "rollout_id")]
@@ -178,9 +259,10 @@ def train_frame(problems: pl.DataFrame, solver: pl.DataFrame,
             pl.lit("proposer").alias("role"), "pos", "prompt", "completion",
             pl.lit(None, dtype=pl.String).alias("rejected"), "weight",
             pl.lit(None, dtype=pl.String).alias("rollout_id")))
-    rows = pl.concat(parts).join(
-        problems.select("pos", "run_id", "round", "problem_id", "proposal_id"), on="pos",
-        how="left", maintain_order="left")
+    rows = pl.concat(parts)
+    lineage = problems.select(pl.col("run_id", "round", "problem_id", "proposal_id").gather(
+        rows["pos"]))
+    rows = pl.concat([rows, lineage], how="horizontal")
     ids = row_ids("train_row", [rows["run_id"], rows["round"], rows["role"], rows["problem_id"],
                                 rows["rollout_id"]])
     return rows.with_columns(ids.alias("train_row_id")).select(TRAIN_COLUMNS)

@@ -14,9 +14,12 @@ from tasks.curate import curriculum_frame, training_frame
 domain = ArithmeticDomain()
 
 
-def _round(seed: int, *, partial: bool = False, labels: bool = False, duplicates: bool = False):
-    """problems, rollouts, verdicts of a random round: 0-9 samples per problem, shuffled
-    verdicts, unjudged rewards, problems without rollouts, optional partial rewards and labels."""
+def _round(seed: int, *, partial: bool = False, labels: bool = False, duplicates: bool = False,
+           layout: str = "shuffled"):
+    """problems, rollouts, verdicts of a random round: 0-9 samples per problem, unjudged
+    rewards, problems without rollouts, optional partial rewards and labels. `layout`:
+    "shuffled" verdicts and samples, "in-rollout-order" verdicts (as verify writes them) of
+    shuffled samples, "sorted" samples too (as rollout writes them)."""
     rng = random.Random(seed)
     problems, rollouts, verdicts = [], [], []
     for index in range(rng.randint(30, 120)):
@@ -27,7 +30,8 @@ def _round(seed: int, *, partial: bool = False, labels: bool = False, duplicates
                          "level": rng.randint(1, 5), "source": "proposer",
                          "proposal_id": f"q{index}"})
         samples = list(range(rng.choice([0, 1, 2, 4, 4, 8, 9])))
-        rng.shuffle(samples)  # rollouts need not be stored in sample order
+        if layout != "sorted":
+            rng.shuffle(samples)  # rollouts need not be stored in sample order
         for sample in samples:
             rid = f"{pid}-{sample}"
             right = rng.random() < rng.random()
@@ -45,7 +49,8 @@ def _round(seed: int, *, partial: bool = False, labels: bool = False, duplicates
                              "agreement": 0.5})
     if duplicates:
         problems.append(dict(problems[0]))
-    rng.shuffle(verdicts)
+    if layout == "shuffled":
+        rng.shuffle(verdicts)
     return problems, rollouts, verdicts
 
 
@@ -70,14 +75,15 @@ def _penalties(problems, seed):
             if rng.random() < 0.7}
 
 
+@pytest.mark.parametrize("layout", ["shuffled", "in-rollout-order", "sorted"])
 @pytest.mark.parametrize("name", list(CONFIGS))
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_curate_rows_equal_the_list_of_dicts_code(name, seed, tmp_path):
+def test_curate_rows_equal_the_list_of_dicts_code(name, seed, layout, tmp_path):
     curation, algorithm = CONFIGS[name]
     curation = curation.model_copy(update={"diversity": curation.diversity.model_copy(
         update={"penalty": 0.5})})
     problems, rollouts, verdicts = _round(seed, partial=seed == 1, labels=algorithm == "grpo",
-                                          duplicates=seed == 2)
+                                          duplicates=seed == 2, layout=layout)
     penalties = _penalties(problems, seed)
     paths = {kind: write_atomic(kind, rows, tmp_path / f"{kind}.parquet").path
              for kind, rows in [("problems", problems), ("rollouts", rollouts),
