@@ -100,6 +100,9 @@ OPTIONAL: dict[str, frozenset[str]] = {"proposals": frozenset({"checkpoint", "ba
                                        "verdicts": frozenset({"outcome"})}
 
 
+FRAME_SLICE_ROWS = 65536  # rows of a large polars frame converted and written at once
+
+
 class DatasetError(ValueError):
     """Rows do not match the documented schema of their kind."""
 
@@ -184,7 +187,9 @@ def to_table(kind: str, rows: Any) -> pa.Table:
     schema = SCHEMAS[kind]
     expected, optional = set(schema.names), OPTIONAL.get(kind, frozenset())
     if hasattr(rows, "to_arrow") and not isinstance(rows, pa.Table):
-        rows = rows.to_arrow()
+        # One chunk first: polars' rechunk moves string views, not the texts, and then
+        # `combine_chunks` below copies nothing (exporting the views copies the texts once).
+        rows = (rows.rechunk() if hasattr(rows, "rechunk") else rows).to_arrow()
     if isinstance(rows, pa.Table):
         if set(rows.column_names) != expected or len(rows.column_names) != len(expected):
             missing = sorted(expected - set(rows.column_names))
@@ -211,7 +216,9 @@ def write_atomic(kind: str, rows: Any, path: Path) -> WrittenDataset:
     kind
         The dataset kind, one of `KINDS`.
     rows
-        The rows or a table, checked by `to_table`.
+        The rows or a table, checked by `to_table`. A polars frame of more than
+        `FRAME_SLICE_ROWS` rows is converted and written a slice (one row group) at a time, so
+        its texts are not held twice (polars' strings are copied on the way to Arrow).
     path
         The destination, usually from `dataset_path`.
 
@@ -224,6 +231,11 @@ def write_atomic(kind: str, rows: Any, path: Path) -> WrittenDataset:
     DatasetError
         A row does not match the schema of `kind` (see `to_table`); nothing is written.
     """
+    if hasattr(rows, "slice") and hasattr(rows, "to_arrow") and len(rows) > FRAME_SLICE_ROWS:
+        with DatasetWriter(kind, path) as writer:  # a large polars frame: one slice at a time
+            for start in range(0, len(rows), FRAME_SLICE_ROWS):
+                writer.write(rows.slice(start, FRAME_SLICE_ROWS))
+        return writer.written
     table = to_table(kind, rows)
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(f".{path.name}.tmp-{os.getpid()}")

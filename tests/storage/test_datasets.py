@@ -25,6 +25,18 @@ def test_write_atomic_roundtrip_and_checksum(tmp_path):
     assert [p.name for p in path.parent.iterdir()] == [path.name]
 
 
+def test_a_large_frame_is_written_a_slice_at_a_time_with_the_same_rows(tmp_path, monkeypatch):
+    from storage import datasets
+
+    monkeypatch.setattr(datasets, "FRAME_SLICE_ROWS", 4)
+    rows = [_problem(i) for i in range(10)]
+    written = write_atomic("problems", pl.DataFrame(rows), tmp_path / "sliced.parquet")
+    assert written.rows == 10 and written.checksum == file_checksum(written.path)
+    assert pq.ParquetFile(written.path).metadata.num_row_groups == 3  # 4 + 4 + 2
+    assert pq.read_table(written.path).to_pylist() == rows
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sliced.parquet"]
+
+
 def test_wrong_columns_are_rejected_before_anything_is_written(tmp_path):
     path = tmp_path / "x.parquet"
     bad = _problem(0) | {"extra": 1}
