@@ -146,14 +146,15 @@ STEPS = {"verify": step_verify, "curate": step_curate, "baseline": step_baseline
 def measured(step: str, folder: Path) -> dict:
     """Run one step in a fresh process: {"seconds" (imports not counted), "peak_rss_mb",
     "output_rows", ...}; a step returning a dict may give its own seconds."""
-    code = (f"import sys, json, time, resource; sys.path.insert(0, {str(ROOT)!r}); "
+    code = (f"import sys, json, time; sys.path.insert(0, {str(ROOT)!r}); "
             f"from bench.scale import STEPS; from pathlib import Path; "
             f"import tasks.curate, tasks.verify, bench.baseline_rows, validators.gate; "
             f"t = time.perf_counter(); "
             f"n = STEPS[{step!r}](Path({str(folder)!r})); "
             f"out = n if isinstance(n, dict) else {{'output_rows': n}}; "
             f"out.setdefault('seconds', time.perf_counter() - t); "
-            f"out['peak_rss_mb'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024; "
+            f"hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0]; "
+            f"out['peak_rss_mb'] = int(hwm.split()[1]) / 1024; "  # its own, not the parent's
             f"print(json.dumps(out))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})

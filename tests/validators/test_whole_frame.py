@@ -108,12 +108,13 @@ pq.write_table(table, {path!r}, row_group_size=100_000)
 """
 
 GATE_BIG_VERDICTS = """
-import json, resource, time
+import json, time
 from configs import GatesConfig
 from validators.gate import run_gate
 started = time.perf_counter()
 result = run_gate({path!r}, "verdicts", GatesConfig(), run_id="big", round_index=1)
-peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+peak = [line for line in open("/proc/self/status") if line.startswith("VmHWM")][0]
+peak_mb = int(peak.split()[1]) / 1024  # this process's own high-water mark (not the parent's)
 print(json.dumps({{"seconds": time.perf_counter() - started, "peak_rss_mb": peak_mb,
                   "result": result.to_json()}}))
 """
