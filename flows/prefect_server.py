@@ -41,6 +41,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from storage.processes import die_with
+
 log = logging.getLogger("flywheel.server")
 
 STARTUP_TIMEOUT_ENV = "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"
@@ -215,21 +217,9 @@ class TemporaryServer:
         self.process = None
 
 
-def _die_with(parent: int) -> None:
-    """Ask the kernel for SIGTERM when the parent dies; exit now if it already has."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        pr_set_pdeathsig = 1
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
-    if os.getppid() != parent:
-        sys.exit(0)
-
-
 def main(argv: list[str]) -> None:
     parent, port = int(argv[0]), int(argv[1])
-    _die_with(parent)
+    die_with(parent, signal.SIGTERM, gone_status=0)
     import uvicorn
 
     uvicorn.run("prefect.server.api.server:create_app", factory=True, host="127.0.0.1",

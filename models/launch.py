@@ -45,6 +45,7 @@ from typing import Any
 
 from models.runtime import LoraSettings, Precision, TrainRuntime
 from models.trainer import TrainProgress, TrainResult
+from storage.processes import die_with
 
 PROGRESS_PREFIX = "flywheel-progress"
 LAUNCHABLE = ("sft", "grpo", "dpo")  # the proposer's GRPO pass samples the incumbent online
@@ -183,18 +184,6 @@ def runtime_from(data: dict[str, Any]) -> TrainRuntime:
                         gradient_checkpointing=data["gradient_checkpointing"], lora=lora,
                         num_processes=data["num_processes"],
                         report_to=data.get("report_to", "none"))
-
-
-def die_with(parent: int, sig: signal.Signals) -> None:
-    """Have the kernel send `sig` to this process when `parent` dies (Linux PR_SET_PDEATHSIG);
-    exit at once if `parent` is already gone (the signal would never come)."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        pr_set_pdeathsig = 1
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, sig, 0, 0, 0)
-    if os.getppid() != parent:
-        sys.exit(1)
 
 
 def run_launcher(parent: int, accelerate_arguments: list[str]) -> None:
