@@ -10,7 +10,7 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NONE
 
-from domains.base import Domain
+from domains.base import Domain, Problem
 from domains.chat import completion_cutter
 from models.backends import ProgressCallback, RolloutBackend, SamplingParams
 from storage.datasets import read_rows
@@ -25,8 +25,10 @@ VERSION = 1
 
 def eval_rows(backend: RolloutBackend, domain: Domain, *, per_level: int, max_new_tokens: int,
               checkpoint: str, run_id: str, round_index: int,
-              progress: ProgressCallback | None = None) -> list[dict[str, Any]]:
-    items = domain.heldout(per_level)
+              progress: ProgressCallback | None = None,
+              items: list[Problem] | None = None) -> list[dict[str, Any]]:
+    """Greedy answers to the held-out set (`items`, when the caller already drew it)."""
+    items = domain.heldout(per_level) if items is None else items
     prompts = [domain.solver_prompt(p.text) for p in items]
     outputs = backend.generate(prompts, SamplingParams(n=1, temperature=1.0,
                                                        max_new_tokens=max_new_tokens,
@@ -47,14 +49,15 @@ def eval_rows(backend: RolloutBackend, domain: Domain, *, per_level: int, max_ne
     ]
 
 
-def heldout_tasks(domain: Domain, per_level: int) -> dict[str, str]:
+def heldout_tasks(domain: Domain, per_level: int,
+                  items: list[Problem] | None = None) -> dict[str, str]:
     """Held-out item id -> its task, for a domain of several tasks (one with `task_of`, e.g.
-    reasoning_gym); empty for the others."""
+    reasoning_gym); empty for the others. `items`: the held-out set, when already drawn."""
     task_of = getattr(domain, "task_of", None)
     if task_of is None:
         return {}
     return {row_id("heldout", domain.name, p.text): task_of(p.text)
-            for p in domain.heldout(per_level)}
+            for p in (domain.heldout(per_level) if items is None else items)}
 
 
 def accuracy(rows: list[dict[str, Any]], tasks: dict[str, str] | None = None) -> dict[str, float]:
@@ -109,18 +112,18 @@ def evaluate(ctx: RunContext, round_index: int, checkpoint: Checkpoint, *,
 
     def compute(fingerprint: str) -> StageResult:
         backend = backend_for(cfg.rollout, checkpoint.path)
-        items = len(ctx.domain.heldout(cfg.domain.heldout_per_level))
         try:
-            with progress_bar(f"round {round_index} {stage}", items) as advance:
+            with progress_bar(f"round {round_index} {stage}", len(items)) as advance:
                 rows = eval_rows(backend, ctx.domain, per_level=cfg.domain.heldout_per_level,
                                  max_new_tokens=cfg.evaluate.max_new_tokens,
-                                 checkpoint=checkpoint.fingerprint,
-                                 run_id=ctx.run_id, round_index=round_index, progress=advance)
+                                 checkpoint=checkpoint.fingerprint, run_id=ctx.run_id,
+                                 round_index=round_index, progress=advance, items=items)
         finally:
             backend.close()
         return StageResult(datasets={"evals": rows}, metrics=accuracy(rows, tasks))
 
-    tasks = heldout_tasks(ctx.domain, cfg.domain.heldout_per_level)
+    items = ctx.domain.heldout(cfg.domain.heldout_per_level)  # drawn once for the whole stage
+    tasks = heldout_tasks(ctx.domain, cfg.domain.heldout_per_level, items)
     out = run_stage(
         ctx, stage=stage, version=VERSION, round_index=round_index,
         config={"evaluate": cfg.evaluate.model_dump(),
