@@ -53,7 +53,7 @@ def write_round(folder: Path, problems: int, samples: int, completion_bytes: int
         for first in range(0, problems, CHUNK_PROBLEMS):
             n = min(CHUNK_PROBLEMS, problems - first)
             index = np.arange(first, first + n)
-            a, b = rng.integers(0, 100, n), rng.integers(0, 10, n)
+            a, b = index, rng.integers(0, 10, n)  # every problem text distinct
             ids = pc.utf8_lpad(pa.array(index.astype(str)), 16, "0")
             texts = pc.binary_join_element_wise(pa.array(a.astype(str)), pa.array(b.astype(str)),
                                                 "+")

@@ -101,6 +101,8 @@ OPTIONAL: dict[str, frozenset[str]] = {"proposals": frozenset({"checkpoint", "ba
 
 
 FRAME_SLICE_ROWS = 65536  # rows of a large polars frame converted and written at once
+ROW_GROUP_BYTES = 64 << 20  # a row group holds about this much data, decoded (long texts)
+ROW_GROUP_ROWS = 1 << 20  # and at most this many rows (pyarrow's default)
 
 
 class DatasetError(ValueError):
@@ -205,6 +207,16 @@ def to_table(kind: str, rows: Any) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=schema)
 
 
+def row_group_rows(table: pa.Table) -> int:
+    """Rows per row group for `table`: about `ROW_GROUP_BYTES` of its data decoded, at most
+    `ROW_GROUP_ROWS`, so a reader that decodes one row group at a time (curate reading the
+    chosen rollouts' texts) holds a bounded share of a file of long completions."""
+    if not table.num_rows:
+        return ROW_GROUP_ROWS
+    per_row = max(table.nbytes / table.num_rows, 1.0)
+    return max(1, min(ROW_GROUP_ROWS, int(ROW_GROUP_BYTES / per_row)))
+
+
 def write_atomic(kind: str, rows: Any, path: Path) -> WrittenDataset:
     """Write rows as Parquet to `path` via a temp file + fsync + rename; never a partial file.
 
@@ -240,7 +252,7 @@ def write_atomic(kind: str, rows: Any, path: Path) -> WrittenDataset:
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        pq.write_table(table, temp, compression="zstd")
+        pq.write_table(table, temp, compression="zstd", row_group_size=row_group_rows(table))
         with open(temp, "rb") as handle:
             os.fsync(handle.fileno())
         os.replace(temp, path)
@@ -309,7 +321,7 @@ class DatasetWriter:
         """Append rows (dicts) or a table (checked by `to_table`) as the next row group(s)."""
         table = to_table(self.kind, rows)
         if table.num_rows:
-            self._writer.write_table(table)
+            self._writer.write_table(table, row_group_size=row_group_rows(table))
             self.rows += table.num_rows
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:

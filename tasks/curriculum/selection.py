@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from configs import CurateConfig
@@ -40,7 +39,6 @@ PROBLEMS = {"problem_id": pl.String, "run_id": pl.String, "round": pl.Int64, "te
             "reference": pl.String, "level": pl.Int64, "proposal_id": pl.String}
 ROLLOUT_KEYS = {"rollout_id": pl.String, "problem_id": pl.String, "sample_index": pl.Int64}
 ROLLOUT_TEXTS = {"rollout_id": pl.String, "prompt": pl.String, "completion": pl.String}
-TEXT_BATCH_ROWS = 8192  # rollouts decoded at once while the chosen rows' texts are read
 VERDICT_REWARDS = {"rollout_id": pl.String, "reward": pl.Float64}
 REWARDED = ["rollout_pos", "problem_id", "sample_index", "reward"]
 VERDICTS = {"rollout_id": pl.String, "problem_id": pl.String, "reward": pl.Float64,
@@ -180,24 +178,26 @@ def in_rank_order(frame: pl.DataFrame) -> bool:
 
 def rollout_texts(rollouts: Any, positions: pl.Series) -> pl.DataFrame:
     """(rollout_pos, rollout_id, prompt, completion) of the rollouts at `positions`, in file
-    order. A file is read in batches of `TEXT_BATCH_ROWS` rows and only the chosen rows of each
-    are kept, so the texts held are the chosen ones plus one batch (a polars scan decodes whole
-    row groups, several at once: hundreds of MB each with long completions)."""
+    order. A file is read one row group at a time (storage/datasets.py bounds a row group's
+    decoded bytes) and the chosen rows of each copied out: a polars string gathered from a
+    decoded row group is a view that keeps the whole group's text alive, a copy keeps its own."""
     if not isinstance(rollouts, str | Path):
         chosen = pl.DataFrame({"rollout_pos": positions.unique().cast(pl.UInt32)})
         frame = lazy_frame(rollouts, ROLLOUT_TEXTS).with_row_index("rollout_pos")
         return frame.join(chosen.lazy(), on="rollout_pos", how="semi").collect()
     wanted = positions.unique().sort().cast(pl.UInt32).to_numpy()
+    scan = lazy_frame(rollouts, ROLLOUT_TEXTS)
+    metadata = pq.ParquetFile(rollouts).metadata
     parts, start = [], 0
-    for batch in pq.ParquetFile(rollouts).iter_batches(batch_size=TEXT_BATCH_ROWS,
-                                                       columns=list(ROLLOUT_TEXTS)):
-        low, high = np.searchsorted(wanted, [start, start + batch.num_rows])
+    for group in range(metadata.num_row_groups):
+        rows = metadata.row_group(group).num_rows
+        low, high = np.searchsorted(wanted, [start, start + rows])
         if high > low:
-            taken = pl.from_arrow(batch.take(pa.array(wanted[low:high] - start)))
-            parts.append(taken.select(pl.Series("rollout_pos", wanted[low:high]),
-                                      *[pl.col(name).cast(dtype)
-                                        for name, dtype in ROLLOUT_TEXTS.items()]))
-        start += batch.num_rows
+            taken = scan.slice(start, rows).collect().gather(wanted[low:high] - start)
+            parts.append(taken.select(
+                pl.Series("rollout_pos", wanted[low:high]),
+                *[pl.concat_str(name, pl.lit("")).alias(name) for name in ROLLOUT_TEXTS]))
+        start += rows
     empty = pl.DataFrame(schema={"rollout_pos": pl.UInt32, **ROLLOUT_TEXTS})
     return pl.concat([empty, *parts]) if parts else empty
 
