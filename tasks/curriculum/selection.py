@@ -180,7 +180,8 @@ def rollout_texts(rollouts: Any, positions: pl.Series) -> pl.DataFrame:
     """(rollout_pos, rollout_id, prompt, completion) of the rollouts at `positions`, in file
     order. A file is read one row group at a time (storage/datasets.py bounds a row group's
     decoded bytes) and the chosen rows of each copied out: a polars string gathered from a
-    decoded row group is a view that keeps the whole group's text alive, a copy keeps its own."""
+    decoded row group is a view that keeps the whole group's text alive; its Arrow export holds
+    only the chosen texts, which polars then views."""
     if not isinstance(rollouts, str | Path):
         chosen = pl.DataFrame({"rollout_pos": positions.unique().cast(pl.UInt32)})
         frame = lazy_frame(rollouts, ROLLOUT_TEXTS).with_row_index("rollout_pos")
@@ -188,16 +189,18 @@ def rollout_texts(rollouts: Any, positions: pl.Series) -> pl.DataFrame:
     wanted = positions.unique().sort().cast(pl.UInt32).to_numpy()
     scan = lazy_frame(rollouts, ROLLOUT_TEXTS)
     metadata = pq.ParquetFile(rollouts).metadata
-    parts, start = [], 0
-    for group in range(metadata.num_row_groups):
-        rows = metadata.row_group(group).num_rows
-        low, high = np.searchsorted(wanted, [start, start + rows])
+    sizes = [metadata.row_group(group).num_rows for group in range(metadata.num_row_groups)]
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(wanted.dtype)
+    bounds = np.searchsorted(wanted, starts)
+    parts = []
+    for group, rows in enumerate(sizes):
+        low, high = bounds[group], bounds[group + 1]
         if high > low:
+            start = int(starts[group])
             taken = scan.slice(start, rows).collect().gather(wanted[low:high] - start)
-            parts.append(taken.select(
-                pl.Series("rollout_pos", wanted[low:high]),
-                *[pl.concat_str(name, pl.lit("")).alias(name) for name in ROLLOUT_TEXTS]))
-        start += rows
+            copied = pl.from_arrow(taken.to_arrow())  # Arrow strings of the chosen rows only
+            parts.append(copied.select(pl.Series("rollout_pos", wanted[low:high]),
+                                       *ROLLOUT_TEXTS))
     empty = pl.DataFrame(schema={"rollout_pos": pl.UInt32, **ROLLOUT_TEXTS})
     return pl.concat([empty, *parts]) if parts else empty
 
