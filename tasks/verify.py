@@ -33,7 +33,6 @@ not a math-equivalence grader; a tie goes to the smallest answer and is counted 
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -50,7 +49,7 @@ from domains.base import Domain
 from storage.datasets import DatasetWriter, WrittenDataset, dataset_path
 from tasks.context import RunContext
 from tasks.curriculum.columns import lazy_frame
-from tasks.curriculum.votes import majority_frame, majority_labels
+from tasks.curriculum.votes import majority_frame
 from tasks.shards import grouped_ranges, map_shards
 from tasks.stage import StageOutput, StageResult, run_stage
 
@@ -60,55 +59,93 @@ VERDICT_METRIC_COLUMNS = {"problem_id": pl.String, "answer": pl.String, "reward"
 CHUNK_ROWS = 65536  # rollouts verified and written per row group (whole problems)
 
 
+VERDICT_INPUTS = {"rollout_id": pl.String, "run_id": pl.String, "round": pl.Int64,
+                  "problem_id": pl.String, "completion": pl.String}
+PROBLEM_INPUTS = {"problem_id": pl.String, "text": pl.String, "reference": pl.String}
+
+
 def verdict_rows(domain: Domain, rollouts: list[dict[str, Any]], problems: list[dict[str, Any]],
                  labels: str = "reference") -> list[dict[str, Any]]:
-    """One verdict per rollout; `labels` is "reference" or "majority" (see the module docstring)."""
-    reference = {p["problem_id"]: p["reference"] for p in problems}
-    answers = [domain.extract(r["completion"]) for r in rollouts]
-    by_problem: dict[str, list[str | None]] = defaultdict(list)
-    for r, answer in zip(rollouts, answers, strict=True):
-        by_problem[r["problem_id"]].append(answer)
-    votes = majority_labels(by_problem)
-    if labels == "majority":
-        compared = [votes[r["problem_id"]].label for r in rollouts]
-        method = "majority"
-    elif labels == "reference":
-        compared = [reference[r["problem_id"]] for r in rollouts]
-        method = "reference"
-    else:
+    """`verdict_frame` over rows, as rows."""
+    return verdict_frame(domain, rollouts, problems, labels).to_dicts()
+
+
+def verdict_frame(domain: Domain, rollouts: Any, problems: Any,
+                  labels: str = "reference") -> pl.DataFrame:
+    """One verdict per rollout, in rollout order; `labels` is "reference" or "majority" (see the
+    module docstring).
+
+    Parameters
+    ----------
+    domain
+        Extracts each completion's answer and scores it (one call per completion, over the
+        completion column; the votes, labels and joins are columnar).
+    rollouts, problems
+        Frames, Arrow tables or rows (tasks/curriculum/columns.py: lazy_frame); only the
+        columns `VERDICT_INPUTS` and `PROBLEM_INPUTS` are read. A problem's vote is over its
+        rollouts here, so a caller splitting rollouts keeps each problem's together.
+
+    Returns
+    -------
+    pl.DataFrame
+        The `verdicts` columns.
+
+    Raises
+    ------
+    ValueError
+        `labels` is neither mode, or a rollout's problem is not among `problems` where its
+        reference or text is needed.
+    """
+    if labels not in ("reference", "majority"):
         msg = f"verify.labels = {labels!r}: use 'reference' or 'majority'"
         raise ValueError(msg)
-    scores, methods, outcomes = judge_rollouts(domain, rollouts, problems, compared, method)
-    return [
-        {"rollout_id": r["rollout_id"], "run_id": r["run_id"], "round": r["round"],
-         "problem_id": r["problem_id"], "answer": answer, "reward": score, "method": how,
-         "label": label, "agreement": votes[r["problem_id"]].agreement, "outcome": outcome}
-        for r, answer, label, score, how, outcome in zip(rollouts, answers, compared, scores,
-                                                         methods, outcomes, strict=True)
-    ]
+    table = lazy_frame(pl.from_arrow(rollouts) if isinstance(rollouts, pa.Table) else rollouts,
+                       VERDICT_INPUTS).collect()
+    completions = table["completion"].to_list()
+    answers = pl.Series("answer", [domain.extract(c) for c in completions], dtype=pl.String)
+    keyed = table.select("rollout_id", "run_id", "round", "problem_id").with_columns(answers)
+    votes = majority_frame(keyed.lazy()).collect().select("problem_id", "label", "agreement")
+    known = lazy_frame(problems, PROBLEM_INPUTS).collect().unique(
+        "problem_id", keep="last").with_columns(pl.lit(True).alias("known"))
+    joined = keyed.join(votes, on="problem_id", how="left", maintain_order="left").join(
+        known, on="problem_id", how="left", maintain_order="left")
+    if labels == "reference" or hasattr(domain, "judge"):
+        unknown = joined.filter(pl.col("known").is_null())
+        if len(unknown):
+            rollout_id, problem_id = unknown["rollout_id"][0], unknown["problem_id"][0]
+            msg = (f"rollout {rollout_id}: its problem {problem_id} is not among the round's "
+                   "problems; verify the rollouts of this round's problems file")
+            raise ValueError(msg)
+    method = labels
+    compared = joined["label"] if labels == "majority" else joined["reference"]
+    scores, methods, outcomes = judge_rollouts(domain, completions, compared.to_list(),
+                                               joined["text"].to_list(), method)
+    return joined.select(
+        "rollout_id", "run_id", "round", "problem_id", "answer",
+        pl.Series("reward", scores, dtype=pl.Float64), pl.Series("method", methods,
+                                                                  dtype=pl.String),
+        compared.alias("label"), "agreement", pl.Series("outcome", outcomes, dtype=pl.String))
 
 
-def judge_rollouts(domain: Domain, rollouts: list[dict[str, Any]], problems: list[dict[str, Any]],
-                   compared: list[str | None], method: str
+def judge_rollouts(domain: Domain, completions: list[str], compared: list[str | None],
+                   texts: list[str | None], method: str
                    ) -> tuple[list[float | None], list[str], list[str | None]]:
-    """(reward, method, sandbox outcome) per rollout. A domain with `judge` (the free-form ones)
-    is given the problems' texts and says why a reward is missing (domains/checking.py:
+    """(reward, method, sandbox outcome) per completion. A domain with `judge` (the free-form
+    ones) is given the problems' texts and says why a reward is missing (domains/checking.py:
     no_answer, verifier_timeout, ...), which becomes the row's method; a domain with
     `run_answers` (python_io) also says how the sandbox run of each answer ended (null where
     nothing ran); otherwise `score`, and "none" where there is no label. The outcome is null
     in every domain that runs no answers."""
-    completions = [r["completion"] for r in rollouts]
     if not hasattr(domain, "judge"):
         methods = [method if label is not None else "none" for label in compared]
         if hasattr(domain, "run_answers"):
             ran = domain.run_answers(completions, compared)
             return [reward for reward, _ in ran], methods, [outcome for _, outcome in ran]
-        return domain.score(completions, compared), methods, [None] * len(rollouts)
-    text = {p["problem_id"]: p["text"] for p in problems}
-    judged = domain.judge(completions, compared, [text[r["problem_id"]] for r in rollouts])
+        return domain.score(completions, compared), methods, [None] * len(completions)
+    judged = domain.judge(completions, compared, texts)
     return ([j.reward for j in judged],
             [method if j.reward is not None else (j.reason or "none") for j in judged],
-            [None] * len(rollouts))
+            [None] * len(completions))
 
 
 def verdict_metrics(rows: Any, problems: Any, labels: str = "reference") -> dict[str, float]:
@@ -156,33 +193,34 @@ def label_metrics(verdicts: pl.LazyFrame, problems: Any, votes: pl.DataFrame) ->
     return out
 
 
-def verify_shards(domain: Domain, rollouts: list[dict[str, Any]], problems: list[dict[str, Any]],
-                  labels: str, shards: int) -> list[dict[str, Any]]:
-    """`verdict_rows` keyword arguments per shard: whole problems, rollouts in stored order."""
+def verify_shards(domain: Domain, rollouts: pl.DataFrame, problems: pl.DataFrame, labels: str,
+                  shards: int) -> list[dict[str, Any]]:
+    """`verdict_frame` keyword arguments per shard: whole problems, rollouts in stored order."""
     out = []
-    for start, end in grouped_ranges([r["problem_id"] for r in rollouts], shards):
-        part = rollouts[start:end]
-        ids = {r["problem_id"] for r in part}
+    for start, end in grouped_ranges(rollouts["problem_id"].to_list(), shards):
+        part = rollouts.slice(start, end - start)
+        ids = part["problem_id"].unique().implode()
         out.append({"domain": domain, "rollouts": part, "labels": labels,
-                    "problems": [p for p in problems if p["problem_id"] in ids]})
+                    "problems": problems.filter(pl.col("problem_id").is_in(ids))})
     return out
 
 
-def rollout_chunks(path: Path, rows: int = CHUNK_ROWS) -> Iterator[pa.Table]:
-    """The rollouts file in tables of at least `rows` rows (the last one: the rest) that never
-    split a problem's run of rollouts, in stored order; a file of fewer rows, or one whose
-    problems' rollouts are not stored together, is one table."""
+def rollout_chunks(path: Path, rows: int = CHUNK_ROWS,
+                   columns: list[str] | None = None) -> Iterator[pa.Table]:
+    """The rollouts file (`columns` of it, default all) in tables of at least `rows` rows (the
+    last one: the rest) that never split a problem's run of rollouts, in stored order; a file of
+    fewer rows, or one whose problems' rollouts are not stored together, is one table."""
     ids = pl.scan_parquet(path).select("problem_id")
     runs = ids.select(
         ((pl.col("problem_id") != pl.col("problem_id").shift()).sum() + 1).alias("runs"),
         pl.col("problem_id").n_unique().alias("problems")).collect()
     grouped = runs.row(0)[1] == 0 or runs.row(0)[0] == runs.row(0)[1]
     if not grouped:
-        yield pq.read_table(path)
+        yield pq.read_table(path, columns=columns)
         return
     pending: list[pa.Table] = []  # read, not yet verified
     count = 0
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=rows):
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=rows, columns=columns):
         pending.append(pa.Table.from_batches([batch]))
         count += batch.num_rows
         if count < rows:
@@ -203,16 +241,17 @@ def stream_verdicts(domain: Domain, scale: ScaleConfig, rollout_file: Path, prob
     """Verdicts of the rollouts file written to `path` chunk by chunk (`rollout_chunks`, each in
     `[scale]` shards), so only one chunk's rows are held. A chunk is one row group whatever the
     shard count, so the file's bytes do not depend on where the shards ran."""
-    problem_table = pl.read_parquet(problem_file)
+    problem_table = lazy_frame(problem_file, PROBLEM_INPUTS).collect()
     with DatasetWriter("verdicts", path) as writer:
-        for chunk in rollout_chunks(rollout_file, chunk_rows):
-            ids = pl.Series(pc.unique(chunk.column("problem_id")).to_pylist(), dtype=pl.String)
-            chunk_problems = problem_table.filter(pl.col("problem_id").is_in(ids.implode()))
+        for chunk in rollout_chunks(rollout_file, chunk_rows, columns=list(VERDICT_INPUTS)):
+            rollouts = lazy_frame(pl.from_arrow(chunk), VERDICT_INPUTS).collect()
+            ids = rollouts["problem_id"].unique().implode()
+            chunk_problems = problem_table.filter(pl.col("problem_id").is_in(ids))
             parts = map_shards(  # config [scale]; a problem's rollouts stay together
-                verdict_rows, verify_shards(domain, chunk.to_pylist(), chunk_problems.to_dicts(),
-                                            labels, scale.rollout_shards),
+                verdict_frame, verify_shards(domain, rollouts, chunk_problems, labels,
+                                             scale.rollout_shards),
                 scale=scale, stage="verify")
-            writer.write([row for part in parts for row in part])
+            writer.write(pl.concat(parts))
     return writer.written
 
 

@@ -190,9 +190,10 @@ def test_streamed_verdicts_leave_nothing_when_a_part_fails(tmp_path, monkeypatch
         calls.append(1)
         if len(calls) == 3:
             raise RuntimeError("verifier crashed")
-        return verify.verdict_rows(**kwargs)
+        return real(**kwargs)
 
-    monkeypatch.setattr(verify, "verdict_rows", failing)
+    real = verify.verdict_frame
+    monkeypatch.setattr(verify, "verdict_frame", failing)
     with pytest.raises(RuntimeError, match="verifier crashed"):
         verify.stream_verdicts(domain, ScaleConfig(), paths["rollouts"], paths["problems"],
                                "reference", tmp_path / "verdicts.parquet", chunk_rows=5)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import polars as pl
 import pytest
 from typer.testing import CliRunner
 
@@ -53,14 +54,14 @@ def test_reward_fault_in_real_verify_output_stops_the_round(tmp_path, prefect_se
     from flows.run import RunSpec, flywheel_flow
     from tasks import verify
 
-    real = verify.verdict_rows
+    real = verify.verdict_frame
 
     def faulty(*args, **kwargs):
-        rows = real(*args, **kwargs)
-        rows[3]["reward"] = 1.7
-        return rows
+        frame = real(*args, **kwargs)
+        return frame.with_columns(pl.when(pl.int_range(pl.len()) == 3).then(1.7).otherwise(
+            pl.col("reward")).alias("reward"))
 
-    monkeypatch.setattr(verify, "verdict_rows", faulty)
+    monkeypatch.setattr(verify, "verdict_frame", faulty)
     config_path = tmp_path / "tiny.toml"
     config_path.write_text(TINY)
     spec = RunSpec(data_root=str(tmp_path), run_id="faulty", config=load_config(config_path))
