@@ -2,10 +2,16 @@
 
 In round 0 (the warm-up) the model is untrained and its answers are not trained on, so it
 samples one answer per seed problem, enough to record its pass@1.
+
+The rows are written as they are sampled: each shard samples its problems in chunks of about
+`CHUNK_ROWS` rollouts (whole batches of the backend, so the rows are those of one call), and
+the stage appends every chunk (in process) or every finished shard (on Ray), in prompt order,
+to the rollouts file as a row group; a round of millions of rollouts is never held whole.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -17,7 +23,7 @@ from configs import RolloutConfig
 from domains.base import Domain
 from domains.chat import completion_cutter
 from models.backends import ProgressCallback, RolloutBackend, SamplingParams
-from storage.datasets import read_rows
+from storage.datasets import DatasetWriter, dataset_path, read_rows
 from storage.fingerprint import row_id
 from tasks.context import Checkpoint, RunContext
 from tasks.progress import progress_bar
@@ -26,6 +32,9 @@ from tasks.shards import batch_aligned_ranges, map_shards
 from tasks.stage import StageOutput, StageResult, run_stage
 
 VERSION = 1
+
+
+CHUNK_ROWS = 65536  # rollouts sampled, then written, at once (whole batches of the backend)
 
 
 def rollout_rows(
@@ -57,16 +66,31 @@ def rollout_rows(
 
 def rollout_shard(*, rollout: RolloutConfig, checkpoint_dir: str, domain: Domain,
                   problems: list[dict[str, Any]], params: SamplingParams, checkpoint: str,
-                  run_id: str, round_index: int,
-                  progress: ProgressCallback | None = None) -> list[dict[str, Any]]:
+                  run_id: str, round_index: int, progress: ProgressCallback | None = None,
+                  sink: Callable[[list[dict[str, Any]]], None] | None = None,
+                  chunk_rows: int = CHUNK_ROWS) -> list[dict[str, Any]]:
     """One shard of the stage, self-contained (it may run on a Ray worker): load, sample,
-    release."""
+    release. The problems are sampled in chunks of about `chunk_rows` rollouts that start on
+    the backend's batch boundaries (`batch_aligned_ranges`, each told where it starts), so the
+    rows are those of one call; with `sink` each chunk's rows go to it as they are made and
+    none are returned, else all are."""
     from models.backends import backend_for
 
     backend = backend_for(rollout, Path(checkpoint_dir))
+    rows: list[dict[str, Any]] = []
+    chunks = max(1, -(-len(problems) * params.n // chunk_rows))
     try:
-        return rollout_rows(backend, domain, problems, params=params, checkpoint=checkpoint,
-                            run_id=run_id, round_index=round_index, progress=progress)
+        for start, end in batch_aligned_ranges(len(problems), params.n, rollout.batch_size,
+                                               chunks):
+            part = rollout_rows(backend, domain, problems[start:end],
+                                params=replace(params, first_prompt=params.first_prompt + start),
+                                checkpoint=checkpoint, run_id=run_id, round_index=round_index,
+                                progress=progress)
+            if sink is not None:
+                sink(part)
+            else:
+                rows.extend(part)
+        return rows
     finally:
         backend.close()
 
@@ -90,15 +114,20 @@ def rollout(ctx: RunContext, round_index: int, incumbent: Checkpoint,
             for start, end in batch_aligned_ranges(len(rows), params.n, cfg.batch_size,
                                                    scale.rollout_shards)
         ]
-        with progress_bar(f"round {round_index} rollout", len(rows) * params.n) as advance:
-            parts = map_shards(rollout_shard, shards, scale=scale, stage="rollout",
-                               progress=advance)
-        out = [row for part in parts for row in part]
-        return StageResult(
-            datasets={"rollouts": out},
-            metrics={"rollouts": len(out),
-                     "generated_tokens": sum(r["completion_tokens"] for r in out)},
-        )
+        path = dataset_path(ctx.data_root, ctx.run_id, round_index, "rollouts", fingerprint)
+        tokens = 0
+
+        def write(part: list[dict[str, Any]]) -> None:  # chunks and shards in prompt order
+            nonlocal tokens
+            writer.write(part)
+            tokens += sum(r["completion_tokens"] for r in part)
+
+        with progress_bar(f"round {round_index} rollout", len(rows) * params.n) as advance, \
+                DatasetWriter("rollouts", path) as writer:
+            map_shards(rollout_shard, shards, scale=scale, stage="rollout", progress=advance,
+                       sink=write)
+        return StageResult(datasets={"rollouts": writer.written},
+                           metrics={"rollouts": writer.written.rows, "generated_tokens": tokens})
 
     return run_stage(
         ctx, stage="rollout", version=VERSION, round_index=round_index,

@@ -71,20 +71,27 @@ def run_shard(function: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
 
 def map_shards(function: Callable[..., list[Any]], shards: list[dict[str, Any]], *,
                scale: ScaleConfig, stage: str,
-               progress: Callable[[int], None] | None = None) -> list[list[Any]]:
+               progress: Callable[[int], None] | None = None,
+               sink: Callable[[list[Any]], None] | None = None) -> list[list[Any]]:
     """`function(**kwargs)` for every shard (each returns a list of rows), in shard order.
 
     In-process when there is one shard on the default runner or no flow run to submit to (a
     task's `.fn()` in a unit test); otherwise each shard is `run_shard` submitted to the flow
     run's task runner: all at once on Ray, one at a time on the default runner (see the module
     docstring). `progress(rows)`: passed to `function` in-process, else called per shard.
+    `sink(rows)`: the same, for rows: in-process `function` hands its rows to it as they are
+    made (and returns none), else each shard's rows are handed to it in shard order as that
+    shard is done; the shards' results are then not kept (the list returned is empty), so a
+    stage writing them holds one shard's rows at a time.
     """
     from prefect.context import FlowRunContext
 
     local = (len(shards) == 1 and scale.task_runner == "default") or FlowRunContext.get() is None
     if local:
-        extra = {} if progress is None else {"progress": progress}
-        return [function(**kwargs, **extra) for kwargs in shards]
+        extra = {name: value for name, value in (("progress", progress), ("sink", sink))
+                 if value is not None}
+        results = [function(**kwargs, **extra) for kwargs in shards]
+        return [] if sink is not None else results
     results: list[list[Any]] = []
     futures = []
     for index, kwargs in enumerate(shards):
@@ -95,9 +102,13 @@ def map_shards(function: Callable[..., list[Any]], shards: list[dict[str, Any]],
             futures[-1].wait()
     try:
         for future in futures:
-            results.append(future.result())
+            rows = future.result()
             if progress is not None:
-                progress(len(results[-1]))
+                progress(len(rows))
+            if sink is not None:
+                sink(rows)
+            else:
+                results.append(rows)
     except BaseException:
         from prefect.futures import wait
 

@@ -176,6 +176,13 @@ def test_rollout_shards_sample_what_the_whole_stage_samples(tmp_path):
     off_boundary = piece(1, 3)  # starts mid-batch: other padding and seed, other samples
     assert [r["completion"] for r in off_boundary] != [r["completion"] for r in whole[4:12]]
 
+    chunks: list[list[dict]] = []  # about 24 rollouts a chunk: 4 chunks of whole batches
+    assert rollout_shard(rollout=config, checkpoint_dir=str(tmp_path), domain=domain,
+                         problems=problems, params=params, checkpoint="c", run_id="r",
+                         round_index=1, sink=chunks.append, chunk_rows=24) == []
+    assert len(chunks) == 4 and all(len(chunk) % config.batch_size == 0 for chunk in chunks[:-1])
+    assert [row for chunk in chunks for row in chunk] == whole
+
 
 def test_a_problems_rollouts_stay_in_one_shard():
     keys = list("aaabbbbcdddd")
