@@ -302,15 +302,20 @@ class DatasetWriter:
     Parts go to the temporary file `.<name>.tmp-<pid>` beside `path` (one row group or more
     each), which is fsynced and renamed onto `path` when the block ends; if it ends by an
     exception (an interruption included) the temporary file is removed and `path` is untouched.
-    Only the part being written is held in memory.
+    Only the part being written is held in memory. With `group_rows`, the parts are regrouped
+    into row groups of exactly that many rows (the last: the rest), so the file's bytes do not
+    depend on how its rows arrived (in chunks of one process, or per shard from Ray); fewer
+    than `group_rows` rows are held meanwhile.
     """
 
-    def __init__(self, kind: str, path: Path) -> None:
+    def __init__(self, kind: str, path: Path, *, group_rows: int | None = None) -> None:
         self.kind, self.path = kind, Path(path)
         self.temp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
         self.rows = 0
         self.written: WrittenDataset | None = None
         self._writer: pq.ParquetWriter | None = None
+        self.group_rows = group_rows
+        self._pending: list[pa.Table] = []
 
     def __enter__(self) -> DatasetWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -320,12 +325,28 @@ class DatasetWriter:
     def write(self, rows: Any) -> None:
         """Append rows (dicts) or a table (checked by `to_table`) as the next row group(s)."""
         table = to_table(self.kind, rows)
+        if self.group_rows is None:
+            self._write_groups(table)
+            return
+        self._pending.append(table)
+        held = sum(part.num_rows for part in self._pending)
+        if held >= self.group_rows:
+            whole = pa.concat_tables(self._pending)
+            cut = held - held % self.group_rows
+            for start in range(0, cut, self.group_rows):
+                self._write_groups(whole.slice(start, self.group_rows))
+            self._pending = [whole.slice(cut)]
+
+    def _write_groups(self, table: pa.Table) -> None:
         if table.num_rows:
             self._writer.write_table(table, row_group_size=row_group_rows(table))
             self.rows += table.num_rows
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         try:
+            if exc_type is None and self._pending:
+                self._write_groups(pa.concat_tables(self._pending))
+            self._pending = []
             self._writer.close()
             if exc_type is None:
                 with open(self.temp, "rb") as handle:

@@ -6,7 +6,8 @@ samples one answer per seed problem, enough to record its pass@1.
 The rows are written as they are sampled: each shard samples its problems in chunks of about
 `CHUNK_ROWS` rollouts (whole batches of the backend, so the rows are those of one call), and
 the stage appends every chunk (in process) or every finished shard (on Ray), in prompt order,
-to the rollouts file as a row group; a round of millions of rollouts is never held whole.
+to the rollouts file in row groups of `CHUNK_ROWS` rows (the same bytes however the rows
+arrived); a round of millions of rollouts is never held whole.
 """
 
 from __future__ import annotations
@@ -123,7 +124,7 @@ def rollout(ctx: RunContext, round_index: int, incumbent: Checkpoint,
             tokens += sum(r["completion_tokens"] for r in part)
 
         with progress_bar(f"round {round_index} rollout", len(rows) * params.n) as advance, \
-                DatasetWriter("rollouts", path) as writer:
+                DatasetWriter("rollouts", path, group_rows=CHUNK_ROWS) as writer:
             map_shards(rollout_shard, shards, scale=scale, stage="rollout", progress=advance,
                        sink=write)
         return StageResult(datasets={"rollouts": writer.written},

@@ -37,6 +37,36 @@ def test_a_large_frame_is_written_a_slice_at_a_time_with_the_same_rows(tmp_path,
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sliced.parquet"]
 
 
+def test_regrouped_parts_give_the_same_file_however_the_rows_arrive(tmp_path):
+    from storage.datasets import DatasetWriter
+
+    rows = [_problem(i) for i in range(23)]
+    sums = set()
+    for name, cuts in [("whole", [0, 23]), ("chunks", [0, 5, 6, 17, 23]), ("ones", range(24))]:
+        with DatasetWriter("problems", tmp_path / f"{name}.parquet", group_rows=8) as writer:
+            for start, end in zip(list(cuts)[:-1], list(cuts)[1:], strict=True):
+                writer.write(rows[start:end])
+        metadata = pq.ParquetFile(writer.written.path).metadata
+        assert [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)] == [
+            8, 8, 7]
+        assert writer.written.rows == 23
+        assert pq.read_table(writer.written.path).to_pylist() == rows
+        sums.add(writer.written.checksum)
+    assert len(sums) == 1
+
+
+def test_a_large_table_is_cut_into_row_groups_of_bounded_bytes(tmp_path, monkeypatch):
+    from storage import datasets
+
+    monkeypatch.setattr(datasets, "ROW_GROUP_BYTES", 4096)
+    rows = [{**_problem(i), "text": "x" * 500} for i in range(40)]
+    written = write_atomic("problems", rows, tmp_path / "long.parquet")
+    metadata = pq.ParquetFile(written.path).metadata
+    assert metadata.num_row_groups > 1
+    assert all(metadata.row_group(g).num_rows <= 8 for g in range(metadata.num_row_groups))
+    assert pq.read_table(written.path).to_pylist() == rows
+
+
 def test_wrong_columns_are_rejected_before_anything_is_written(tmp_path):
     path = tmp_path / "x.parquet"
     bad = _problem(0) | {"extra": 1}
