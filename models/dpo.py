@@ -1,8 +1,8 @@
 """DPO over TRL's DPOTrainer, on verified chosen/rejected pairs.
 
-Rows are pairs stored as training rows (tasks/rows.py builds them): `completion` is
-the chosen answer (the verifier gave it reward 1), `rejected` a wrong answer (reward 0) to the
-same prompt:
+Rows are pairs stored as training rows (tasks/curriculum/selection.py builds them):
+`completion` is the chosen answer (the verifier gave it reward 1), `rejected` a wrong answer
+(reward 0) to the same prompt:
 
     {"prompt": "<solve>37+5=", "completion": "42", "rejected": "41", "weight": 1.0, ...}
 

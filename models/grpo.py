@@ -1,7 +1,7 @@
 """GRPO over TRL's GRPOTrainer, with the domain's verifier as the reward function.
 
 Rows are prompt rows: `prompt` is the solver prompt, `completion` the label the reward compares
-against (a reference, or a majority-vote label; tasks/rows.py builds them):
+against (a reference, or a majority-vote label; tasks/curriculum/selection.py builds them):
 
     {"prompt": "<solve>37+5=", "completion": "42", "weight": 1.0, ...}
 

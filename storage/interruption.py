@@ -5,7 +5,7 @@ exception into its own (DuckDB answers it with `RuntimeError: Query interrupted`
 may catch that). So the request is also remembered here, and `check()` raises it again where a
 swallowed interruption would do harm: before every stage (tasks/stage.py), before a gate
 reports a failure (validators/gate.py) and before an unreadable Parquet footer is called
-damaged (storage/catalog.py, storage/recovery.py); no retry starts once it is set
+damaged (storage/catalog/views.py, storage/recovery.py); no retry starts once it is set
 (tasks/retry.py). It lives in `storage`, the package every other imports.
 """
 

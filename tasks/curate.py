@@ -22,7 +22,8 @@ Training rows (SFT, rejection sampling in the STaR / ReST-EM style):
 
 With `train.algorithm = "grpo"` or `"dpo"` the solver rows of rounds >= 1 are GRPO prompt rows
 (completion = the label the verifier rewards against) or DPO pairs (completion = a verified
-answer, `rejected` = a wrong one), built by tasks/rows.py; proposer rows are unchanged.
+answer, `rejected` = a wrong one), built by tasks/curriculum/selection.py; proposer rows are
+unchanged.
 
 With `curate.solver_targets = "rationalize"` (the default; STaR's rationalization: the answer
 is given for a problem the model could not solve) problems below the band (p <= min_pass_rate,

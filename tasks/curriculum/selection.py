@@ -1,8 +1,8 @@
 """Training rows as polars joins: which rollouts and problems become `train_rows`, over columns.
 
-The rules are tasks/curate.py's (SFT: verified answers, references, proposer rows) and
-tasks/rows.py's (GRPO prompt rows, DPO pairs); this module computes the same rows, in the same
-order, from Parquet files or frames:
+The rules are tasks/curate.py's (SFT: verified answers, references, proposer rows; GRPO prompt
+rows and DPO pairs, below); this module computes the rows, in problem order, from Parquet files
+or frames:
 
     positions   every problem row has its position `pos` in the problems file; a solver row
                 sorts by (pos, rank within the problem), so rows come in problem order
@@ -15,6 +15,16 @@ order, from Parquet files or frames:
                 chosen rollouts only (`rollout_texts`)
     prompts     the domain's solver_prompt runs once per chosen problem text, proposer_prompt
                 once per level
+
+GRPO (`grpo_prompts`): one prompt row per kept problem (the curriculum already dropped
+zero-variance groups, which carry no GRPO signal); the trainer samples its own completions and
+the domain's verifier scores them against `completion`. The label is the first non-null verdict
+`label` of the problem (a reference or a majority-vote pseudo-label) where verify wrote one, else
+the problem's reference; a kept problem with neither gets no row.
+
+DPO (`dpo_pairs`): per kept problem, the verified answers (reward 1) and the wrong ones (reward
+0), each in sample order, are zipped into at most `max_pairs_per_problem` (chosen, rejected)
+pairs. Unjudged answers (reward None) and partial rewards are in neither list.
 
 A rollout without a verdict counts as unjudged; rollout ids are unique (the verdicts gate
 checks it).

@@ -1,5 +1,6 @@
-"""GRPO prompt rows, DPO pairs, the split of a round's rows between trainers, and the train
-stage's dispatch (with fake trainers: tests/models/test_grpo.py and test_dpo.py train for real)."""
+"""GRPO prompt rows and DPO pairs as curate builds them (tasks/curriculum/selection.py), the
+split of a round's rows between trainers, and the train stage's dispatch (with fake trainers:
+tests/models/test_grpo.py and test_dpo.py train for real)."""
 
 import json
 
@@ -12,12 +13,14 @@ from models.trainer import TrainResult
 from storage.datasets import dataset_path, to_table, write_atomic
 from tasks.context import Checkpoint, RunContext
 from tasks.curate import curriculum_rows, training_rows
-from tasks.rows import dpo_rows, grpo_rows, labels_for, solver_rows, split_for
+from tasks.rows import split_for
 from tasks.stage import StageOutput
 from tasks.train import train
 
 domain = ArithmeticDomain()
 BAND = CurateConfig(min_pass_rate=0.0, max_pass_rate=1.0, solver_targets="verified")
+SOLVER_ONLY = CurateConfig(min_pass_rate=0.0, max_pass_rate=1.0, solver_targets="verified",
+                           proposer_rows=False)
 
 
 def _problem(pid, text, reference, level=1):
@@ -42,6 +45,17 @@ def _round(answers, references=None):
     return problems, rollouts, verdicts
 
 
+def _solver_rows(problems, rollouts, verdicts, kept, algorithm, max_pairs=4):
+    """The solver rows curate builds for `algorithm` when the problems in `kept` are kept."""
+    curriculum = [{"problem_id": p["problem_id"], "kept": p["problem_id"] in kept}
+                  for p in problems]
+    rows = training_rows(domain, problems, rollouts, verdicts, curriculum, SOLVER_ONLY,
+                         warmup=False, algorithm=algorithm, max_pairs_per_problem=max_pairs)
+    assert all(r["role"] == "solver" for r in rows)
+    to_table("train_rows", rows)  # the stored schema, exactly
+    return rows
+
+
 @pytest.mark.parametrize(
     ("verdict_labels", "references", "expected"),
     [
@@ -52,29 +66,30 @@ def _round(answers, references=None):
         ({"b": "5"}, {"a": None, "b": None}, {"b": "5"}),               # label-free problems
     ],
 )
-def test_labels_come_from_verdicts_then_references(verdict_labels, references, expected):
+def test_grpo_labels_come_from_verdicts_then_references(verdict_labels, references, expected):
     problems = [_problem("a", "1+1", references["a"]), _problem("b", "2+2", references["b"])]
     verdicts = [{"problem_id": pid, "rollout_id": pid + "0", "reward": 1.0, "label": label}
                 for pid, label in verdict_labels.items()]
     # row without the column
     verdicts.append({"problem_id": "a", "rollout_id": "a9", "reward": 1.0})
-    assert labels_for(problems, verdicts) == expected
+    rows = _solver_rows(problems, [], verdicts, {"a", "b"}, "grpo")
+    assert {r["problem_id"]: r["completion"] for r in rows} == expected
 
 
 @pytest.mark.parametrize(
-    ("kept", "labels", "expected"),
+    ("kept", "references", "expected"),
     [
-        ({"a", "b", "c"}, {"a": "2", "b": "4", "c": "9"}, [("a", "2"), ("b", "4"), ("c", "9")]),
-        ({"b"}, {"a": "2", "b": "4", "c": "9"}, [("b", "4")]),
-        ({"a", "b"}, {"b": "5"}, [("b", "5")]),                           # a has no label
-        (set(), {"a": "2"}, []),
+        ({"a", "b", "c"}, ("2", "4", "9"), [("a", "2"), ("b", "4"), ("c", "9")]),
+        ({"b"}, ("2", "4", "9"), [("b", "4")]),
+        ({"a", "b"}, (None, "4", "9"), [("b", "4")]),                     # a has no label
+        (set(), ("2", "4", "9"), []),
     ],
 )
-def test_grpo_rows_are_one_labelled_prompt_per_kept_problem(kept, labels, expected):
-    problems = [_problem("a", "1+1", "2"), _problem("b", "2+2", "4"), _problem("c", "3*3", "9")]
-    curriculum = [{"problem_id": p["problem_id"], "kept": p["problem_id"] in kept}
-                  for p in problems]
-    rows = grpo_rows(domain, problems, curriculum, labels)
+def test_grpo_rows_are_one_labelled_prompt_per_kept_problem(kept, references, expected):
+    problems = [_problem(pid, text, reference)
+                for pid, text, reference in zip("abc", ("1+1", "2+2", "3*3"), references,
+                                                strict=True)]
+    rows = _solver_rows(problems, [], [], kept, "grpo")
     assert [(r["problem_id"], r["completion"]) for r in rows] == expected
     for r in rows:
         assert r["prompt"] == domain.solver_prompt(next(p["text"] for p in problems
@@ -82,7 +97,6 @@ def test_grpo_rows_are_one_labelled_prompt_per_kept_problem(kept, labels, expect
         assert ((r["role"], r["weight"], r["rollout_id"], r["rejected"])
                 == ("solver", 1.0, None, None))
         assert r["proposal_id"] == "q" + r["problem_id"]
-    to_table("train_rows", rows)  # the stored schema, exactly
 
 
 @pytest.mark.parametrize(
@@ -99,24 +113,28 @@ def test_grpo_rows_are_one_labelled_prompt_per_kept_problem(kept, labels, expect
 )
 def test_dpo_pairs_chosen_verified_rejected_wrong(answers, max_pairs, expected):
     problems, rollouts, verdicts = _round({"b": ("2+2", answers)})
-    curriculum = [{"problem_id": "b", "kept": True}]
-    rows = dpo_rows(problems, rollouts, verdicts, curriculum, max_pairs_per_problem=max_pairs)
+    rows = _solver_rows(problems, rollouts, verdicts, {"b"}, "dpo", max_pairs=max_pairs)
     assert [(r["rollout_id"], r["completion"], r["rejected"]) for r in rows] == expected
     assert all(r["prompt"] == "<solve>2+2=" and r["role"] == "solver" for r in rows)
     assert len({r["train_row_id"] for r in rows}) == len(rows)
-    to_table("train_rows", rows)
+
+
+def test_dpo_pairs_follow_sample_order_not_storage_order():
+    problems, rollouts, verdicts = _round({"b": ("2+2", ["4", "5", "4", "1"])})
+    rows = _solver_rows(problems, rollouts[::-1], verdicts[::-1], {"b"}, "dpo")
+    assert [(r["rollout_id"], r["completion"], r["rejected"]) for r in rows] == [
+        ("b0", "4", "5"), ("b2", "4", "1")]
 
 
 def test_dpo_pairs_only_for_kept_problems():
     problems, rollouts, verdicts = _round({"a": ("1+1", ["2", "3"]), "b": ("2+2", ["4", "5"])})
-    curriculum = [{"problem_id": "a", "kept": False}, {"problem_id": "b", "kept": True}]
-    rows = dpo_rows(problems, rollouts, verdicts, curriculum, max_pairs_per_problem=4)
+    rows = _solver_rows(problems, rollouts, verdicts, {"b"}, "dpo")
     assert [r["problem_id"] for r in rows] == ["b"]
 
 
 def test_unknown_algorithm_names_the_choices():
-    with pytest.raises(ValueError, match="choose 'grpo' or 'dpo'"):
-        solver_rows("ppo", domain, [], [], [], [], max_pairs_per_problem=1)
+    with pytest.raises(ValueError, match="train.algorithm = 'ppo'; choose 'sft', 'grpo' or 'dpo'"):
+        training_rows(domain, [], [], [], [], BAND, warmup=False, algorithm="ppo")
     with pytest.raises(ValueError, match="choose 'sft', 'grpo' or 'dpo'"):
         split_for("ppo", [])
 

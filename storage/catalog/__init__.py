@@ -1,0 +1,55 @@
+"""The DuckDB catalog at `<data-root>/catalog.duckdb`: what ran, on what, with what result.
+
+Tables (storage/catalog/schema.py has their columns and migrations)
+    runs      one row per run id: config (JSON), its hash, created/updated time, status
+    stages    one row per stage attempt: fingerprint, status (completed | failed | gate_failed),
+              timings, total rows, error; a stage is *done* when a completed row exists for
+              (run_id, fingerprint) and every dataset it lists exists with its checksum
+    datasets  one row per file a completed stage wrote: kind, path, rows, sha256
+    gates     one row per gate run on a dataset (result JSON)
+    metrics   (run_id, round, stage, name, value)
+    rounds    one row per decided round: incumbent, candidate, accuracies, promoted, reason
+
+Views `problems`, `rollouts`, `verdicts`, `curriculum`, `train_rows`, `evals`, `proposals`
+read every Parquet file that a completed stage recorded, across rounds and runs.
+
+The connection is opened per operation and closed at once, so another process (the `duckdb`
+CLI, `flywheel audit`) can open the file between writes. Rows are written last: their presence
+means the data they describe is complete.
+
+Modules
+    connection  opening the file (created atomically, retried while locked), recorded paths,
+                read-only queries
+    schema      the tables' DDL and migrations
+    runs        runs and rounds
+    stages      stage attempts, their datasets and metrics
+    gates       gate results and the stage rows they decide
+    views       the Parquet views over every completed stage's files
+"""
+
+from __future__ import annotations
+
+from storage.catalog.connection import (
+    LOCK_WAIT_SECONDS,
+    STORAGE_CONFIG,
+    CatalogFile,
+    retry_while_locked,
+)
+from storage.catalog.gates import GateRecords
+from storage.catalog.runs import RunRecords
+from storage.catalog.stages import StageRecords
+from storage.catalog.views import create_parquet_view, readable_parquet
+
+__all__ = ["LOCK_WAIT_SECONDS", "STORAGE_CONFIG", "Catalog", "CatalogFile", "create_parquet_view",
+           "readable_parquet", "retry_while_locked"]
+
+
+class Catalog(RunRecords, StageRecords, GateRecords):
+    """The catalog of one data root; every method opens its own short-lived connection.
+
+    Parameters
+    ----------
+    data_root
+        The data root; the catalog is `<data-root>/catalog.duckdb`, created (with its
+        tables) by the first writable `connect`.
+    """

@@ -1,0 +1,131 @@
+"""Rows of gate runs on datasets (`gates`), and the stage rows a gate decides: the datasets of
+a stage that failed its gate, the completed row of one that passes on a re-check, and the
+newest completed dataset of a kind (the baseline a drift check compares with).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from storage.catalog.connection import CatalogFile
+from storage.catalog.schema import STAGE_COLUMNS
+
+
+class GateRecords(CatalogFile):
+    """What the catalog records of gates, and the stage rows their results decide."""
+
+    def record_gate(self, *, run_id: str, round_index: int, stage: str, fingerprint: str,
+                    kind: str, success: bool, result_json: str) -> None:
+        """Record one gate run on a dataset, stamped with the current time.
+
+        Parameters
+        ----------
+        run_id
+            The run.
+        round_index
+            The round of the stage whose output was checked.
+        stage
+            The stage's name.
+        fingerprint
+            The stage's fingerprint.
+        kind
+            The dataset kind that was checked.
+        success
+            Whether the dataset passed.
+        result_json
+            The gate's full result as JSON.
+        """
+        with self.connect() as con:
+            con.execute(
+                "INSERT INTO gates VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [run_id, round_index, stage, fingerprint, kind, success, result_json, time.time()],
+            )
+
+    def gate_failed_datasets(
+        self, run_id: str, fingerprint: str
+    ) -> dict[str, dict[str, Any]] | None:
+        """The datasets of a stage whose last attempt failed its gate, or None (see
+        record_completed(status="gate_failed")).
+
+        Parameters
+        ----------
+        run_id
+            The run.
+        fingerprint
+            The stage's fingerprint.
+
+        Returns
+        -------
+        Kind -> {"path", "rows", "checksum"}; None when the stage's latest row (by finish
+        time) is not gate_failed, or it has no dataset rows.
+        """
+        with self.connect() as con:
+            last = con.execute(
+                "SELECT status FROM stages WHERE run_id = ? AND fingerprint = ?"
+                " ORDER BY finished_at DESC LIMIT 1", [run_id, fingerprint],
+            ).fetchall()
+            if not last or last[0][0] != "gate_failed":
+                return None
+            rows = con.execute(
+                "SELECT kind, path, rows, checksum FROM datasets WHERE run_id = ?"
+                " AND fingerprint = ?",
+                [run_id, fingerprint],
+            ).fetchall()
+        return {
+            kind: {"path": self.resolve(path), "rows": n, "checksum": c}
+            for kind, path, n, c in rows
+        } or None
+
+    def record_gate_passed(self, *, run_id: str, fingerprint: str, started_at: float) -> None:
+        """A gate_failed stage whose stored outputs now pass (thresholds fixed): add its
+        completed row; its datasets and metrics rows are already there.
+
+        The new row copies round, stage, rows and inputs from the stage's latest gate_failed
+        row that has inputs; nothing is added when there is none. The views are refreshed.
+
+        Parameters
+        ----------
+        run_id
+            The run.
+        fingerprint
+            The stage's fingerprint.
+        started_at
+            When the re-check started (`time.time()`).
+        """
+        finished = time.time()
+        with self.connect() as con:
+            con.execute(
+                f"INSERT INTO stages ({STAGE_COLUMNS}) SELECT run_id, round, stage, fingerprint,"
+                " 'completed', ?, ?, ? - ?, rows, NULL, inputs_json, outputs FROM stages"
+                " WHERE run_id = ? AND fingerprint = ?"
+                " AND status = 'gate_failed' AND inputs_json IS NOT NULL"
+                " ORDER BY finished_at DESC LIMIT 1",
+                [started_at, finished, finished, started_at, run_id, fingerprint],
+            )
+            self._refresh_views(con)
+
+    def latest_dataset(self, run_id: str, round_index: int, kind: str) -> str | None:
+        """Path of the newest completed dataset of `kind` in a round of a run (drift baseline).
+
+        Parameters
+        ----------
+        run_id
+            The run.
+        round_index
+            The round.
+        kind
+            The dataset kind.
+
+        Returns
+        -------
+        The path recorded by the most recently finished completed stage; None when there is
+        none or no catalog yet.
+        """
+        rows = self.query(
+            "SELECT d.path FROM datasets d JOIN stages s ON d.run_id = s.run_id"
+            " AND d.fingerprint = s.fingerprint AND s.status = 'completed'"
+            " WHERE d.run_id = ? AND d.round = ? AND d.kind = ?"
+            " ORDER BY s.finished_at DESC LIMIT 1", [run_id, round_index, kind],
+        ) if self.path.exists() else []
+        return self.resolve(rows[0]["path"]) if rows else None

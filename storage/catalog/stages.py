@@ -1,0 +1,262 @@
+"""Rows of stage attempts and the datasets they wrote (`stages`, `datasets`, `metrics`).
+
+A stage is *done* when a completed row exists for (run_id, fingerprint) and every dataset it
+lists exists with its checksum; the completed row is written last, in the same transaction as
+its datasets and metrics, so its presence means the data is complete.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from storage.catalog.connection import CatalogFile
+from storage.catalog.schema import STAGE_COLUMNS
+from storage.datasets import WrittenDataset
+
+
+class StageRecords(CatalogFile):
+    """What the catalog records of stage attempts: completed, failed, gate_failed, discarded."""
+
+    def completed_datasets(
+        self, run_id: str, fingerprint: str
+    ) -> dict[str, dict[str, Any]] | None:
+        """The datasets of a completed stage, or None when the stage is not recorded as done.
+
+        Parameters
+        ----------
+        run_id
+            The run.
+        fingerprint
+            The stage's fingerprint.
+
+        Returns
+        -------
+        Kind -> {"path", "rows", "checksum"} for every dataset row of the stage (empty when
+        it wrote none); None when no completed stage row exists for (run_id, fingerprint).
+        The files themselves are not checked here (see `storage.recovery.check_recorded`).
+        """
+        with self.connect() as con:
+            done = con.execute(
+                "SELECT count(*) FROM stages WHERE run_id = ? AND fingerprint = ?"
+                " AND status = 'completed'",
+                [run_id, fingerprint],
+            ).fetchall()[0][0]
+            if not done:
+                return None
+            rows = con.execute(
+                "SELECT kind, path, rows, checksum FROM datasets WHERE run_id = ?"
+                " AND fingerprint = ?",
+                [run_id, fingerprint],
+            ).fetchall()
+        return {kind: {"path": self.resolve(path), "rows": n, "checksum": c}
+                for kind, path, n, c in rows}
+
+    def recorded_output_count(self, run_id: str, fingerprint: str) -> int | None:
+        """How many datasets the latest completed row of a stage says it wrote.
+
+        `completed_datasets` lists the `datasets` rows that are there; when fewer are there
+        than this count, a row was lost and the stage is not done.
+
+        Parameters
+        ----------
+        run_id
+            The run.
+        fingerprint
+            The stage's fingerprint.
+
+        Returns
+        -------
+        The count; None when the stage has no completed row or it predates the count.
+        """
+        with self.connect() as con:
+            rows = con.execute(
+                "SELECT outputs FROM stages WHERE run_id = ? AND fingerprint = ?"
+                " AND status = 'completed' ORDER BY finished_at DESC LIMIT 1",
+                [run_id, fingerprint]).fetchall()
+        return rows[0][0] if rows else None
+
+    def lost_outputs(self, run_id: str) -> list[dict[str, Any]]:
+        """Completed stages whose catalog lists fewer datasets than the stage wrote (a
+        `datasets` row was lost): `resume` recomputes them, `validate` reports them.
+
+        Parameters
+        ----------
+        run_id
+            The run.
+
+        Returns
+        -------
+        One dict per such stage: round, stage, fingerprint, listed (datasets rows there) and
+        outputs (how many the stage wrote), in round and stage order.
+        """
+        return self.query(
+            "SELECT s.round, s.stage, s.fingerprint, count(DISTINCT d.kind) AS listed,"
+            " max(s.outputs) AS outputs FROM stages s LEFT JOIN datasets d"
+            " ON d.run_id = s.run_id AND d.fingerprint = s.fingerprint"
+            " WHERE s.run_id = ? AND s.status = 'completed' AND s.outputs IS NOT NULL"
+            " GROUP BY s.round, s.stage, s.fingerprint HAVING listed < max(s.outputs)"
+            " ORDER BY s.round, min(s.started_at)", [run_id])
+
+    def record_completed(
+        self,
+        *,
+        run_id: str,
+        round_index: int,
+        stage: str,
+        fingerprint: str,
+        started_at: float,
+        outputs: list[WrittenDataset],
+        inputs: dict[str, str],
+        metrics: dict[str, float] | None = None,
+        status: str = "completed",
+        error: str | None = None,
+    ) -> None:
+        """Record a finished stage: datasets, metrics, then the completed stage row, in one
+        transaction, so a crash leaves either all of them or none.
+
+        status = "gate_failed" records a stage whose outputs failed their gate: its datasets
+        are kept for audit but the stage is not done (views and `completed_datasets` ignore
+        it). Dataset rows of the same (run_id, fingerprint) and metrics of the same (run_id,
+        round, stage) are replaced; the views are refreshed afterwards.
+
+        Parameters
+        ----------
+        run_id
+            The run.
+        round_index
+            The round the stage belongs to.
+        stage
+            The stage's name.
+        fingerprint
+            The stage's fingerprint.
+        started_at
+            When the stage started (`time.time()`); `seconds` is measured from it.
+        outputs
+            The files the stage wrote (`write_atomic` results); their rows are summed into
+            the stage row.
+        inputs
+            Input names -> the fingerprints they came from (stored as `inputs_json`).
+        metrics
+            Metric name -> value, stored as floats.
+        status
+            "completed", or "gate_failed" (see above).
+        error
+            Why a gate_failed stage failed.
+        """
+        finished = time.time()
+        with self.connect() as con:
+            con.execute("BEGIN")
+            con.execute(
+                "DELETE FROM datasets WHERE run_id = ? AND fingerprint = ?", [run_id, fingerprint]
+            )
+            con.execute(
+                "DELETE FROM metrics WHERE run_id = ? AND round = ? AND stage = ?",
+                [run_id, round_index, stage],
+            )
+            for out in outputs:
+                con.execute(
+                    "INSERT INTO datasets VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [run_id, round_index, stage, fingerprint, out.kind,
+                     self.relative(out.path), out.rows, out.checksum],
+                )
+            for name, value in (metrics or {}).items():
+                con.execute(
+                    "INSERT INTO metrics VALUES (?, ?, ?, ?, ?)",
+                    [run_id, round_index, stage, name, float(value)],
+                )
+            con.execute(
+                f"INSERT INTO stages ({STAGE_COLUMNS}) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [run_id, round_index, stage, fingerprint, status, started_at, finished,
+                 finished - started_at, sum(o.rows for o in outputs), error, json.dumps(inputs),
+                 len(outputs)],
+            )
+            con.execute("COMMIT")
+            self._refresh_views(con)
+
+    def record_failed(
+        self, *, run_id: str, round_index: int, stage: str, fingerprint: str,
+        started_at: float, error: str, status: str = "failed",
+    ) -> None:
+        """Record a stage attempt that did not complete: a stage row without rows or inputs.
+
+        Parameters
+        ----------
+        run_id
+            The run.
+        round_index
+            The round the stage belongs to.
+        stage
+            The stage's name.
+        fingerprint
+            The stage's fingerprint.
+        started_at
+            When the attempt started (`time.time()`).
+        error
+            What went wrong, for `flywheel status` and the audit.
+        status
+            "failed" (the stage raised), or "gate_failed" (its stored outputs failed their
+            gate again).
+        """
+        finished = time.time()
+        with self.connect() as con:
+            con.execute(
+                f"INSERT INTO stages ({STAGE_COLUMNS}) VALUES"
+                " (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, NULL, NULL)",
+                [run_id, round_index, stage, fingerprint, status, started_at, finished,
+                 finished - started_at, error],
+            )
+
+    def discard_stage(self, run_id: str, fingerprint: str, reason: str) -> None:
+        """Mark a completed stage whose files were found damaged as `discarded` (with the
+        reason in `error`) and forget its datasets, so it is no longer done.
+
+        Parameters
+        ----------
+        run_id
+            The run.
+        fingerprint
+            The stage's fingerprint.
+        reason
+            Why it was discarded (one line).
+        """
+        with self.connect() as con:
+            con.execute("BEGIN")
+            con.execute(
+                "UPDATE stages SET status = 'discarded', error = ? WHERE run_id = ?"
+                " AND fingerprint = ? AND status = 'completed'", [reason, run_id, fingerprint],
+            )
+            con.execute(
+                "DELETE FROM datasets WHERE run_id = ? AND fingerprint = ?", [run_id, fingerprint]
+            )
+            con.execute("COMMIT")
+            self._refresh_views(con)
+
+    def stage_rows(self, run_id: str) -> list[dict[str, Any]]:
+        """Every stage attempt of a run, oldest first.
+
+        Parameters
+        ----------
+        run_id
+            The run.
+
+        Returns
+        -------
+        One dict per stage row with round, stage, fingerprint, status, seconds, rows and
+        error, ordered by start time.
+
+        Raises
+        ------
+        FileNotFoundError
+            There is no catalog at the data root.
+        """
+        with self.connect(read_only=True) as con:
+            cur = con.execute(
+                "SELECT round, stage, fingerprint, status, seconds, rows, error FROM stages"
+                " WHERE run_id = ? ORDER BY started_at",
+                [run_id],
+            )
+            names = [d[0] for d in cur.description]
+            return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
