@@ -168,6 +168,29 @@ def with_replay(rows: list[dict[str, Any]], earlier: list[list[dict[str, Any]]],
     return rows + [pool[i] for i in replay_indices(len(pool), len(rows), ratio=ratio, seed=seed)]
 
 
+def replayed_rows(paths: list[Path], own_size: int, *, ratio: float, seed: int,
+                  proposer_rows: bool = True) -> list[dict[str, Any]]:
+    """The rows `with_replay` appends, read from the earlier rounds' train_rows files: the pool
+    is sized by a count and only the drawn rows are kept (the files are streamed once), so a
+    run of many large rounds does not hold its earlier rounds' rows to replay a share of them."""
+    import polars as pl
+
+    if not paths:
+        return []
+    pool = pl.concat([pl.scan_parquet(path) for path in paths], how="diagonal_relaxed")
+    if not proposer_rows:
+        pool = pool.filter(pl.col("role") != "proposer")
+    size = pool.select(pl.len()).collect().item()
+    indices = replay_indices(size, own_size, ratio=ratio, seed=seed)
+    if not indices:
+        return []
+    draws = pl.LazyFrame({"at": indices, "draw": range(len(indices))},
+                         schema={"at": pl.UInt32, "draw": pl.Int64})
+    picked = pool.with_row_index("at").join(draws, on="at", how="inner").collect(
+        engine="streaming")
+    return picked.sort("draw").drop("at", "draw").to_dicts()
+
+
 def pass_settings(train: TrainConfig, kind: str, *, warmup: bool) -> dict[str, Any]:
     """The trainer settings of a `kind` pass (sft, grpo or dpo) from `[train]`: the arguments
     of its trainer (models/trainer.py, grpo.py, dpo.py) besides rows, folders and steps."""
@@ -277,9 +300,10 @@ def train_round(ctx: RunContext, round_index: int, incumbent: Checkpoint, curate
     """The train stage's computation: the round's rows plus replay, through the planned passes."""
     cfg = ctx.config.train
     seed = ctx.stage_seed("train", round_index)
-    rows = with_replay(read_rows(curated.path("train_rows")),
-                       [read_rows(o.path("train_rows")) for o in earlier],
-                       ratio=cfg.replay_ratio, seed=seed, proposer_rows=cfg.replay_proposer_rows)
+    rows = read_rows(curated.path("train_rows"))
+    rows += replayed_rows([o.path("train_rows") for o in earlier], len(rows),
+                          ratio=cfg.replay_ratio, seed=seed,
+                          proposer_rows=cfg.replay_proposer_rows)
     plan = plan_training(cfg, rows, round_index, split=split_for)
     job = TrainJob(
         train_pass=partial(train_pass, ctx, warmup=plan.warmup, incumbent=incumbent.path),

@@ -11,7 +11,7 @@
 Ids may be given as a unique prefix. Which rows a checkpoint saw comes from its train stage's
 `inputs_json` (the fingerprints of this round's `train_rows` and of each earlier round's, keys
 `train_rows` and `replay_round_N`). All of this round's rows are trained; from earlier rounds
-the train stage replays a seeded sample (`tasks.train.with_replay`) of a pool of
+the train stage replays a seeded sample (`tasks.train.replayed_rows`) of a pool of
 their rows (solver rows only with `train.replay_proposer_rows = false`). The audit redraws it
 with the same rule (storage/seeds.py `replay_indices`) from what the train stage recorded as
 metrics, `replay_seed`, `replay_ratio` and `replay_proposer_rows` (0/1), and checks it against

@@ -2,6 +2,8 @@
 
 from functools import partial
 
+import pytest
+
 from models import passes
 from tasks.rows import split_for
 
@@ -92,3 +94,25 @@ def test_replay_can_leave_out_earlier_proposer_rows():
     assert len(both) == len(solver_only) == 60
     assert any(r["role"] == "proposer" for r in both[20:])
     assert {r["role"] for r in solver_only[20:]} == {"solver"} and solver_only[:20] == own
+
+
+@pytest.mark.parametrize("proposer_rows", [True, False])
+def test_replayed_rows_read_from_files_are_the_rows_with_replay_draws(tmp_path, proposer_rows):
+    from storage.datasets import write_atomic
+    from tasks.train import replayed_rows, with_replay
+
+    def rows(round_index: int, count: int) -> list[dict]:
+        return [{"train_row_id": f"t{round_index}-{i}", "run_id": "r", "round": round_index,
+                 "role": "proposer" if i % 3 == 0 else "solver", "prompt": f"q{i}",
+                 "completion": f"a{i}", "rejected": None, "weight": 1.0 + i,
+                 "problem_id": f"p{i}", "rollout_id": None if i % 2 else f"r{i}",
+                 "proposal_id": f"s{i}"} for i in range(count)]
+
+    earlier = [rows(0, 40), rows(1, 25)]
+    paths = [write_atomic("train_rows", part, tmp_path / f"train-{k}.parquet").path
+             for k, part in enumerate(earlier)]
+    own = rows(2, 30)
+    expected = with_replay(own, earlier, ratio=0.5, seed=7, proposer_rows=proposer_rows)[30:]
+    got = replayed_rows(paths, len(own), ratio=0.5, seed=7, proposer_rows=proposer_rows)
+    assert got == expected and len(got) == 15
+    assert replayed_rows([], len(own), ratio=0.5, seed=7) == []
