@@ -2,8 +2,8 @@
 bench/scale.py measures against and tests/tasks/test_columnar_equivalence.py compares with.
 
 Each function is the earlier row-by-row implementation, unchanged in what it computes:
-curriculum rows, training rows (SFT, GRPO prompt rows, DPO pairs), verdict metrics. Nothing in
-the library imports this module.
+curriculum rows, training rows (SFT, GRPO prompt rows, DPO pairs), verdicts and verdict
+metrics. Nothing in the library imports this module.
 """
 
 from __future__ import annotations
@@ -193,3 +193,38 @@ def verdict_metrics(rows: list[dict[str, Any]], problems: list[dict[str, Any]],
             if total:
                 metrics["label_precision_confident"] = matching / total
     return metrics
+
+
+def verdict_rows(domain: Domain, rollouts: list[dict[str, Any]], problems: list[dict[str, Any]],
+                 labels: str = "reference") -> list[dict[str, Any]]:
+    reference = {p["problem_id"]: p["reference"] for p in problems}
+    text = {p["problem_id"]: p["text"] for p in problems}
+    answers = [domain.extract(r["completion"]) for r in rollouts]
+    by_problem: dict[str, list[str | None]] = defaultdict(list)
+    for r, answer in zip(rollouts, answers, strict=True):
+        by_problem[r["problem_id"]].append(answer)
+    votes = majority_labels(by_problem)
+    if labels == "majority":
+        compared = [votes[r["problem_id"]].label for r in rollouts]
+    else:
+        compared = [reference[r["problem_id"]] for r in rollouts]
+    completions = [r["completion"] for r in rollouts]
+    outcomes: list[str | None] = [None] * len(rollouts)
+    if hasattr(domain, "judge"):
+        judged = domain.judge(completions, compared, [text[r["problem_id"]] for r in rollouts])
+        scores = [j.reward for j in judged]
+        methods = [labels if j.reward is not None else (j.reason or "none") for j in judged]
+    else:
+        methods = [labels if label is not None else "none" for label in compared]
+        if hasattr(domain, "run_answers"):
+            ran = domain.run_answers(completions, compared)
+            scores, outcomes = [reward for reward, _ in ran], [outcome for _, outcome in ran]
+        else:
+            scores = domain.score(completions, compared)
+    return [
+        {"rollout_id": r["rollout_id"], "run_id": r["run_id"], "round": r["round"],
+         "problem_id": r["problem_id"], "answer": answer, "reward": score, "method": how,
+         "label": label, "agreement": votes[r["problem_id"]].agreement, "outcome": outcome}
+        for r, answer, label, score, how, outcome in zip(rollouts, answers, compared, scores,
+                                                         methods, outcomes, strict=True)
+    ]

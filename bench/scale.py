@@ -11,6 +11,7 @@ seconds and peak RSS:
                seconds are the computation's (each of the two printed apart), the curriculum
                and train_rows files are written after it (for the gates)
     baseline   the same curate through bench/baseline_rows.py on read_rows lists
+    baseline-verify  the same verify through bench/baseline_rows.py on read_rows lists
     gate:KIND  validators.gate.run_gate on the round's file of that kind (default [gates],
                round 1): Great Expectations on the first 100 000 rows, the rest on every row
 
@@ -139,7 +140,18 @@ def step_baseline(folder: Path) -> int:
     return len(rows)
 
 
+def step_baseline_verify(folder: Path) -> int:
+    from bench.baseline_rows import verdict_rows
+    from domains.arithmetic import ArithmeticDomain
+    from storage.datasets import read_rows
+
+    rows = verdict_rows(ArithmeticDomain(), read_rows(folder / "rollouts.parquet"),
+                        read_rows(folder / "problems.parquet"))
+    return len(rows)
+
+
 STEPS = {"verify": step_verify, "curate": step_curate, "baseline": step_baseline,
+         "baseline-verify": step_baseline_verify,
          **{f"gate:{kind}": functools.partial(step_gate, kind=kind) for kind in GATED}}
 
 
@@ -176,7 +188,7 @@ def main() -> None:
     rollouts = problems * samples
     report = {"problems": problems, "rollouts": rollouts,
               "write_seconds": time.perf_counter() - started, "steps": {}}
-    steps = ["verify", "curate", *([] if args.skip_baseline else ["baseline"]),
+    steps = ["verify", "curate", *([] if args.skip_baseline else ["baseline", "baseline-verify"]),
              *[f"gate:{kind}" for kind in GATED]]
     for step in steps:
         result = measured(step, args.folder)
@@ -194,8 +206,12 @@ def main() -> None:
         report["curate_speedup"] = (report["steps"]["baseline"]["seconds"]
                                     / report["steps"]["curate"]["seconds"])
         print(f"curate: {report['curate_speedup']:.1f}x the list-of-dicts code")
+    if "baseline-verify" in report["steps"]:
+        report["verify_speedup"] = (report["steps"]["baseline-verify"]["seconds"]
+                                    / report["steps"]["verify"]["seconds"])
+        print(f"verify: {report['verify_speedup']:.1f}x the list-of-dicts code")
     report["peak_rss_mb"] = max(s["peak_rss_mb"] for name, s in report["steps"].items()
-                                if name != "baseline")
+                                if not name.startswith("baseline"))
     print(f"round (verify, curate, gates): peak RSS {report['peak_rss_mb']:.0f} MB")
     report["self_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     args.out.parent.mkdir(parents=True, exist_ok=True)

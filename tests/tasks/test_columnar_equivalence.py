@@ -8,7 +8,7 @@ import pytest
 from bench import baseline_rows as baseline
 from configs import CurateConfig
 from domains.arithmetic import ArithmeticDomain
-from storage.datasets import write_atomic
+from storage.datasets import to_table, write_atomic
 from tasks.curate import curriculum_frame, training_frame
 
 domain = ArithmeticDomain()
@@ -139,6 +139,30 @@ def test_verify_metrics_equal_the_list_of_dicts_code(labels, seed, tmp_path):
     got = verdict_metrics(path, problems, labels)
     assert got == expected and list(got) == list(expected)
     assert "unjudged_no_answer" in got and (labels == "reference" or "label_precision" in got)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("labels", ["reference", "majority"])
+def test_verdicts_over_columns_equal_the_row_by_row_verdicts(seed, labels):
+    from tasks.verify import verdict_frame
+
+    problems, rollouts, _ = _round(seed)
+    rng = random.Random(seed)
+    for r in rollouts:  # answers the vote ties on, and completions with no answer
+        r["completion"] = rng.choice([r["completion"], "7", "x", "12"])
+    expected = baseline.verdict_rows(domain, rollouts, problems, labels)
+    got = verdict_frame(domain, rollouts, problems, labels)
+    assert got.to_dicts() == expected and len(expected) == len(rollouts)
+    assert to_table("verdicts", got).equals(to_table("verdicts", expected))
+
+
+def test_a_rollout_of_an_unknown_problem_is_named():
+    from tasks.verify import verdict_frame
+
+    problems, rollouts, _ = _round(1)
+    known = [p for p in problems if p["problem_id"] != rollouts[0]["problem_id"]]
+    with pytest.raises(ValueError, match=f"rollout {rollouts[0]['rollout_id']}: its problem"):
+        verdict_frame(domain, rollouts, known, "reference")
 
 
 @pytest.mark.parametrize("labels", ["reference", "majority"])
