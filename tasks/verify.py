@@ -56,7 +56,8 @@ from tasks.stage import StageOutput, StageResult, run_stage
 VERSION = 2  # 2: label and agreement columns, majority-vote labels
 VERDICT_METRIC_COLUMNS = {"problem_id": pl.String, "answer": pl.String, "reward": pl.Float64,
                           "method": pl.String, "label": pl.String}
-CHUNK_ROWS = 65536  # rollouts verified and written per row group (whole problems)
+CHUNK_ROWS = 16384  # rollouts verified at once (whole problems): their texts are held
+GROUP_ROWS = 65536  # verdicts per row group of the file, whatever the chunks and shards
 
 
 VERDICT_INPUTS = {"rollout_id": pl.String, "run_id": pl.String, "round": pl.Int64,
@@ -239,10 +240,11 @@ def rollout_chunks(path: Path, rows: int = CHUNK_ROWS,
 def stream_verdicts(domain: Domain, scale: ScaleConfig, rollout_file: Path, problem_file: Path,
                     labels: str, path: Path, *, chunk_rows: int = CHUNK_ROWS) -> WrittenDataset:
     """Verdicts of the rollouts file written to `path` chunk by chunk (`rollout_chunks`, each in
-    `[scale]` shards), so only one chunk's rows are held. A chunk is one row group whatever the
-    shard count, so the file's bytes do not depend on where the shards ran."""
+    `[scale]` shards), so only one chunk's rows are held. The verdicts are regrouped into row
+    groups of `GROUP_ROWS` rows, so the file's bytes depend neither on the chunk size nor on
+    where the shards ran."""
     problem_table = lazy_frame(problem_file, PROBLEM_INPUTS).collect()
-    with DatasetWriter("verdicts", path) as writer:
+    with DatasetWriter("verdicts", path, group_rows=GROUP_ROWS) as writer:
         for chunk in rollout_chunks(rollout_file, chunk_rows, columns=list(VERDICT_INPUTS)):
             rollouts = lazy_frame(pl.from_arrow(chunk), VERDICT_INPUTS).collect()
             ids = rollouts["problem_id"].unique().implode()

@@ -184,21 +184,25 @@ def test_streamed_verdicts_equal_verdicts_of_all_rows(labels, chunk_rows, tmp_pa
     assert written.rows == len(expected) and not list(tmp_path.glob(".*tmp*"))
 
 
-@pytest.mark.parametrize("chunk_rows", [7, 1000])
-def test_streamed_verdict_files_do_not_depend_on_the_shard_count(chunk_rows, tmp_path):
+def test_streamed_verdict_files_depend_neither_on_chunks_nor_shards(tmp_path, monkeypatch):
+    import pyarrow.parquet as pq
+
     from configs import ScaleConfig
     from storage.fingerprint import file_checksum
-    from tasks.verify import stream_verdicts
+    from tasks import verify
 
+    monkeypatch.setattr(verify, "GROUP_ROWS", 16)
     problems, rollouts, _ = _round(10)
     paths = {kind: write_atomic(kind, rows, tmp_path / f"{kind}.parquet").path
              for kind, rows in [("problems", problems), ("rollouts", rollouts)]}
-    sums = {file_checksum(stream_verdicts(domain, ScaleConfig(rollout_shards=shards),
-                                          paths["rollouts"], paths["problems"], "reference",
-                                          tmp_path / f"verdicts-{shards}.parquet",
-                                          chunk_rows=chunk_rows).path)
-            for shards in (1, 3)}
-    assert len(sums) == 1
+    files = [verify.stream_verdicts(domain, ScaleConfig(rollout_shards=shards),
+                                    paths["rollouts"], paths["problems"], "reference",
+                                    tmp_path / f"verdicts-{shards}-{chunk}.parquet",
+                                    chunk_rows=chunk).path
+             for shards in (1, 3) for chunk in (7, 1000)]
+    assert len({file_checksum(path) for path in files}) == 1
+    metadata = pq.ParquetFile(files[0]).metadata
+    assert metadata.num_row_groups == -(-len(rollouts) // 16)
 
 
 def test_streamed_verdicts_leave_nothing_when_a_part_fails(tmp_path, monkeypatch):
