@@ -58,8 +58,6 @@ VERDICT_METRIC_COLUMNS = {"problem_id": pl.String, "answer": pl.String, "reward"
                           "method": pl.String, "label": pl.String}
 CHUNK_ROWS = 16384  # rollouts verified at once (whole problems): their texts are held
 GROUP_ROWS = 65536  # verdicts per row group of the file, whatever the chunks and shards
-
-
 VERDICT_INPUTS = {"rollout_id": pl.String, "run_id": pl.String, "round": pl.Int64,
                   "problem_id": pl.String, "completion": pl.String}
 PROBLEM_INPUTS = {"problem_id": pl.String, "text": pl.String, "reference": pl.String}
@@ -114,13 +112,12 @@ def verdict_frame(domain: Domain, rollouts: Any, problems: Any,
         unknown = joined.filter(pl.col("known").is_null())
         if len(unknown):
             rollout_id, problem_id = unknown["rollout_id"][0], unknown["problem_id"][0]
-            msg = (f"rollout {rollout_id}: its problem {problem_id} is not among the round's "
-                   "problems; verify the rollouts of this round's problems file")
+            msg = (f"rollout {rollout_id}: its problem {problem_id} is not among the problems; "
+                   "the rollouts and the problems must come from the same round")
             raise ValueError(msg)
-    method = labels
     compared = joined["label"] if labels == "majority" else joined["reference"]
     scores, methods, outcomes = judge_rollouts(domain, completions, compared.to_list(),
-                                               joined["text"].to_list(), method)
+                                               joined["text"].to_list(), labels)
     return joined.select(
         "rollout_id", "run_id", "round", "problem_id", "answer",
         pl.Series("reward", scores, dtype=pl.Float64), pl.Series("method", methods,
