@@ -7,7 +7,7 @@ fingerprint, so a change of config that renames a stage's files leaves its rows 
     replay_indices(1000, 30, ratio=2.0, seed=3914197441) -> 60 distinct indices of range(1000)
 
 The train stage (tasks/train.py `replayed_rows`) replays the pool rows at `replay_indices`; the
-audit (storage/audit/lineage.py) recomputes the same indices from the values the train stage
+audit (storage/audit/training_plan.py) recomputes the same indices from the values the train stage
 recorded, so both read one definition.
 """
 

@@ -162,7 +162,7 @@ def with_replay(rows: list[dict[str, Any]], earlier: list[list[dict[str, Any]]],
                 seed: int, proposer_rows: bool = True) -> list[dict[str, Any]]:
     """This round's rows plus the pool rows at `replay_indices` (storage/seeds.py): about
     `ratio * len(rows)` rows sampled evenly from the earlier rounds (their solver rows only when
-    `proposer_rows` is false). The audit redraws the same indices (storage/audit/lineage.py)."""
+    `proposer_rows` is false). The audit redraws these indices (storage/audit/training_plan.py)."""
     pool = [row for rows_of_round in earlier for row in rows_of_round
             if proposer_rows or row["role"] != "proposer"]
     return rows + [pool[i] for i in replay_indices(len(pool), len(rows), ratio=ratio, seed=seed)]
@@ -317,7 +317,7 @@ def train_round(ctx: RunContext, round_index: int, incumbent: Checkpoint, curate
         ctx, stage="train", round_index=round_index, fingerprint=fingerprint, parent=incumbent,
         config=train_settings(ctx.config, warmup=round_index == 0),
         data=data_inputs(curated, earlier), rows=len(rows)))
-    # the replay's inputs, for the audit to redraw the sample (storage/audit/lineage.py); a
+    # the replay's inputs, for the audit to redraw the sample (storage/audit/training_plan.py); a
     # 32-bit seed is exact in the catalog's float metrics
     replay = {"replay_seed": float(seed), "replay_ratio": cfg.replay_ratio,
               "replay_proposer_rows": float(cfg.replay_proposer_rows)}

@@ -1,2 +1,3 @@
 """The audit: a read-only snapshot of a run (snapshot), the named queries over it (queries),
-row lineage (lineage) and the HTML report (report, svg). These read only storage."""
+row and checkpoint lineage (lineage, checkpoint_lineage, training_plan) and the HTML report
+(report, svg). These read only storage."""

@@ -1,5 +1,5 @@
 """The named audit queries. Each takes a snapshot connection from `audit.open_run` and returns a
-`Result`; the lineage queries live in `lineage.py`.
+`Result`; the lineage queries live in `lineage.py` and `checkpoint_lineage.py`.
 
     funnel    per round: proposed -> valid -> novel -> judged -> kept -> trained, the training
               rows of the round by role, rows replayed into its training, held-out accuracy
