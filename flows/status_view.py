@@ -137,7 +137,7 @@ def task_accuracy_lines(rows: list[dict[str, Any]]) -> list[str]:
     Parameters
     ----------
     rows
-        The run's `accuracy_task_*` metrics (storage/audit/queries.py `task_accuracy`): the
+        The run's `accuracy_task_*` metrics (storage/audit/round_metrics.py `task_accuracy`): the
         baseline stage's are the base model's, each evaluate stage's its round's candidate's.
     """
     table: dict[tuple[str, int | None], dict[str, float]] = {}

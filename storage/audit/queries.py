@@ -1,5 +1,7 @@
-"""The named audit queries. Each takes a snapshot connection from `audit.open_run` and returns a
-`Result`; the lineage queries live in `lineage.py` and `checkpoint_lineage.py`.
+"""The named per-round audit queries. Each takes a snapshot connection from `audit.open_run` and
+returns a `Result`. The lineage queries live in `lineage.py` and `checkpoint_lineage.py`, the
+user's own (`samples`, `sql`) in `custom_queries.py`, the report's per-round figures in
+`round_metrics.py` (their names import from here as well).
 
     funnel    per round: proposed -> valid -> novel -> judged -> kept -> trained, the training
               rows of the round by role, rows replayed into its training, held-out accuracy
@@ -13,8 +15,6 @@
               from `verdicts.label`: that column holds the reference when verify.labels =
               "reference", and files written without it read null; the tie rule is the one
               verify uses (tasks/curriculum/votes.py), so with majority labels the two agree
-    samples   rows of one view or table, filtered by a SQL `--where` condition
-    sql       any SQL over the views and tables
 """
 
 from __future__ import annotations
@@ -23,16 +23,19 @@ from typing import Any
 
 import duckdb
 
-from storage.audit.snapshot import (
-    TABLES,
-    AuditError,
-    Result,
-    fetch,
-    format_cell,
-    result_from_relation,
-    result_from_sql,
+from storage.audit.custom_queries import VIEWS, samples, sql
+from storage.audit.round_metrics import (
+    TASK_ACCURACY_SQL,
+    heldout_accuracy_metrics,
+    pass_rate_counts,
+    round_promotions,
+    task_accuracy,
 )
-from storage.datasets import KINDS
+from storage.audit.snapshot import Result, fetch, format_cell
+
+__all__ = ["FUNNEL_COLUMNS", "TASK_ACCURACY_SQL", "VIEWS", "drift", "drops", "drops_with_outcomes",
+           "funnel", "heldout_accuracy_metrics", "labels", "pass_rate_counts", "round_promotions",
+           "round_states", "samples", "sql", "task_accuracy"]
 
 FUNNEL_COLUMNS = ["round", "proposed", "valid", "novel", "judged", "kept", "trained",
                   "train_rows", "solver_rows", "proposer_rows", "replayed_rows", "heldout_accuracy",
@@ -309,172 +312,6 @@ def labels(con: duckdb.DuckDBPyConnection, *, round_index: int | None = None) ->
               " verify.labels = majority, kept_agreement is the precision of the labels"
               " trained on)")]
     return Result("labels", columns, rows, notes)
-
-
-# ---- the report's tables --------------------------------------------------------------------
-
-
-def heldout_accuracy_metrics(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
-    """The held-out accuracy metrics of the base model and of each round's candidate.
-
-    Parameters
-    ----------
-    con
-        A snapshot from `open_run`.
-
-    Returns
-    -------
-    Rows of round, stage ("baseline" or "evaluate"), name ("accuracy", or
-    "accuracy_level_N" per difficulty level) and value, ordered by round.
-    """
-    return fetch(con, "SELECT round, stage, name, value FROM metrics WHERE stage IN"
-                 " ('baseline', 'evaluate') AND name LIKE 'accuracy%' ORDER BY round")
-
-
-def round_promotions(con: duckdb.DuckDBPyConnection) -> dict[int, bool | None]:
-    """Whether each decided round's candidate replaced the incumbent.
-
-    Parameters
-    ----------
-    con
-        A snapshot from `open_run`.
-
-    Returns
-    -------
-    Round -> `rounds.promoted`, for every round with a recorded decision.
-    """
-    return {r["round"]: r["promoted"] for r in fetch(con, "SELECT round, promoted FROM rounds")}
-
-
-def pass_rate_counts(con: duckdb.DuckDBPyConnection, bins: int) -> list[dict[str, Any]]:
-    """Judged curriculum problems per round and pass-rate bin.
-
-    Parameters
-    ----------
-    con
-        A snapshot from `open_run`.
-    bins
-        How many bins of equal width split [0, 1]; a pass rate of 1 falls in the last one.
-
-    Returns
-    -------
-    Rows of round, bin (the bin's index, 0 to bins - 1, as a float) and n (problems with a
-    pass rate in it), ordered by round, then bin; a bin without problems has no row.
-    """
-    return fetch(con, f"""
-        SELECT round, least(floor(pass_rate * {int(bins)}), {int(bins) - 1}) AS bin, count(*) AS n
-        FROM curriculum WHERE pass_rate IS NOT NULL GROUP BY ALL ORDER BY ALL""")
-
-
-VIEWS = (*KINDS, *TABLES)
-
-
-def samples(con: duckdb.DuckDBPyConnection, view: str | None, *, where: str | None = None,
-            limit: int = 20) -> Result:
-    """Rows of one view (or catalog table), optionally filtered by a SQL condition.
-
-    Parameters
-    ----------
-    con
-        A snapshot from `open_run`.
-    view
-        A dataset view or catalog table, one of `VIEWS`.
-    where
-        A SQL condition on the view's columns; None: every row.
-    limit
-        The most rows returned.
-
-    Returns
-    -------
-    Up to `limit` rows, with a note saying how many rows match in all.
-
-    Raises
-    ------
-    AuditError
-        `view` is not one of `VIEWS`, `limit` is below 1, or `where` is not valid SQL for
-        the view (the message lists its columns).
-    """
-    if view not in VIEWS:
-        raise AuditError(f"samples {view or ''}: name a view or table, one of {', '.join(VIEWS)}")
-    if limit < 1:
-        raise AuditError(f"--limit {limit}: must be at least 1")
-    relation = con.table(view)
-    try:  # parsed as one expression, so it cannot close the WHERE and append SQL of its own
-        matching = relation.filter(where) if where else relation
-        result = result_from_relation(f"samples of {view}", matching.limit(limit))
-    except duckdb.Error as exc:
-        first = str(exc).strip().splitlines()[0]
-        msg = (f"--where {where!r}: {first} (a condition on the columns of {view}: "
-               f"{', '.join(relation.columns)})")
-        raise AuditError(msg) from None
-    total = matching.aggregate("count(*)").fetchall()[0][0]
-    result.notes.append(f"{len(result.rows)} of {total} matching rows (--limit {limit})")
-    return result
-
-
-def sql(con: duckdb.DuckDBPyConnection, text: str) -> Result:
-    """One SELECT query over the views (proposals, problems, rollouts, ...) and tables (runs,
-    stages, ...) of a snapshot.
-
-    Read-only twice over: anything but a single SELECT (ATTACH, COPY, INSTALL, SET, DELETE,
-    a second statement, ...) is refused before it runs, and the snapshot itself reads no file
-    outside the run's folder (`open_run`).
-
-    Parameters
-    ----------
-    con
-        A snapshot from `open_run`.
-    text
-        The SQL; it runs on the in-memory snapshot, never on the catalog file.
-
-    Returns
-    -------
-    Its rows, titled "sql".
-
-    Raises
-    ------
-    AuditError
-        The text is not one SELECT, reaches for a file outside the run, or DuckDB rejects
-        it: the first line of its error, with the names of the views and tables.
-    """
-    try:
-        statements = con.extract_statements(text)
-        if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
-            kinds = ", ".join(s.type.name for s in statements) or "nothing"
-            msg = (f"--sql runs one read-only SELECT query; this is {kinds} (the audit cannot "
-                   "change the catalog, the data or any file)")
-            raise AuditError(msg)
-        return result_from_sql(con, "sql", text)
-    except duckdb.PermissionException as exc:
-        first = str(exc).strip().splitlines()[0]
-        raise AuditError(f"--sql: {first} (the audit reads this run's own files only)") from None
-    except duckdb.Error as exc:
-        first = str(exc).strip().splitlines()[0]
-        msg = f"--sql: {first} (views: {', '.join(KINDS)}; tables: {', '.join(TABLES)})"
-        raise AuditError(msg) from None
-
-
-# Held-out accuracy per task and per task and level, as the evaluate stage records it for a
-# domain of several tasks (reasoning_gym): `accuracy_task_<task>` and
-# `accuracy_task_<task>_level_<N>` metrics of the baseline (round 0: the base model) and of each
-# round's candidate.
-TASK_ACCURACY_SQL = (
-    "SELECT round, stage, name, value FROM metrics WHERE run_id = ?"
-    " AND stage IN ('baseline', 'evaluate') AND name LIKE 'accuracy_task_%'"
-    " ORDER BY round, stage, name")
-
-
-def task_accuracy(catalog: Any, run_id: str) -> list[dict[str, Any]]:
-    """The run's per-task held-out accuracy metrics (round, stage, name, value), oldest first.
-
-    Parameters
-    ----------
-    catalog
-        A `storage.catalog.Catalog` (its `query` reads without writing).
-    run_id
-        The run.
-    """
-    return catalog.query(TASK_ACCURACY_SQL, [run_id])
 
 
 def drops_with_outcomes(con: duckdb.DuckDBPyConnection, *, round_index: int | None = None,

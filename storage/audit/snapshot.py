@@ -193,7 +193,7 @@ def _read_only(con: duckdb.DuckDBPyConnection, run_dir: Path) -> None:
     No file outside `run_dir` can be read or written (no ATTACH of the catalog, no COPY TO,
     no read_csv of /etc/passwd), no extension is installed or loaded, and no setting can be
     changed back (`lock_configuration`). Inside `run_dir` DuckDB could still write (COPY TO),
-    so the audit's queries are also SELECT-only (`storage.audit.queries.sql`)."""
+    so the audit's queries are also SELECT-only (`storage.audit.custom_queries.sql`)."""
     directories = sorted({str(run_dir.absolute()) + "/", str(run_dir.resolve()) + "/"})
     quoted = ", ".join("'" + d.replace("'", "''") + "'" for d in directories)
     for statement in (f"SET allowed_directories = [{quoted}]",
