@@ -33,6 +33,7 @@ checks it).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,7 @@ PROBLEMS = {"problem_id": pl.String, "run_id": pl.String, "round": pl.Int64, "te
             "reference": pl.String, "level": pl.Int64, "proposal_id": pl.String}
 ROLLOUT_KEYS = {"rollout_id": pl.String, "problem_id": pl.String, "sample_index": pl.Int64}
 ROLLOUT_TEXTS = {"rollout_id": pl.String, "prompt": pl.String, "completion": pl.String}
+TEXT_READERS = 2  # row groups of rollout texts decoded at once
 VERDICT_REWARDS = {"rollout_id": pl.String, "reward": pl.Float64}
 REWARDED = ["rollout_pos", "problem_id", "sample_index", "reward"]
 VERDICTS = {"rollout_id": pl.String, "problem_id": pl.String, "reward": pl.Float64,
@@ -189,9 +191,9 @@ def in_rank_order(frame: pl.DataFrame) -> bool:
 def rollout_texts(rollouts: Any, positions: pl.Series) -> pl.DataFrame:
     """(rollout_pos, rollout_id, prompt, completion) of the rollouts at `positions`, in file
     order. A file is read one row group at a time (storage/datasets.py bounds a row group's
-    decoded bytes) and the chosen rows of each copied out: a polars string gathered from a
-    decoded row group is a view that keeps the whole group's text alive; its Arrow export holds
-    only the chosen texts, which polars then views."""
+    decoded bytes), `TEXT_READERS` groups at once, and the chosen rows of each copied out: a
+    polars string gathered from a decoded row group is a view that keeps the whole group's text
+    alive; its Arrow export holds only the chosen texts, which polars then views."""
     if not isinstance(rollouts, str | Path):
         chosen = pl.DataFrame({"rollout_pos": positions.unique().cast(pl.UInt32)})
         frame = lazy_frame(rollouts, ROLLOUT_TEXTS).with_row_index("rollout_pos")
@@ -202,15 +204,18 @@ def rollout_texts(rollouts: Any, positions: pl.Series) -> pl.DataFrame:
     sizes = [metadata.row_group(group).num_rows for group in range(metadata.num_row_groups)]
     starts = np.concatenate([[0], np.cumsum(sizes)]).astype(wanted.dtype)
     bounds = np.searchsorted(wanted, starts)
-    parts = []
-    for group, rows in enumerate(sizes):
+
+    def chosen_of(group: int) -> pl.DataFrame | None:  # polars decodes without the GIL
         low, high = bounds[group], bounds[group + 1]
-        if high > low:
-            start = int(starts[group])
-            taken = scan.slice(start, rows).collect().gather(wanted[low:high] - start)
-            copied = pl.from_arrow(taken.to_arrow())  # Arrow strings of the chosen rows only
-            parts.append(copied.select(pl.Series("rollout_pos", wanted[low:high]),
-                                       *ROLLOUT_TEXTS))
+        if high == low:
+            return None
+        start = int(starts[group])
+        taken = scan.slice(start, sizes[group]).collect().gather(wanted[low:high] - start)
+        copied = pl.from_arrow(taken.to_arrow())  # Arrow strings of the chosen rows only
+        return copied.select(pl.Series("rollout_pos", wanted[low:high]), *ROLLOUT_TEXTS)
+
+    with ThreadPoolExecutor(TEXT_READERS) as pool:  # results in group order
+        parts = [part for part in pool.map(chosen_of, range(len(sizes))) if part is not None]
     empty = pl.DataFrame(schema={"rollout_pos": pl.UInt32, **ROLLOUT_TEXTS})
     return pl.concat([empty, *parts]) if parts else empty
 
