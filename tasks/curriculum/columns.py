@@ -13,13 +13,13 @@ for, a missing column read as nulls of its type.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import polars as pl
+import polars_hash  # noqa: F401 - registers the `chash` expressions (sha256 over a column)
 
 _JSON_UNSAFE = r'[^ !#-\[\]-~]'  # all but printable ASCII other than " and \ (json.dumps escapes)
 
@@ -70,19 +70,13 @@ def plain_json(column: pl.Expr, dtype: pl.DataType) -> pl.Expr:
 
 def row_ids(kind: str, parts: Sequence[pl.Series], length: int = 16) -> pl.Series:
     """`storage.fingerprint.row_id(kind, *parts)` for every row of the columns `parts`: the
-    compact JSON of the list is built over whole columns, then hashed (sha256, `length` hex).
-
-    The JSON text of all columns is one concatenation (`json_pieces`); each row is hashed by
-    hashlib, one call per row (the floor for sha256 here), the digests turned into hex over the
-    column."""
+    compact JSON of the list is built over whole columns (`json_pieces`), then hashed over the
+    column (sha256 of its UTF-8 bytes by the polars-hash plugin, `length` hex characters)."""
     if not parts:
         return pl.Series([], dtype=pl.String)
     frame = pl.DataFrame({f"part{i}": part for i, part in enumerate(parts)})
-    blob = frame.select(pl.concat_str(json_pieces(kind, frame))).to_series()
-    sha = hashlib.sha256
-    digests = pl.Series([sha(b).digest() for b in blob.cast(pl.Binary).to_list()],
-                        dtype=pl.Binary)
-    return digests.bin.encode("hex").str.slice(0, length)
+    blob = pl.concat_str(json_pieces(kind, frame))
+    return frame.select(blob.chash.sha2_256().str.slice(0, length)).to_series()
 
 
 def json_pieces(kind: str, frame: pl.DataFrame) -> list[pl.Expr]:

@@ -50,7 +50,7 @@ PROBLEMS = {"problem_id": pl.String, "run_id": pl.String, "round": pl.Int64, "te
             "reference": pl.String, "level": pl.Int64, "proposal_id": pl.String}
 ROLLOUT_KEYS = {"rollout_id": pl.String, "problem_id": pl.String, "sample_index": pl.Int64}
 ROLLOUT_TEXTS = {"rollout_id": pl.String, "prompt": pl.String, "completion": pl.String}
-TEXT_READERS = 2  # row groups of rollout texts decoded at once
+TEXT_READERS = 4  # row groups of rollout texts decoded at once (decoding overlaps the copies)
 VERDICT_REWARDS = {"rollout_id": pl.String, "reward": pl.Float64}
 REWARDED = ["rollout_pos", "problem_id", "sample_index", "reward"]
 VERDICTS = {"rollout_id": pl.String, "problem_id": pl.String, "reward": pl.Float64,
