@@ -71,12 +71,18 @@ def plain_json(column: pl.Expr, dtype: pl.DataType) -> pl.Expr:
 def row_ids(kind: str, parts: Sequence[pl.Series], length: int = 16) -> pl.Series:
     """`storage.fingerprint.row_id(kind, *parts)` for every row of the columns `parts`: the
     compact JSON of the list is built over whole columns (`json_pieces`), then hashed over the
-    column (sha256 of its UTF-8 bytes by the polars-hash plugin, `length` hex characters)."""
+    column (sha256 of its UTF-8 bytes by the polars-hash plugin, `length` hex characters). The
+    plugin hashes a column on one thread, so the rows are cut into one slice per polars thread,
+    built and hashed at once."""
     if not parts:
         return pl.Series([], dtype=pl.String)
     frame = pl.DataFrame({f"part{i}": part for i, part in enumerate(parts)})
-    blob = pl.concat_str(json_pieces(kind, frame))
-    return frame.select(blob.chash.sha2_256().str.slice(0, length)).to_series()
+    digest = pl.concat_str(json_pieces(kind, frame)).chash.sha2_256().str.slice(0, length)
+    slices = max(1, min(pl.thread_pool_size(), len(frame) // 65536))
+    bounds = [len(frame) * k // slices for k in range(slices + 1)]
+    hashed = pl.collect_all([frame.lazy().slice(start, end - start).select(digest)
+                             for start, end in zip(bounds[:-1], bounds[1:], strict=True)])
+    return pl.concat([part.to_series() for part in hashed])
 
 
 def json_pieces(kind: str, frame: pl.DataFrame) -> list[pl.Expr]:

@@ -97,6 +97,16 @@ def test_row_ids_over_columns_equal_row_id_per_row():
     assert row_ids("train_row", []).to_list() == []
 
 
+def test_row_ids_of_many_rows_are_hashed_in_slices_in_row_order():
+    count = 3 * 65536 + 5  # one slice per polars thread, up to three
+    ids = pl.Series([f"r{i}" for i in range(count)], dtype=pl.String)
+    rounds = pl.Series([i % 7 for i in range(count)], dtype=pl.Int64)
+    got = row_ids("train_row", [ids, rounds]).to_list()
+    assert len(got) == count
+    for i in [0, 1, 65535, 65536, 131072, count // 2, count - 1]:
+        assert got[i] == row_id("train_row", f"r{i}", i % 7)
+
+
 @pytest.mark.parametrize("problem_ids", [
     ["a", "a", "b", "b", "c"],                # runs of one problem each
     ["a", "b", "a", "c", "b", "a", None],     # a problem's rollouts apart, a null id
