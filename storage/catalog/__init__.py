@@ -1,14 +1,8 @@
 """The DuckDB catalog at `<data-root>/catalog.duckdb`: what ran, on what, with what result.
 
-Tables (storage/catalog/schema.py has their columns and migrations)
-    runs      one row per run id: config (JSON), its hash, created/updated time, status
-    stages    one row per stage attempt: fingerprint, status (completed | failed | gate_failed),
-              timings, total rows, error; a stage is *done* when a completed row exists for
-              (run_id, fingerprint) and every dataset it lists exists with its checksum
-    datasets  one row per file a completed stage wrote: kind, path, rows, sha256
-    gates     one row per gate run on a dataset (result JSON)
-    metrics   (run_id, round, stage, name, value)
-    rounds    one row per decided round: incumbent, candidate, accuracies, promoted, reason
+Tables `runs`, `stages`, `datasets`, `gates`, `metrics` and `rounds` (storage/catalog/schema.py
+says what each row is and holds their migrations); a stage is *done* when a completed row
+exists for (run_id, fingerprint) and every dataset it lists exists with its checksum.
 
 Views `problems`, `rollouts`, `verdicts`, `curriculum`, `train_rows`, `evals`, `proposals`
 read every Parquet file that a completed stage recorded, across rounds and runs.
