@@ -158,21 +158,14 @@ def train_settings(config: RunConfig, *, warmup: bool) -> dict[str, Any]:
     return out
 
 
-def with_replay(rows: list[dict[str, Any]], earlier: list[list[dict[str, Any]]], *, ratio: float,
-                seed: int, proposer_rows: bool = True) -> list[dict[str, Any]]:
-    """This round's rows plus the pool rows at `replay_indices` (storage/seeds.py): about
-    `ratio * len(rows)` rows sampled evenly from the earlier rounds (their solver rows only when
-    `proposer_rows` is false). The audit redraws these indices (storage/audit/training_plan.py)."""
-    pool = [row for rows_of_round in earlier for row in rows_of_round
-            if proposer_rows or row["role"] != "proposer"]
-    return rows + [pool[i] for i in replay_indices(len(pool), len(rows), ratio=ratio, seed=seed)]
-
-
 def replayed_rows(paths: list[Path], own_size: int, *, ratio: float, seed: int,
                   proposer_rows: bool = True) -> list[dict[str, Any]]:
-    """The rows `with_replay` appends, read from the earlier rounds' train_rows files: the pool
-    is sized by a count and only the drawn rows are kept (the files are streamed once), so a
-    run of many large rounds does not hold its earlier rounds' rows to replay a share of them."""
+    """The earlier rounds' rows a train stage replays beside its own `own_size` rows: the rows
+    of the pool (the files' rows in round order, their solver rows only when `proposer_rows` is
+    false) at `replay_indices` (storage/seeds.py: about `ratio * own_size` rows sampled evenly),
+    in draw order. The pool is sized by a count and only the drawn rows are kept while the
+    files stream, so a run of many large rounds does not hold its earlier rows to replay a share
+    of them. The audit redraws these indices (storage/audit/training_plan.py)."""
     import polars as pl
 
     if not paths:

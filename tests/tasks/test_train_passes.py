@@ -83,36 +83,41 @@ def test_train_fingerprint_covers_the_sub_sections_its_mode_reads():
     assert settings(warmup=True, **{"warmup.max_steps": 7}) != warmup
 
 
-def test_replay_can_leave_out_earlier_proposer_rows():
-    from tasks.train import with_replay
+def _train_rows(round_index: int, count: int, role=None) -> list[dict]:
+    return [{"train_row_id": f"t{round_index}-{i}", "run_id": "r", "round": round_index,
+             "role": role or ("proposer" if i % 3 == 0 else "solver"), "prompt": f"q{i}",
+             "completion": f"a{i}", "rejected": None, "weight": 1.0 + i, "problem_id": f"p{i}",
+             "rollout_id": None if i % 2 else f"r{i}", "proposal_id": f"s{i}"}
+            for i in range(count)]
 
-    earlier = [[{"id": f"s{i}", "role": "solver"} for i in range(50)]
-               + [{"id": f"p{i}", "role": "proposer"} for i in range(50)]]
-    own = [{"id": f"n{i}", "role": "solver"} for i in range(20)]
-    both = with_replay(own, earlier, ratio=2.0, seed=0)
-    solver_only = with_replay(own, earlier, ratio=2.0, seed=0, proposer_rows=False)
+
+def test_replay_can_leave_out_earlier_proposer_rows(tmp_path):
+    from storage.datasets import write_atomic
+    from tasks.train import replayed_rows
+
+    earlier = _train_rows(0, 50, "solver") + _train_rows(1, 50, "proposer")
+    path = write_atomic("train_rows", earlier, tmp_path / "train.parquet").path
+    own = _train_rows(2, 20, "solver")
+    both = own + replayed_rows([path], len(own), ratio=2.0, seed=0)
+    solver_only = own + replayed_rows([path], len(own), ratio=2.0, seed=0, proposer_rows=False)
     assert len(both) == len(solver_only) == 60
     assert any(r["role"] == "proposer" for r in both[20:])
     assert {r["role"] for r in solver_only[20:]} == {"solver"} and solver_only[:20] == own
 
 
 @pytest.mark.parametrize("proposer_rows", [True, False])
-def test_replayed_rows_read_from_files_are_the_rows_with_replay_draws(tmp_path, proposer_rows):
+def test_replayed_rows_read_from_files_are_the_pool_rows_replay_indices_draw(tmp_path,
+                                                                              proposer_rows):
     from storage.datasets import write_atomic
-    from tasks.train import replayed_rows, with_replay
+    from storage.seeds import replay_indices
+    from tasks.train import replayed_rows
 
-    def rows(round_index: int, count: int) -> list[dict]:
-        return [{"train_row_id": f"t{round_index}-{i}", "run_id": "r", "round": round_index,
-                 "role": "proposer" if i % 3 == 0 else "solver", "prompt": f"q{i}",
-                 "completion": f"a{i}", "rejected": None, "weight": 1.0 + i,
-                 "problem_id": f"p{i}", "rollout_id": None if i % 2 else f"r{i}",
-                 "proposal_id": f"s{i}"} for i in range(count)]
-
-    earlier = [rows(0, 40), rows(1, 25)]
+    earlier = [_train_rows(0, 40), _train_rows(1, 25)]
     paths = [write_atomic("train_rows", part, tmp_path / f"train-{k}.parquet").path
              for k, part in enumerate(earlier)]
-    own = rows(2, 30)
-    expected = with_replay(own, earlier, ratio=0.5, seed=7, proposer_rows=proposer_rows)[30:]
+    own = _train_rows(2, 30)
+    pool = [r for part in earlier for r in part if proposer_rows or r["role"] != "proposer"]
+    expected = [pool[i] for i in replay_indices(len(pool), len(own), ratio=0.5, seed=7)]
     got = replayed_rows(paths, len(own), ratio=0.5, seed=7, proposer_rows=proposer_rows)
     assert got == expected and len(got) == 15
     assert replayed_rows([], len(own), ratio=0.5, seed=7) == []

@@ -182,7 +182,7 @@ def _one_path(run, kind, round_index):
 
 
 def test_lineage_of_a_checkpoint_lists_the_rows_it_saw(run):
-    from tasks.train import with_replay
+    from tasks.train import replayed_rows
 
     con = run["con"]
     (fingerprint, folder), = con.execute(
@@ -201,8 +201,9 @@ def test_lineage_of_a_checkpoint_lists_the_rows_it_saw(run):
     # the train stage recorded what it replayed with: the audit redraws from these
     assert (metrics["replay_seed"], metrics["replay_ratio"], metrics["replay_proposer_rows"]) == (
         seed, config.train.replay_ratio, float(config.train.replay_proposer_rows))
-    trained = with_replay(own, [earlier], ratio=config.train.replay_ratio, seed=seed,
-                          proposer_rows=config.train.replay_proposer_rows)
+    trained = own + replayed_rows([_one_path(run, "train_rows", 0)], len(own),
+                                  ratio=config.train.replay_ratio, seed=seed,
+                                  proposer_rows=config.train.replay_proposer_rows)
     expected = Counter((r["round"], r["role"]) for r in trained)
     selected = {(r["round"], r["role"]): r["rows_selected"] for r in result.rows}
     assert {key: n for key, n in selected.items() if n} == dict(expected)
