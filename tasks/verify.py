@@ -98,8 +98,7 @@ def verdict_frame(domain: Domain, rollouts: Any, problems: Any,
     if labels not in ("reference", "majority"):
         msg = f"verify.labels = {labels!r}: use 'reference' or 'majority'"
         raise ValueError(msg)
-    table = lazy_frame(pl.from_arrow(rollouts) if isinstance(rollouts, pa.Table) else rollouts,
-                       VERDICT_INPUTS).collect()
+    table = lazy_frame(rollouts, VERDICT_INPUTS).collect()
     completions = table["completion"].to_list()
     answers = pl.Series("answer", [domain.extract(c) for c in completions], dtype=pl.String)
     keyed = table.select("rollout_id", "run_id", "round", "problem_id").with_columns(answers)
@@ -243,7 +242,7 @@ def stream_verdicts(domain: Domain, scale: ScaleConfig, rollout_file: Path, prob
     problem_table = lazy_frame(problem_file, PROBLEM_INPUTS).collect()
     with DatasetWriter("verdicts", path, group_rows=GROUP_ROWS) as writer:
         for chunk in rollout_chunks(rollout_file, chunk_rows, columns=list(VERDICT_INPUTS)):
-            rollouts = lazy_frame(pl.from_arrow(chunk), VERDICT_INPUTS).collect()
+            rollouts = lazy_frame(chunk, VERDICT_INPUTS).collect()
             ids = rollouts["problem_id"].unique().implode()
             chunk_problems = problem_table.filter(pl.col("problem_id").is_in(ids))
             parts = map_shards(  # config [scale]; a problem's rollouts stay together

@@ -20,6 +20,7 @@ from typing import Any
 
 import polars as pl
 import polars_hash  # noqa: F401 - registers the `chash` expressions (sha256 over a column)
+import pyarrow as pa
 
 _JSON_UNSAFE = r'[^ !#-\[\]-~]'  # all but printable ASCII other than " and \ (json.dumps escapes)
 
@@ -31,7 +32,7 @@ def lazy_frame(source: Any, columns: Mapping[str, pl.DataType | type[pl.DataType
     Parameters
     ----------
     source
-        A Parquet path, a polars DataFrame or LazyFrame, or rows (dicts).
+        A Parquet path, a polars DataFrame or LazyFrame, a pyarrow Table, or rows (dicts).
     columns
         Column name -> polars dtype; a column the source lacks is read as nulls of that type.
 
@@ -42,6 +43,8 @@ def lazy_frame(source: Any, columns: Mapping[str, pl.DataType | type[pl.DataType
     """
     if isinstance(source, str | Path):
         source = pl.scan_parquet(source)
+    if isinstance(source, pa.Table):
+        source = pl.from_arrow(source)
     if isinstance(source, pl.DataFrame | pl.LazyFrame):
         frame = source.lazy()
         have = frame.collect_schema().names()
