@@ -17,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 from prefect import task
 from prefect.cache_policies import NONE
 
@@ -116,17 +117,11 @@ def rollout(ctx: RunContext, round_index: int, incumbent: Checkpoint,
                                                    scale.rollout_shards)
         ]
         path = dataset_path(ctx.data_root, ctx.run_id, round_index, "rollouts", fingerprint)
-        tokens = 0
-
-        def write(part: list[dict[str, Any]]) -> None:  # chunks and shards in prompt order
-            nonlocal tokens
-            writer.write(part)
-            tokens += sum(r["completion_tokens"] for r in part)
-
         with progress_bar(f"round {round_index} rollout", len(rows) * params.n) as advance, \
                 DatasetWriter("rollouts", path, group_rows=CHUNK_ROWS) as writer:
             map_shards(rollout_shard, shards, scale=scale, stage="rollout", progress=advance,
-                       sink=write)
+                       sink=writer.write)  # chunks and shards arrive in prompt order
+        tokens = pl.scan_parquet(path).select(pl.col("completion_tokens").sum()).collect().item()
         return StageResult(datasets={"rollouts": writer.written},
                            metrics={"rollouts": writer.written.rows, "generated_tokens": tokens})
 
