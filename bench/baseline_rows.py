@@ -77,7 +77,8 @@ def grpo_rows(domain: Domain, problems: list[dict[str, Any]], curriculum: list[d
     kept = {c["problem_id"] for c in curriculum if c["kept"]}
     return [
         train_row(role="solver", prompt=domain.solver_prompt(p["text"]),
-                  completion=labels[p["problem_id"]], weight=1.0, problem=p, rollout_id=None)
+                  completion=labels[p["problem_id"]], weight=1.0, problem=p, rollout_id=None,
+                  label=labels[p["problem_id"]])
         for p in problems if p["problem_id"] in kept and p["problem_id"] in labels
     ]
 
@@ -197,8 +198,8 @@ def verdict_metrics(rows: list[dict[str, Any]], problems: list[dict[str, Any]],
 
 def verdict_rows(domain: Domain, rollouts: list[dict[str, Any]], problems: list[dict[str, Any]],
                  labels: str = "reference") -> list[dict[str, Any]]:
-    reference = {p["problem_id"]: p["reference"] for p in problems}
-    text = {p["problem_id"]: p["text"] for p in problems}
+    rows = {p["problem_id"]: {key: p.get(key) for key in ("text", "reference", "level", "task",
+                                                          "payload")} for p in problems}
     answers = [domain.extract(r["completion"]) for r in rollouts]
     by_problem: dict[str, list[str | None]] = defaultdict(list)
     for r, answer in zip(rollouts, answers, strict=True):
@@ -207,20 +208,13 @@ def verdict_rows(domain: Domain, rollouts: list[dict[str, Any]], problems: list[
     if labels == "majority":
         compared = [votes[r["problem_id"]].label for r in rollouts]
     else:
-        compared = [reference[r["problem_id"]] for r in rollouts]
+        compared = [rows[r["problem_id"]]["reference"] for r in rollouts]
     completions = [r["completion"] for r in rollouts]
-    outcomes: list[str | None] = [None] * len(rollouts)
-    if hasattr(domain, "judge"):
-        judged = domain.judge(completions, compared, [text[r["problem_id"]] for r in rollouts])
-        scores = [j.reward for j in judged]
-        methods = [labels if j.reward is not None else (j.reason or "none") for j in judged]
-    else:
-        methods = [labels if label is not None else "none" for label in compared]
-        if hasattr(domain, "run_answers"):
-            ran = domain.run_answers(completions, compared)
-            scores, outcomes = [reward for reward, _ in ran], [outcome for _, outcome in ran]
-        else:
-            scores = domain.score(completions, compared)
+    judged = domain.judge(completions, [{**rows[r["problem_id"]], "reference": label}
+                                        for r, label in zip(rollouts, compared, strict=True)])
+    scores = [j.reward for j in judged]
+    methods = [labels if j.reward is not None else (j.reason or "none") for j in judged]
+    outcomes = [j.outcome for j in judged]
     return [
         {"rollout_id": r["rollout_id"], "run_id": r["run_id"], "round": r["round"],
          "problem_id": r["problem_id"], "answer": answer, "reward": score, "method": how,

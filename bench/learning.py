@@ -240,6 +240,7 @@ def wide_eval(runs: list[tuple[Path, str]], config: Any, per_level: int) -> dict
     pairs. Greedy answers, as the evaluate stage gives. The set's size cuts the evaluation noise
     of the 40-per-level set the gate uses."""
     from domains import get_domain
+    from domains.base import problem_row
     from models.backends import SamplingParams, make_backend
 
     domain = get_domain(config.domain.name)
@@ -261,7 +262,8 @@ def wide_eval(runs: list[tuple[Path, str]], config: Any, per_level: int) -> dict
                 max_new_tokens=config.evaluate.max_new_tokens))
         finally:
             backend.close()
-        scores = domain.score([o[0].text for o in outputs], [p.reference for p in items])
+        scores = domain.score([domain.cut(o[0].text) for o in outputs],
+                              [problem_row(p) for p in items])
         out["accuracy"][run_id] = sum(s == 1.0 for s in scores) / len(items)
     return out
 

@@ -62,7 +62,8 @@ def write_round(folder: Path, problems: int, samples: int, completion_bytes: int
                 "problem_id": ids, "run_id": pa.array(["bench"] * n), "round": np.ones(n, int),
                 "text": texts, "reference": pa.array((a + b).astype(str)),
                 "level": rng.integers(1, 6, n), "source": pa.array(["proposer"] * n),
-                "proposal_id": ids}, schema=SCHEMAS["problems"]))
+                "proposal_id": ids, "task": pa.nulls(n, pa.string()),
+                "payload": pa.nulls(n, pa.string())}, schema=SCHEMAS["problems"]))
             owner = np.repeat(np.arange(n), samples)
             right = rng.random(n * samples) < rng.random(n)[owner]
             answer = np.where(right, (a + b)[owner], (a + b)[owner] + 1).astype(str)

@@ -10,11 +10,11 @@ Algorithm settings are nested in sections of their own (TOML sub-tables): `[trai
 `[train.grpo]`, `[train.dpo]`, `[train.proposer]`, `[train.lora]`, `[synthesize.bandit]`,
 `[curate.diversity]`; a dotted override reaches them too
 (`load_config(path, {"train.grpo.beta": 0.1})`). Every
-stage reads only its own slice (`config.rollout`, `config.curate`, ...); that slice is what goes
-into the stage's fingerprint, so changing it reruns that stage and everything after. A stage
-leaves out only what it does not read in its mode (the warm-up reads no `[train.grpo]` and
-none of the round-only `[synthesize]` settings) and the settings marked "not part of the
-fingerprint" (they never change a result).
+stage reads a frozen settings object built from the run config (configs/settings.py), never
+the run config itself; the whole settings object goes into the stage's fingerprint, so changing
+any of its keys reruns that stage and everything after. The settings marked "not part of any
+stage fingerprint" ([gates], [schedule], [scale], the train stage's operational keys) are in no
+stage's settings (they never change a result).
 """
 
 from __future__ import annotations
@@ -144,38 +144,6 @@ class RunConfig(Section):
                    f"with {clash} set curate.solver_targets = 'verified'")
             raise ValueError(msg)
         return self
-
-    def slice(self, *names: str) -> dict[str, Any]:
-        """The config sections a stage reads, as plain data for its fingerprint: a section's
-        own `fingerprint()` where it has one (`[domain]`); `[verify]`'s answer checking only in
-        the free-form domains that use it."""
-        out = {name: (section.fingerprint() if isinstance(section, DomainConfig)
-                      else section.model_dump(mode="json"))
-               for name in names for section in [getattr(self, name)]}
-        if "verify" in out and self.domain.name not in FREE_FORM_DOMAINS:
-            out["verify"] = {"labels": out["verify"]["labels"]}
-        return out
-
-    def heldout_slice(self) -> dict[str, Any]:
-        """What decides a held-out score beyond the domain's name, for the evaluate fingerprint:
-        the `[domain]` section and the answer checking of `[verify]` in the free-form domains
-        (reasoning_gym, dataset); empty for the others, which own their parser."""
-        if self.domain.name not in FREE_FORM_DOMAINS:
-            return {}
-        checking = self.verify.model_dump(mode="json", exclude={"labels"})
-        return {**self.slice("domain"), "answer_checking": checking}
-
-    def prompt_slice(self) -> dict[str, Any]:
-        """The `[prompt]` keys that differ from their defaults, for the fingerprints of the
-        stages that write prompts or cut completions (synthesize, rollout, evaluate); empty when
-        every key is at its default, so runs without a chat model keep their fingerprints."""
-        changed = self.prompt.model_dump(mode="json", exclude_defaults=True)
-        return {"prompt": changed} if changed else {}
-
-    def executor_slice(self) -> dict[str, Any]:
-        """The sandbox limits, for the fingerprints of the stages that run programs (synthesize,
-        verify) in a domain that runs them (python_io); empty for the others."""
-        return {"sandbox": self.sandbox.fingerprint()} if self.domain.name == "python_io" else {}
 
 
 def _describe(error: dict[str, Any]) -> str:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-# A run id names a folder under <data-root>/runs/ and a Prefect deployment: letters, digits,
-# '.', '_' and '-', at most 100, not starting with a punctuation mark.
-RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
+# A run id names a folder under <data-root>/runs/ and a Prefect deployment: the one rule of
+# storage/paths.py (`check_run_id`; the pattern is for `re.fullmatch`, unanchored).
+from storage.paths import RUN_ID_PATTERN, RUN_ID_RULE, is_run_id  # noqa: E402,F401 - re-exported
 
 
 class ConfigError(ValueError):

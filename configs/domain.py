@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -23,6 +23,12 @@ class ModelConfig(Section):
 
 
 FREE_FORM_DOMAINS = ("reasoning_gym", "dataset")  # answers checked by [verify]'s extractors
+# The domains a run can name, each "module:class" (domains.get_domain imports the one chosen): a
+# new domain is its module, deriving from domains.base.Domain, plus its line here.
+DOMAINS = {"arithmetic": "domains.arithmetic:ArithmeticDomain",
+           "python_io": "domains.python_io:PythonIODomain",
+           "reasoning_gym": "domains.reasoning_gym:ReasoningGymDomain",
+           "dataset": "domains.dataset:DatasetDomain"}
 ANSWER_EXTRACTORS = ("boxed", "hashes", "answer_is", "regex", "last_number", "last_line",
                      "whole")
 
@@ -39,7 +45,8 @@ class ReasoningGymConfig(Section):
         30.0, gt=0, le=86_400,
         description="most seconds a task's generator may take for one item (a held-out or "
                     "generator problem) before the run stops with an error naming the task; not "
-                    "part of the fingerprint (it never changes a problem)")
+                    "part of the domain's settings (configs/settings.py DomainSettings) like "
+                    "every [domain] key")
 
     @field_validator("tasks")
     @classmethod
@@ -82,7 +89,7 @@ class DatasetConfig(Section):
 class DomainConfig(Section):
     """The problem domain (domains/): its levels, its seed generator and its held-out set."""
 
-    name: Literal["arithmetic", "python_io", "reasoning_gym", "dataset"] = Field(
+    name: Literal[tuple(DOMAINS)] = Field(  # type: ignore[valid-type]
         "arithmetic", description="the domain (domains/)")
     min_level: int = Field(2, ge=1, le=5, description="easiest difficulty level proposed")
     max_level: int = Field(4, ge=1, le=5, description="hardest difficulty level proposed")
@@ -119,16 +126,6 @@ class DomainConfig(Section):
             msg = f"min_level = {self.min_level} must be <= max_level = {self.max_level}"
             raise ValueError(msg)
         return self
-
-    def fingerprint(self) -> dict[str, Any]:
-        """The section as fingerprinted: the keys of one domain only (python_io's `modes`,
-        `[domain.reasoning_gym]`, `[domain.dataset]`) enter in that domain alone, so a run of
-        another domain keeps its fingerprints whatever they are set to; the generator's time
-        limit (`reasoning_gym.item_seconds`) never does."""
-        owner = {"modes": "python_io", "reasoning_gym": "reasoning_gym", "dataset": "dataset"}
-        dumped = self.model_dump(mode="json", exclude={"reasoning_gym": {"item_seconds"}})
-        return {key: value for key, value in dumped.items()
-                if owner.get(key, self.name) == self.name}
 
 
 class VerifyConfig(Section):
@@ -176,9 +173,9 @@ class VerifyConfig(Section):
 
 class SandboxConfig(Section):
     """`[sandbox]`: how model-written programs run (domains/sandbox/, docs/sandbox.md); read by
-    the python_io domain only. The limits are per program and part of the synthesize and verify
-    fingerprints of python_io runs (they decide which programs are admitted); `workers` and
-    `isolation` are not (they never change a result)."""
+    the python_io domain only. The section is part of the domain's settings
+    (configs/settings.py `DomainSettings`), so of the fingerprint of every stage that uses the
+    domain, in every domain."""
 
     workers: int = Field(
         2, ge=1, le=256, description="pre-started sandbox workers (fork servers); one per core")
@@ -209,17 +206,13 @@ class SandboxConfig(Section):
             raise ValueError(msg)
         return self
 
-    def fingerprint(self) -> dict[str, Any]:
-        """The limits, as a stage fingerprint covers them (not workers or isolation)."""
-        return self.model_dump(mode="json", exclude={"workers", "isolation"})
-
 
 class PromptConfig(Section):
     """`[prompt]`: how prompts reach a pretrained chat model (domains/chat.py). With a
     `model.path` whose tokenizer has a chat template, every prompt is the template's rendering
     of a system message and a user message; the built-in tiny model (no template) keeps the
-    domains' raw prompts. Part of the fingerprints of the stages that write prompts (synthesize,
-    rollout, evaluate) only where a key differs from its default."""
+    domains' raw prompts. Part of the domain's settings (configs/settings.py `DomainSettings`),
+    so of the fingerprint of every stage that uses the domain."""
 
     chat_template: Literal["auto", "never"] = Field(
         "auto",

@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import math
+from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from configs.base import RUN_ID_PATTERN, Section
+from configs.base import RUN_ID_RULE, Section, is_run_id
 
 
 class BanditConfig(Section):
@@ -25,11 +26,6 @@ class BanditConfig(Section):
         description="what the bandit chooses: level = the level each proposer prompt asks for "
                     "(default); task_level = the (task, level) pair of each generator problem "
                     "of a round (domain reasoning_gym, synthesize.source = 'generator')")
-
-    def fingerprint(self) -> dict[str, Any]:
-        """The section as fingerprinted: `arms` only off its default `level`, so the level
-        bandit's runs keep their fingerprints."""
-        return self.model_dump(mode="json", exclude={"arms"} if self.arms == "level" else None)
 
 
 class SynthesizeConfig(Section):
@@ -230,12 +226,37 @@ class PromoteConfig(Section):
                     "level's held-out items flip from pass (incumbent) to fail (candidate); "
                     "unset = no per-level check",
     )
+    test: Literal["none", "paired_bootstrap", "mcnemar"] = Field(
+        "none",
+        description="none = compare the two accuracies as measured (default); paired_bootstrap "
+                    "or mcnemar = the candidate must beat incumbent - margin (+ min_gain) by a "
+                    "one-sided paired test over the same held-out items at `alpha` "
+                    "(tasks/promotion_tests.py); mcnemar tests a plain gain only",
+    )
+    alpha: float = Field(
+        0.05, gt=0, le=0.5,
+        description="one-sided significance level of `test`, (0, 0.5]; the decision line shows "
+                    "a two-sided 1 - 2 * alpha interval")
+    bootstrap_samples: int = Field(
+        10_000, ge=100, le=1_000_000,
+        description="resamples of test = 'paired_bootstrap' (a fixed seed: the same evals give "
+                    "the same decision)")
 
     @model_validator(mode="after")
     def _margin_or_gain(self) -> PromoteConfig:
         if self.margin > 0 and self.min_gain > 0:
             msg = (f"margin = {self.margin} and min_gain = {self.min_gain}: set one of them "
                    "(margin allows a drop, min_gain requires a gain)")
+            raise ValueError(msg)
+        if self.test == "mcnemar" and (self.margin > 0 or self.min_gain > 0):
+            msg = (f"test = 'mcnemar' with margin = {self.margin}, min_gain = {self.min_gain}: "
+                   "the exact McNemar test only tests 'no difference'; use test = "
+                   "'paired_bootstrap' for a margin or a required gain")
+            raise ValueError(msg)
+        if self.test == "paired_bootstrap" and self.alpha * self.bootstrap_samples < 10:
+            msg = (f"alpha = {self.alpha} with bootstrap_samples = {self.bootstrap_samples}: too "
+                   "few resamples to resolve p <= alpha; set bootstrap_samples >= "
+                   f"{math.ceil(10 / self.alpha)}")
             raise ValueError(msg)
         return self
 
@@ -294,8 +315,14 @@ class ScheduleConfig(Section):
 
     cron: str = Field("0 2 * * *", description="five-field cron string: when a round starts")
     timezone: str = Field("UTC", description="IANA time zone the cron string is read in")
-    run_id: str = Field("nightly", pattern=RUN_ID_PATTERN,
-                        description="the run each scheduled round continues")
+    run_id: str = Field("nightly", description="the run each scheduled round continues")
+
+    @field_validator("run_id")
+    @classmethod
+    def _run_id_rule(cls, value: str) -> str:
+        if not is_run_id(value):  # storage/paths.py: the one rule
+            raise ValueError(f"not a run id; {RUN_ID_RULE}")
+        return value
 
     @field_validator("cron")
     @classmethod

@@ -70,7 +70,7 @@ class ProposerTrainConfig(Section):
 class LoraConfig(Section):
     """`[train.lora]`: train a LoRA adapter (peft) on the incumbent in every pass instead of all
     weights; the checkpoint is still the full model (adapter merged in), the adapter is kept in
-    its `adapter/` folder (models/lora.py). Part of the train fingerprint when enabled."""
+    its `adapter/` folder (models/lora.py). Part of the train fingerprint."""
 
     enabled: bool = Field(False, description="true = LoRA (needs peft); false = full fine-tuning")
     rank: int = Field(16, ge=1, le=4096, description="r: rank of the low-rank update")
@@ -134,7 +134,7 @@ class TrainConfig(Section):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto",
         description="training and checkpoint precision: auto = bfloat16 on cuda, float32 on cpu; "
-                    "float16 needs cuda. The fingerprint covers the resolved dtype unless float32")
+                    "float16 needs cuda. The fingerprint covers the resolved dtype")
     gradient_checkpointing: bool = Field(
         False,
         description="recompute activations in the backward pass: less memory, about 30% slower. "

@@ -1,4 +1,5 @@
-"""Problem domains. A domain is one module implementing `domains.base.Domain`."""
+"""Problem domains. A domain is one module deriving from `domains.base.Domain`, registered in
+`configs.domain.DOMAINS` (docs/domains.md)."""
 
 from __future__ import annotations
 
@@ -27,21 +28,12 @@ def get_domain(name: str, config: RunConfig | None = None) -> Domain:
 
 
 def _build_domain(name: str, config: RunConfig | None) -> Domain:
-    if name == "arithmetic":
-        from domains.arithmetic import ArithmeticDomain
+    from importlib import import_module
 
-        return ArithmeticDomain()
-    if name == "python_io":
-        from domains.python_io import PythonIODomain
+    from configs.domain import DOMAINS
 
-        return PythonIODomain(config)
-    if name == "reasoning_gym":
-        from domains.reasoning_gym import ReasoningGymDomain
-
-        return ReasoningGymDomain(config)
-    if name == "dataset":
-        from domains.dataset import DatasetDomain
-
-        return DatasetDomain(config)
-    msg = f"unknown domain {name!r}; available: arithmetic, python_io, reasoning_gym, dataset"
-    raise ValueError(msg)
+    if name not in DOMAINS:
+        msg = f"unknown domain {name!r}; available: {', '.join(DOMAINS)}"
+        raise ValueError(msg)
+    module, _, cls = DOMAINS[name].partition(":")
+    return getattr(import_module(module), cls)(config)

@@ -7,7 +7,8 @@ A pretrained model answers in prose; its final answer is found by the extractors
     hashes       the text after the last `####` on its line (GSM8K)  "... #### 1,234"
     answer_is    after the last "the answer is" / "answer:"          "So the answer is 42."
     regex        group 1 (or the whole match) of `verify.answer_regex`, last match
-    last_number  the last number (sign, thousands commas, decimals, a/b)
+    last_number  the last number: sign, thousands separators (1,234 / 1 234), decimals, a/b,
+                 \\frac{a}{b} (also \\dfrac, \\tfrac), mixed numbers (1 1/2), a percent sign
     last_line    the last non-empty line, stripped
     whole        the whole completion, stripped (the tiny model's answers)
 
@@ -16,8 +17,11 @@ A pretrained model answers in prose; its final answer is found by the extractors
     >>> extract_answer("no digits here", ("boxed", "last_number")).reason
     'no_answer'
 
-An empty result counts as none. When no extractor finds an answer the result carries the
-reason `no_answer`, which the verdict records (never a silent 0).
+Patterns see Unicode minus and plus signs (U+2212, U+FF0D, U+FE63, a dash used as a minus,
+U+FF0B) as `-` / `+` (domains/answer_forms.py), so `−5` is extracted whole, not as `5`; the
+answer keeps the characters written (the comparison unifies them). An empty result
+counts as none. When no extractor finds an answer the result carries the reason `no_answer`,
+which the verdict records (never a silent 0).
 """
 
 from __future__ import annotations
@@ -27,11 +31,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from configs import ANSWER_EXTRACTORS as EXTRACTORS
+from domains.answer_forms import closing_brace, unify_signs
 
 _HASHES = re.compile(r"####[ \t]*([^\n]*)")
 _ANSWER_IS = re.compile(r"(?:the (?:final )?answer is|answer:)[ \t]*:?[ \t]*([^\n]*)",
                         re.IGNORECASE)
-_NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?|[-+]?\.\d+")
+# The last number: a sign that is not an operator ("10-3" ends in 3), then the longest form:
+# a (mixed) LaTeX fraction, a mixed number, a number with thousands separators, a decimal, a/b;
+# an optional percent sign. `\frac{3}{4}` is one number, not its denominator 4.
+_FRAC_GROUP = r"\{\s*[-+]?\d+(?:\.\d+)?\s*\}"
+_NUMBER = re.compile(
+    r"(?:(?<![\w)\]}])[-+])?(?:"
+    rf"(?:\d+\s*)?\\[dt]?frac\s*{_FRAC_GROUP}\s*{_FRAC_GROUP}"
+    r"|(?:\d+\s*)?\\[dt]?frac\d\d"
+    r"|\d+ \d+/\d+(?!\d|\.\d)"
+    r"|(?:\d{1,3}(?:(?:,|\{,\}|\\,)\d{3})+(?!\d|,\d)|\d{1,3}(?: \d{3})+(?![\d/-]| \d)"
+    r"|\d+)(?:\.\d+)?(?:/\d+(?:\.\d+)?)?"
+    r"|\.\d+"
+    r")(?:\s?\\?%)?")
 _TRAILING = " \t.;!$"
 
 
@@ -50,23 +67,18 @@ def last_boxed(text: str) -> str | None:
     if start < 0:
         return None
     index = text.index("{", start) + 1
-    depth = 1
-    for position in range(index, len(text)):
-        if text[position] == "{":
-            depth += 1
-        elif text[position] == "}":
-            depth -= 1
-            if depth == 0:
-                return text[index:position]
-    return None
+    end = closing_brace(text, index)
+    return None if end is None else text[index:end]
 
 
 def _last_group(pattern: re.Pattern[str], text: str) -> str | None:
-    matches = list(pattern.finditer(text))
+    """The last match (group 1 if any) of `pattern`, searched with Unicode signs read as ASCII
+    (`unify_signs` keeps positions) and returned as written, so a task scorer sees the text."""
+    matches = list(pattern.finditer(unify_signs(text)))
     if not matches:
         return None
-    match = matches[-1]
-    return match.group(1) if pattern.groups else match.group(0)
+    start, end = matches[-1].span(1 if pattern.groups else 0)
+    return text[start:end] if start >= 0 else None
 
 
 def _clean(answer: str | None) -> str | None:
@@ -113,7 +125,8 @@ def extract_answer(completion: str, methods: Sequence[str],
 
     Returns
     -------
-    The stripped answer (trailing `.`, `;`, `$` removed), or `Extraction(None, "no_answer")`.
+    The stripped answer (trailing `.`, `;`, `$` removed), or
+    `Extraction(None, "no_answer")`.
     """
     compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
     for method in methods:

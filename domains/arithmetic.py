@@ -21,7 +21,8 @@ import ast
 import random
 import re
 
-from domains.base import SOLVE_TAG, Problem, Rejected, digit_shape, level_prompt
+from domains.base import SOLVE_TAG, Domain, Problem, ProblemRow, Rejected
+from domains.checking import Judgement
 
 _EXPRESSION = re.compile(r"^(0|[1-9]\d{0,2})([+\-*](0|[1-9]\d{0,2})){1,2}$")
 _ANSWER = re.compile(r"^\s*(-?\d+)")
@@ -64,16 +65,11 @@ def level_of(expression: str) -> int:
     return 4
 
 
-class ArithmeticDomain:
+class ArithmeticDomain(Domain):
+    """Shapes are the base class's: every digit as 0 (`512-87` and `734-21` share `000-00`)."""
+
     name = "arithmetic"
     levels = (1, 2, 3, 4, 5)
-
-    def proposer_prompt(self, level: int) -> str:
-        return level_prompt(level)
-
-    def shape(self, problem_text: str) -> str:
-        """Every digit as 0: `512-87` and `734-21` share the form `000-00`."""
-        return digit_shape(problem_text)
 
     def parse(self, proposal: str) -> Problem | Rejected:
         text = proposal.strip()
@@ -124,14 +120,15 @@ class ArithmeticDomain:
         match = _ANSWER.match(completion)
         return str(int(match.group(1))) if match else None
 
-    def score(self, completions: list[str], references: list[str | None]) -> list[float | None]:
-        scores: list[float | None] = []
-        for completion, reference in zip(completions, references, strict=True):
-            if reference is None:
-                scores.append(None)
-            else:
-                scores.append(1.0 if self.extract(completion) == reference else 0.0)
-        return scores
+    def judge(self, completions: list[str], problems: list[ProblemRow]) -> list[Judgement]:
+        """1 when the leading integer is the reference, else 0 (no integer is a wrong answer);
+        None ("none") where there is no reference."""
+        out = []
+        for completion, problem in zip(completions, problems, strict=True):
+            reference = problem["reference"]
+            out.append(Judgement(None, "none") if reference is None
+                       else Judgement(1.0 if self.extract(completion) == reference else 0.0))
+        return out
 
     def heldout(self, per_level: int) -> list[Problem]:
         rng = random.Random(f"{self.name}-heldout-v1")

@@ -10,11 +10,13 @@
 `model.path`, or with a `[prompt]` key changed): its `solver_prompt` and `proposer_prompt` are
 `tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)` of the
 messages above, so every stage that asks the domain for a prompt (synthesize, rollout, curate,
-evaluate, the online proposer reward) gets the same rendering. Everything else is the wrapped
-domain's. The tokenizer is `model.path`'s, loaded on the first prompt; one without a chat
-template (the built-in tiny model), or `chat_template = "never"`, keeps the domain's raw prompt.
-The solver's user message is the domain's `question(text)` where it has one (the question
-without its task tag), else its raw prompt without the role tag; then `[prompt] instruction`.
+evaluate, the online proposer reward) gets the same rendering; `cut` ends completions at the
+stop strings and `training_target` writes references in `[prompt] answer_format`. Every other
+method of `domains.base.Domain` is passed to the wrapped domain explicitly (judging included).
+The tokenizer is `model.path`'s, loaded on the first prompt; one without a chat template (the
+built-in tiny model), or `chat_template = "never"`, keeps the domain's raw prompt. The solver's
+user message is the domain's `question(text)` (the question without its task tag; by default
+its raw prompt without the role tag), then `[prompt] instruction`.
 
 `chat_messages` inverts the rendering (models/chat_rows.py turns stored training rows into TRL's
 conversational rows with it), and `[prompt] stop` strings cut completions (`cut_at_stop`).
@@ -27,9 +29,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from domains.base import SOLVE_TAG
+from domains.base import Domain, Problem, ProblemRow, Rejected
+from domains.checking import Judgement
 
 if TYPE_CHECKING:
+    import random
+
     from configs import PromptConfig
 
 Messages = list[dict[str, str]]
@@ -102,20 +107,17 @@ def cut_at_stop(text: str, stop: list[str]) -> str:
     return text[:min(ends)] if ends else text
 
 
-class ChatDomain:
+class ChatDomain(Domain):
     """A domain whose prompts go through `model_path`'s chat template (module docstring)."""
 
-    def __init__(self, domain: Any, prompt: PromptConfig, model_path: str | None) -> None:
+    def __init__(self, domain: Domain, prompt: PromptConfig, model_path: str | None) -> None:
         self.domain = domain
         self.prompt = prompt
         self.model_path = model_path
+        self.name, self.levels = domain.name, domain.levels
+        self.tasks, self.weights = domain.tasks, domain.weights
         self._tokenizer: Any = None
         self._checked = False
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_") or name in ("domain", "prompt", "model_path"):
-            raise AttributeError(name)
-        return getattr(self.domain, name)
 
     def __getstate__(self) -> dict[str, Any]:  # shipped to a Ray worker: reload the tokenizer
         return {**self.__dict__, "_tokenizer": None, "_checked": False}
@@ -132,9 +134,7 @@ class ChatDomain:
         return self._tokenizer
 
     def solver_messages(self, problem_text: str) -> Messages:
-        question = getattr(self.domain, "question", None)
-        user = (question(problem_text) if question is not None
-                else self.domain.solver_prompt(problem_text).removeprefix(SOLVE_TAG).strip())
+        user = self.domain.question(problem_text)
         if self.prompt.instruction:
             user = f"{user} {self.prompt.instruction}"
         return role_messages(self.prompt.system, user)
@@ -159,8 +159,7 @@ class ChatDomain:
         """What the solver trains on for `reference` (the warm-up, too-hard problems): the
         wrapped domain's target, written in `[prompt] answer_format` when the chat template is in
         use (the format `instruction` asks for, e.g. `\\boxed{42}`), else as it is."""
-        inner = getattr(self.domain, "training_target", None)
-        target = inner(reference) if inner is not None else reference
+        target = self.domain.training_target(reference)
         if self.tokenizer() is None:
             return target
         return self.prompt.answer_format.format(answer=target)
@@ -169,7 +168,34 @@ class ChatDomain:
         """A sampled completion cut before the first `[prompt] stop` string."""
         return cut_at_stop(completion, self.prompt.stop)
 
+    # ---- the wrapped domain's own ------------------------------------------------------------
 
-def completion_cutter(domain: Any):
-    """The function that cuts a domain's sampled completions: `ChatDomain.cut`, else identity."""
-    return domain.cut if isinstance(domain, ChatDomain) else (lambda text: text)
+    def parse(self, proposal: str) -> Problem | Rejected:
+        return self.domain.parse(proposal)
+
+    def prepare(self, proposals: list[str]) -> None:
+        self.domain.prepare(proposals)
+
+    def generate(self, rng: random.Random, level: int) -> Problem:
+        return self.domain.generate(rng, level)
+
+    def generate_task(self, rng: random.Random, task: str, level: int) -> Problem:
+        return self.domain.generate_task(rng, task, level)
+
+    def shape(self, problem_text: str) -> str:
+        return self.domain.shape(problem_text)
+
+    def task_of(self, problem_text: str) -> str | None:
+        return self.domain.task_of(problem_text)
+
+    def heldout(self, per_level: int) -> list[Problem]:
+        return self.domain.heldout(per_level)
+
+    def question(self, problem_text: str) -> str:
+        return self.domain.question(problem_text)
+
+    def extract(self, completion: str) -> str | None:
+        return self.domain.extract(completion)
+
+    def judge(self, completions: list[str], problems: list[ProblemRow]) -> list[Judgement]:
+        return self.domain.judge(completions, problems)

@@ -12,9 +12,9 @@ A verdict it cannot give is a `Judgement` with reward None and its reason:
 
     >>> checker = AnswerChecker(extract=("boxed", "last_number"), compare="math")
     >>> checker.judge("so \\\\boxed{1/2}", "0.5")
-    Judgement(reward=1.0, reason=None)
+    Judgement(reward=1.0, reason=None, outcome=None)
     >>> checker.judge("I do not know", "0.5")
-    Judgement(reward=None, reason='no_answer')
+    Judgement(reward=None, reason='no_answer', outcome=None)
 """
 
 from __future__ import annotations
@@ -38,10 +38,12 @@ TaskScore = Callable[[str, str], float]  # (answer, reference) -> reward in [0, 
 
 @dataclass(frozen=True)
 class Judgement:
-    """A reward in [0, 1], or None with the reason (one of `UNJUDGED_REASONS`)."""
+    """A reward in [0, 1], or None with the reason (one of `UNJUDGED_REASONS`); `outcome` is how
+    the sandbox run of the answer ended (ok, timeout, crash, ...) where the domain ran it."""
 
     reward: float | None
     reason: str | None = None
+    outcome: str | None = None
 
 
 class AnswerChecker:

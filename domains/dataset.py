@@ -27,7 +27,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from domains.base import SOLVE_TAG, Problem, Rejected, digit_shape, level_prompt
+from domains.base import SOLVE_TAG, Domain, Problem, ProblemRow, Rejected
 from domains.checking import AnswerChecker, Judgement
 
 if TYPE_CHECKING:
@@ -120,7 +120,7 @@ def split_rows(rows: list[dict[str, Any]], cfg: DatasetConfig
     return pool, heldout
 
 
-class DatasetDomain:
+class DatasetDomain(Domain):
     """The question/answer files of `[domain.dataset]`."""
 
     name = "dataset"
@@ -134,12 +134,6 @@ class DatasetDomain:
         self.levels = tuple(sorted({r["level"] for r in self.pool + self._heldout}))
         self._known = {normalise_question(r["question"]): r for r in self.pool + self._heldout}
         self.checker = AnswerChecker.from_config(config.verify, default_compare="math")
-
-    def proposer_prompt(self, level: int) -> str:
-        return level_prompt(level)
-
-    def shape(self, problem_text: str) -> str:
-        return digit_shape(problem_text)
 
     def parse(self, proposal: str) -> Problem | Rejected:
         text = _SPACES.sub(" ", proposal.strip())
@@ -165,12 +159,10 @@ class DatasetDomain:
     def extract(self, completion: str) -> str | None:
         return self.checker.extract(completion)
 
-    def judge(self, completions: list[str], references: list[str | None],
-              texts: list[str] | None = None) -> list[Judgement]:
-        return [self.checker.judge(c, r) for c, r in zip(completions, references, strict=True)]
-
-    def score(self, completions: list[str], references: list[str | None]) -> list[float | None]:
-        return [j.reward for j in self.judge(completions, references)]
+    def judge(self, completions: list[str], problems: list[ProblemRow]) -> list[Judgement]:
+        """`[verify]`'s extraction and comparison against each row's reference."""
+        return [self.checker.judge(c, p["reference"])
+                for c, p in zip(completions, problems, strict=True)]
 
     def heldout(self, per_level: int) -> list[Problem]:
         """The first `per_level` held-out rows of each level, in file order."""

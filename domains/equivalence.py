@@ -1,9 +1,14 @@
 """Is an extracted answer equal to its reference? Exact (normalised text) or math-verify.
 
-    exact  normalised text equality: whitespace collapsed, case folded, a trailing `.` and
-           thousands commas of a number dropped ("1,234" = "1234", "Paris." = "paris")
-    math   HF's math-verify (LaTeX and plain forms compared with sympy): `1/2` = `0.5` =
-           `\\frac{1}{2}`, `x^2` = `x**2`; texts equal under `exact` are equal without a call
+    exact  normalised text equality (`exact_form`, domains/answer_forms.py): signs as ASCII
+           (`−5` = `-5`, never `5`), wrappers dropped (`$`, `\\boxed{}`, `\\text{}`, ...),
+           thousands separators removed (`1,234` = `1 234` = `1234`; `1,2` stays `1,2`),
+           `\\frac{3}{4}` = `\\dfrac{3}{4}` = `3/4`, whitespace collapsed, case folded, a
+           trailing `.` dropped ("Paris." = "paris"); notation only: `1/2` != `0.5`
+    math   HF's math-verify (LaTeX and plain forms compared with sympy) on `math_form` of both
+           sides (the same notation, and a mixed number `1 1/2` written as `3/2`): `1/2` = `0.5`
+           = `\\frac{1}{2}`, `x^2` = `x**2`; texts equal under `exact` are equal without a call.
+           A percentage follows math-verify: `50%` equals both `0.5` and `50`
 
 `math_equal` is cached by (answer, reference, timeout), so repeated pairs (k samples of one
 problem often agree) cost one comparison. math-verify can loop on some inputs (R-Zero's FAQ):
@@ -14,34 +19,37 @@ comparison returns None (reason `verifier_timeout` / `verifier_error`), never Fa
 
 from __future__ import annotations
 
-import re
 import threading
 from functools import lru_cache
 
-_NUMBER_COMMAS = re.compile(r"^[-+]?\d{1,3}(,\d{3})+(\.\d+)?$")
-_SPACES = re.compile(r"\s+")
+from domains.answer_forms import exact_form, math_form
+
 CACHE_SIZE = 1 << 18
 
 
-def normalise(text: str) -> str:
-    """The form `exact` compares: stripped, whitespace collapsed, case folded, a trailing `.`
-    dropped, thousands commas of a plain number removed."""
-    text = _SPACES.sub(" ", text.strip()).rstrip(".").strip().casefold()
-    return text.replace(",", "") if _NUMBER_COMMAS.match(text) else text
-
-
 def exact_equal(answer: str, reference: str) -> bool:
-    return normalise(answer) == normalise(reference)
+    return exact_form(answer) == exact_form(reference)
+
+
+def _digits(text: str) -> int:
+    return sum(character.isdigit() for character in text)
 
 
 def _parse(text: str, timeout: int | None):
+    """math-verify's reading of `math_form` text: as LaTeX first where it has LaTeX commands
+    (math-verify reads bare `\\frac{1}{2}` only between `$`), else plain first (`x**2`,
+    `50%`), then the other way. A plain reading of only part of the numbers (math-verify
+    reads `(1, 2)` as its last number, 2) gives way to a LaTeX one (the interval)."""
     from math_verify import parse
 
-    found = parse(text, parsing_timeout=timeout, raise_on_error=True)
-    if not found:  # plain forms math-verify reads only as LaTeX: `x**2`, `2*x+1`
-        found = parse(f"${text.replace('**', '^')}$", parsing_timeout=timeout,
-                      raise_on_error=True)
-    return found
+    latex = "$" + text.replace("**", "^").replace("%", "\\%") + "$"
+    if "\\" in text:
+        return parse(latex, parsing_timeout=timeout, raise_on_error=True) or parse(
+            text, parsing_timeout=timeout, raise_on_error=True)
+    plain = parse(text, parsing_timeout=timeout, raise_on_error=True)
+    if plain and _digits(str(plain[-1])) >= _digits(text):
+        return plain
+    return parse(latex, parsing_timeout=timeout, raise_on_error=True) or plain
 
 
 @lru_cache(maxsize=CACHE_SIZE)
@@ -69,7 +77,7 @@ def math_equal(answer: str, reference: str, timeout: int = 5) -> tuple[bool | No
 
     limit = timeout if threading.current_thread() is threading.main_thread() else None
     try:
-        gold, target = _parse(reference, limit), _parse(answer, limit)
+        gold, target = _parse(math_form(reference), limit), _parse(math_form(answer), limit)
         if not gold or not target:
             return False, None
         return bool(verify(gold, target, timeout_seconds=limit, raise_on_error=True)), None

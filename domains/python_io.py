@@ -41,7 +41,8 @@ import random
 import re
 
 from configs import RunConfig
-from domains.base import SOLVE_TAG, Problem, Rejected, digit_shape, level_prompt
+from domains.base import SOLVE_TAG, Domain, Problem, ProblemRow, Rejected, digit_shape
+from domains.checking import Judgement
 from domains.programs import LEVELS, draw_input, draw_program, function_of, level_of
 from domains.sandbox import Job, Limits, SandboxPool, canonical
 from domains.sandbox.policy import check_program
@@ -85,7 +86,7 @@ def canonical_answer(text: str) -> str:
         return text
 
 
-class PythonIODomain:
+class PythonIODomain(Domain):
     """The python_io domain; `config` gives its mode mix ([domain] modes) and [sandbox] limits."""
 
     name = "python_io"
@@ -105,9 +106,6 @@ class PythonIODomain:
         self._parsed: dict[str, Problem | Rejected] = {}
 
     # ---- prompts ---------------------------------------------------------------------------
-
-    def proposer_prompt(self, level: int) -> str:
-        return level_prompt(level)
 
     def solver_prompt(self, problem_text: str) -> str:
         mode, program, calls = _split(problem_text)
@@ -214,33 +212,32 @@ class PythonIODomain:
         spec = json.loads(reference)
         return spec["input"] + ")" if spec["mode"] == "abduction" else spec["program"]
 
-    def score(self, completions: list[str], references: list[str | None]) -> list[float | None]:
-        return [r for r, _ in self.run_answers(completions, references)]
-
-    def run_answers(self, completions: list[str], references: list[str | None]
-              ) -> list[tuple[float | None, str | None]]:
-        """(reward, sandbox outcome) per completion; the outcome is None where nothing ran."""
-        out: list[tuple[float | None, str | None] | None] = []
+    def judge(self, completions: list[str], problems: list[ProblemRow]) -> list[Judgement]:
+        """A verdict per completion, with the sandbox outcome where the answer ran: deduction
+        answers (and majority labels) are compared as canonical literals; abduction and
+        induction answers are run against the reference's program or hidden calls (one sandbox
+        batch). An empty answer is wrong (0); no reference is None ("none")."""
+        out: list[Judgement | None] = []
         jobs, pending = [], []
-        for index, (completion, reference) in enumerate(zip(completions, references,
-                                                            strict=True)):
-            answer = self.extract(completion)
+        for index, (completion, problem) in enumerate(zip(completions, problems, strict=True)):
+            answer, reference = self.extract(completion), problem["reference"]
             if reference is None:
-                out.append((None, None))
+                out.append(Judgement(None, "none"))
             elif answer is None:
-                out.append((0.0, None))
+                out.append(Judgement(0.0))
             elif not reference.startswith('{"mode"'):
                 first = answer.split("\n", 1)[0]
-                out.append((float(canonical_answer(first) == canonical_answer(reference)), None))
+                out.append(Judgement(float(canonical_answer(first) == canonical_answer(reference))))
             else:
-                job = _answer_job(json.loads(reference), answer)
-                out.append(job if isinstance(job, tuple) else None)
+                spec = json.loads(reference)
+                job = _answer_job(spec, answer)
+                out.append(Judgement(*job) if isinstance(job, tuple) else None)
                 if not isinstance(job, tuple):
                     jobs.append(job)
-                    pending.append((index, json.loads(reference)))
+                    pending.append((index, spec))
         for (index, spec), result in zip(pending, self.pool.run(jobs), strict=True):
             right = result.outcome == "ok" and list(result.outputs) == spec["outputs"]
-            out[index] = (float(right), result.outcome)
+            out[index] = Judgement(float(right), outcome=result.outcome)
         return [o for o in out if o is not None]
 
 
@@ -307,22 +304,23 @@ def _problem(mode: str, program: str, args: list[tuple], level: int, first, seco
         reference = json.dumps({"mode": mode, "calls": [f"({_args_text(a)},)"
                                                         for a in args[hidden:]],
                                 "outputs": outputs[hidden:], "program": program})
-    return Problem(text=text, reference=reference, level=level)
+    return Problem(text=text, reference=reference, level=level, task=mode,
+                   payload={"mode": mode, "program": program})
 
 
-def _answer_job(spec: dict, answer: str) -> Job | tuple[float, str | None]:
+def _answer_job(spec: dict, answer: str) -> Job | tuple[float, None, str | None]:
     """The sandbox job that checks a solver's answer, or its reward when none is needed."""
     if spec["mode"] == "abduction":
         args = parse_call("f(" + answer.split("\n", 1)[0].strip().removesuffix(")") + ")")
         if args is None:
-            return (0.0, None)
+            return (0.0, None, None)
         return Job(spec["program"], (f"({_args_text(args)},)",))
     try:
         tree = ast.parse(answer)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return (0.0, None)
+        return (0.0, None, None)
     if function_of(tree) is None or len(answer) > MAX_PROGRAM_CHARS:
-        return (0.0, None)
+        return (0.0, None, None)
     if check_program(answer, tree=tree) is not None:
-        return (0.0, "forbidden")
+        return (0.0, None, "forbidden")
     return Job(answer, tuple(spec["calls"]))

@@ -16,17 +16,22 @@ rounds, top-up) uses dataset seed 2**31 and item indices drawn from the stage's 
 draws a held-out seed, and synthesize drops any text equal to a held-out one (`heldout`). The
 held-out set is `heldout_per_level` distinct items per task and level, identical on every call.
 
-References: the generator's answer, kept in this process by text (the stage that generates a
-problem also admits it). A proposer-written problem has no reference (reasoning-gym cannot
-answer free text): run such rounds with `verify.labels = "majority"`. Scoring is the task's own
-`score_answer` (`verify.compare = "auto"` or "task"), so partial credit (spell_backward,
-chain_sum) passes through unchanged; `exact` and `math` are available too. The final answer is
-extracted by `verify.extract` (the tiny model answers with the bare answer: use `["whole"]`).
+References and payloads: a generator problem's reference is the item's answer, and its payload
+(stored as JSON in the problems dataset) holds the item's question as the generator wrote it and
+its `metadata` (domains/reasoning_gym_payload.py encodes what JSON lacks: tuples, sets, ...), so
+`judge` rebuilds the item `{"question", "answer", "metadata"}` from the stored row alone and
+scores it with the task's own `score_answer`, in any process. A proposer-written problem has no
+reference (reasoning-gym cannot answer free text) unless its text is one this process generated:
+run such rounds with `verify.labels = "majority"`. Scoring is the task's own `score_answer`
+(`verify.compare = "auto"` or "task"), so partial credit (spell_backward, chain_sum) passes
+through unchanged; `exact` and `math` are available too. The final answer is extracted by
+`verify.extract` (the tiny model answers with the bare answer: use `["whole"]`). A problem
+text is stored stripped of surrounding whitespace (some questions end in a space).
 
-Departures: a proposer's problem counts for the level it writes in its text (it cannot be
-recomputed); `score` without problem texts (the GRPO reward) uses the task's scorer when the
-run has one task, else reasoning-gym's generic scorer (exact match, partial credit when the
-reference is contained in the answer). reasoning-gym is imported on first use (~1.9 s).
+Departure: a proposer's problem counts for the level it writes in its text (it cannot be
+recomputed). Tasks whose items cannot be verified from stored data (domains/
+reasoning_gym_unusable.py, measured by bench/reasoning_gym_sweep.py) are refused at config
+time. reasoning-gym is imported on first use (~1.9 s).
 
 Time limit: a task's generator may stall on some seeds (number_sequence did for minutes). Every
 dataset build and every item is generated under `[domain.reasoning_gym] item_seconds`
@@ -47,7 +52,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from domains.base import SOLVE_TAG, Problem, Rejected, digit_shape, level_prompt
+from domains.base import SOLVE_TAG, Domain, Problem, ProblemRow, Rejected, read_payload
 from domains.checking import AnswerChecker, Judgement
 
 if TYPE_CHECKING:
@@ -56,6 +61,12 @@ if TYPE_CHECKING:
 HELDOUT_SEED = 0
 GENERATOR_SEED = 2**31
 _TEXT = re.compile(r"^([A-Za-z0-9_]+) L(\d+): (.+)$", re.DOTALL)
+# The sweep's reasons a task is refused at config time (a slow generator is not refused: the
+# `item_seconds` limit stops it when it stalls, and a higher limit may let it finish).
+REFUSED = {"reference_not_full_score": "whose own references do not get the full score when "
+                                       "judged from stored problem rows",
+           "unstorable_metadata": "whose item metadata cannot be stored with its problems",
+           "error": "whose generator fails at some curriculum level"}
 _HELDOUT_ATTEMPTS = 50  # draws per wanted held-out item before a small task space gives up
 
 
@@ -141,8 +152,11 @@ def split_text(text: str) -> tuple[str, int, str] | None:
 
 
 def check_tasks(tasks: dict[str, float]) -> None:
-    """One-line error naming an unknown task, or a task without a curriculum (levels need one)."""
+    """One-line error naming an unknown task, a task without a curriculum (levels need one), or
+    one whose items cannot be verified from stored data (domains/reasoning_gym_unusable.py)."""
     from reasoning_gym.factory import CURRICULA, DATASETS
+
+    from domains.reasoning_gym_unusable import UNUSABLE_TASKS
 
     for task in tasks:
         if task not in DATASETS:
@@ -156,9 +170,15 @@ def check_tasks(tasks: dict[str, float]) -> None:
                    "reasoning-gym curriculum (levels need one); pick a task in "
                    "reasoning_gym.factory.CURRICULA")
             raise ValueError(msg)
+        why = REFUSED.get(UNUSABLE_TASKS.get(task, ""))
+        if why is not None:
+            msg = (f"config error: domain.reasoning_gym.tasks names {task!r}, {why} "
+                   "(bench/reasoning_gym_sweep.py, docs/workloads.md); leave it out of "
+                   "domain.reasoning_gym.tasks")
+            raise ValueError(msg)
 
 
-class ReasoningGymDomain:
+class ReasoningGymDomain(Domain):
     """The reasoning-gym tasks of `[domain.reasoning_gym]`, levels 1..`domain.max_level`."""
 
     name = "reasoning_gym"
@@ -175,7 +195,7 @@ class ReasoningGymDomain:
         self.item_seconds = config.domain.reasoning_gym.item_seconds
         self.checker = AnswerChecker.from_config(config.verify, default_compare="task")
         self._datasets: dict[tuple[str, int, int], Any] = {}
-        self._entries: dict[str, dict[str, Any]] = {}  # text -> the generator's entry
+        self._generated: dict[str, Problem] = {}  # text -> the problem this process generated
 
     def dataset(self, task: str, level: int, seed: int) -> Any:
         """The reasoning-gym dataset of `task` at `level` (curriculum global level - 1)."""
@@ -196,20 +216,18 @@ class ReasoningGymDomain:
         with time_limit(self.item_seconds, f"reasoning-gym task {task!r} (level {level}, "
                                            f"dataset seed {seed}, item {index})"):
             entry = dataset[index]
-        text = f"{task} L{level}: {entry['question']}"
-        self._entries[text] = entry
-        return Problem(text=text, reference=str(entry["answer"]), level=level)
+        from domains.reasoning_gym_payload import encode_metadata
+
+        problem = Problem(text=f"{task} L{level}: {entry['question']}".strip(),
+                          reference=str(entry["answer"]), level=level, task=task,
+                          payload={"question": entry["question"],
+                                   "metadata": encode_metadata(entry.get("metadata", {}), task)})
+        self._generated[problem.text] = problem
+        return problem
 
     def task_of(self, text: str) -> str | None:
         parts = split_text(text)
         return parts[0] if parts else None
-
-    def proposer_prompt(self, level: int) -> str:
-        return level_prompt(level)
-
-    def shape(self, problem_text: str) -> str:
-        """Every digit as 0, as for arithmetic."""
-        return digit_shape(problem_text)
 
     def parse(self, proposal: str) -> Problem | Rejected:
         text = proposal.strip()
@@ -223,9 +241,8 @@ class ReasoningGymDomain:
             return Rejected("unknown_task")
         if level not in self.levels:
             return Rejected("unknown_level")
-        entry = self._entries.get(text)
-        return Problem(text=text, reference=None if entry is None else str(entry["answer"]),
-                       level=level)
+        return self._generated.get(text) or Problem(text=text, reference=None, level=level,
+                                                    task=task)
 
     def generate(self, rng: random.Random, level: int) -> Problem:
         task = rng.choices(self.tasks, weights=self.weights)[0]
@@ -246,37 +263,42 @@ class ReasoningGymDomain:
     def extract(self, completion: str) -> str | None:
         return self.checker.extract(completion)
 
-    def _task_score(self, task: str | None, text: str | None):
+    def _task_score(self, problem: ProblemRow):
+        """The task's `score_answer` of (answer, label) on the item rebuilt from the row, by the
+        task's dataset at the row's level."""
         from reasoning_gym.dataset import ProceduralDataset
 
-        entry = self._entries.get(text or "", {})
-        scorer = (self.dataset(task, 1, GENERATOR_SEED).score_answer if task in self.tasks
+        from domains.reasoning_gym_payload import decode_metadata
+
+        task = problem.get("task") or self.task_of(problem["text"])
+        payload = read_payload(problem)
+        question = payload.get("question", self.question(problem["text"]))
+        metadata = decode_metadata(payload["metadata"]) if "metadata" in payload else {}
+        # the dataset of the item's own level: some scorers check its config (puzzle24's range)
+        scorer = (self.dataset(task, problem["level"], GENERATOR_SEED).score_answer
+                  if task is not None
                   else lambda answer, item: ProceduralDataset.score_answer(None, answer, item))
 
         def score(answer: str, reference: str) -> float:
-            return scorer(answer, {"question": entry.get("question", ""), "answer": reference,
-                                   "metadata": entry.get("metadata", {})})
+            return scorer(answer, {"question": question, "answer": reference,
+                                   "metadata": metadata})
 
         return score
 
-    def judge(self, completions: list[str], references: list[str | None],
-              texts: list[str] | None = None) -> list[Judgement]:
-        """A verdict per completion; `texts` (the problems' texts) choose each task's scorer."""
-        single = self.tasks[0] if len(self.tasks) == 1 else None
+    def judge(self, completions: list[str], problems: list[ProblemRow]) -> list[Judgement]:
+        """A verdict per completion: `[verify]`'s extraction, then its comparison; with the
+        task's scorer (`compare = "task"`), on the item rebuilt from the stored row."""
         out = []
-        for index, (completion, reference) in enumerate(zip(completions, references,
-                                                            strict=True)):
-            text = texts[index] if texts is not None else None
-            task = self.task_of(text) if text is not None else single
+        scorers: dict[int, Any] = {}  # one scorer per row object (verify shares a problem's)
+        for completion, problem in zip(completions, problems, strict=True):
             try:
-                out.append(self.checker.judge(completion, reference,
-                                              self._task_score(task, text)))
-            except (KeyError, TypeError, ValueError, IndexError):  # a scorer needing metadata
-                out.append(Judgement(None, "verifier_error"))
+                if id(problem) not in scorers:
+                    scorers[id(problem)] = self._task_score(problem)
+                out.append(self.checker.judge(completion, problem["reference"],
+                                              scorers[id(problem)]))
+            except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+                out.append(Judgement(None, "verifier_error"))  # a scorer refusing odd input
         return out
-
-    def score(self, completions: list[str], references: list[str | None]) -> list[float | None]:
-        return [j.reward for j in self.judge(completions, references)]
 
     def heldout(self, per_level: int) -> list[Problem]:
         items: list[Problem] = []

@@ -14,7 +14,11 @@
 
 Every command takes `--data-root` (default `$FLYWHEEL_DATA_ROOT` or `./flywheel-data`). Errors a
 user can cause (bad config, unknown run id, an unusable data root or model folder) print one
-line and exit with status 2; nothing is written before they are checked. `status` imports
+line and exit with status 2; nothing is written before they are checked. A data root in
+another data root format (written by an earlier Flywheel, storage/catalog/schema.py) is refused
+the same way by every command that opens its catalog (`_Group`), and so is a run id that breaks
+the one rule of storage/paths.py (1 to 100 letters, digits, '.', '_', '-', starting with a
+letter or digit), checked by every command that takes one before anything else. `status` imports
 neither torch nor Prefect. Exit statuses: flows/exit_codes.py.
 `run` and `resume` hold the run's lock (storage/lock.py): a run id that another live
 process is running is refused in one line naming its pid and start time (exit status 3); what
@@ -25,19 +29,43 @@ a killed run left half written is reported one line per file, discarded and reco
 from __future__ import annotations
 
 import json
-import re
 import sys
 import time
 from pathlib import Path
 from typing import Annotated, Any
 
+import click
 import typer
+from typer.core import TyperGroup
 
 from flows import exit_codes
 from flows.config_cli import SetOpt, config_app, parse_sets  # light: typer only
 from flows.schedule_cli import schedule_app
 
-app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
+
+class _Group(TyperGroup):
+    """The command group: an unusable data root (storage.catalog.errors.DataRootUnusable, e.g. a
+    catalog in another data root format) or a bad run id (storage.paths.InvalidRunId), wherever
+    a command (`schedule ...` included) meets it, is one line and exit 2 (3 when another process
+    holds the catalog), not a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ValueError as exc:
+            errors = sys.modules.get("storage.catalog.errors")  # not imported: not one of these
+            paths = sys.modules.get("storage.paths")  # a bad run id met deeper down (the rule)
+            if paths is not None and isinstance(exc, paths.InvalidRunId):
+                fail(str(exc))
+            if errors is None or not isinstance(exc, errors.DataRootUnusable):
+                raise
+            preflight = sys.modules.get("storage.preflight")
+            locked = preflight is not None and isinstance(exc, preflight.CatalogLocked)
+            fail(str(exc), code=exit_codes.LOCKED if locked else exit_codes.USER_ERROR)
+
+
+app = typer.Typer(cls=_Group, add_completion=True, no_args_is_help=True,
+                  pretty_exceptions_enable=False,
                   help="Flywheel: self-improving model rounds as a resumable data pipeline.")
 app.add_typer(schedule_app, name="schedule")  # flywheel schedule serve|deploy|show
 app.add_typer(config_app, name="config")  # flywheel config show|diff
@@ -70,6 +98,19 @@ DataRoot = Annotated[
 def fail(message: str, code: int = 2) -> None:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
+
+
+def check_run_id(run_id: str, what: str = "run id") -> str:
+    """The run id of a command, checked before anything is read or written (the one rule of
+    storage/paths.py): a bad one is one line naming it and the rule, exit 2."""
+    from storage.paths import InvalidRunId
+    from storage.paths import check_run_id as check
+
+    try:
+        return check(run_id, what)
+    except InvalidRunId as exc:
+        fail(str(exc))
+        raise  # unreachable: fail() exits
 
 
 def _quiet_environment() -> None:
@@ -172,6 +213,7 @@ def _execute(data_root: Path, run_id: str, config: Any) -> None:
     logging.basicConfig(level=logging.WARNING, format="%(message)s", handlers=[_log_handler()])
     logging.getLogger("flywheel").setLevel(logging.INFO)
     from flows.execution import execute
+    from storage.paths import run_folder
     from storage.recovery import plain_notices
 
     plain_notices()
@@ -182,7 +224,7 @@ def _execute(data_root: Path, run_id: str, config: Any) -> None:
         raise typer.Exit(code)
     _print_summary(data_root, run_id)
     typer.echo(f"run {run_id} finished in {time.time() - started:.0f} s; "
-               f"data in {data_root / 'runs' / run_id}")
+               f"data in {run_folder(data_root, run_id)}")
 
 
 @app.command()
@@ -193,13 +235,16 @@ def run(
     rounds: Annotated[int | None, typer.Option(
         "--rounds", help="self-improvement rounds after warm-up")] = None,
     run_id: Annotated[str | None, typer.Option(
-        "--run-id", help="run id (default: a timestamp)")] = None,
+        "--run-id", help="run id: 1 to 100 letters, digits, '.', '_' or '-' (default: a "
+                         "timestamp)")] = None,
     sets: SetOpt = None,
     data_root: DataRoot = Path("flywheel-data"),
 ) -> None:
     """Run the flywheel: warm-up round 0, then N self-improvement rounds."""
     _quit_on_signals()
-    from configs import RUN_ID_PATTERN, load_config
+    if run_id is not None:  # `--run-id ''` is an error, not a timestamped run
+        check_run_id(run_id, "--run-id")
+    from configs import load_config
     from configs.presets import config_file
 
     try:
@@ -209,9 +254,8 @@ def run(
         cfg = load_config(config_file(config), overrides)
     except ValueError as exc:  # a bad --set, or a ConfigError naming the key
         fail(str(exc))
-    run_id = run_id or time.strftime("run-%Y%m%d-%H%M%S")
-    if not re.match(RUN_ID_PATTERN, run_id):
-        fail(f"--run-id {run_id!r}: use letters, digits, '.', '_' or '-' (at most 100)")
+    if run_id is None:
+        run_id = time.strftime("run-%Y%m%d-%H%M%S")
     _execute(data_root, run_id, cfg)
 
 
@@ -226,16 +270,18 @@ def resume(
 ) -> None:
     """Finish a run with its recorded config: done stages are skipped, the rest recomputed."""
     _quit_on_signals()
+    check_run_id(run_id)
     from configs import apply_overrides, load_config, validate_config
     from configs.presets import config_file
     from flows.config_cli import recorded_config
     from storage.catalog import Catalog
+    from storage.paths import run_folder
 
     _check_data_root(data_root)
     catalog = Catalog(data_root)
     recorded = recorded_config(data_root, run_id)  # killed before its catalog row: its record
     if recorded is None and config is None:
-        if (data_root / "runs" / run_id).is_dir():
+        if run_folder(data_root, run_id).is_dir():
             fail(f"run {run_id!r} stopped before it recorded its config; give it again: "
                  f"`flywheel resume {run_id} --config FILE`")
         where = catalog.path if catalog.path.exists() else f"{data_root} (no catalog yet)"
@@ -257,6 +303,7 @@ def status(
     data_root: DataRoot = Path("flywheel-data"),
 ) -> None:
     """Show a run's stages and its per-round summary; a stopped run exits 1, 4 or 130."""
+    check_run_id(run_id)
     from flows.execution import log_path
     from flows.status_view import effective_status, print_task_accuracy, stop_line
     from storage.audit.snapshot import round_summary
@@ -359,6 +406,7 @@ def checkpoint(
     data_root: DataRoot = Path("flywheel-data"),
 ) -> None:
     """Print the folder of the run's promoted checkpoint (its incumbent), for scripts."""
+    check_run_id(run_id)
     from storage.runs import incumbent
 
     catalog = _open_catalog(data_root)
@@ -393,6 +441,7 @@ def audit(
     data_root: DataRoot = Path("flywheel-data"),
 ) -> None:
     """Audit a run's data: funnel, drops, lineage, drift, labels, samples, or --sql."""
+    check_run_id(run_id)
     from storage.audit.answer import answer
     from storage.audit.snapshot import FORMATS, AuditError, open_run, render
 
@@ -415,6 +464,7 @@ def report(
     data_root: DataRoot = Path("flywheel-data"),
 ) -> None:
     """Write a self-contained HTML report of a run: plots and the tables behind them."""
+    check_run_id(run_id)
     from storage.audit.report import write_report
     from storage.audit.snapshot import AuditError
 
@@ -438,6 +488,7 @@ def validate(
     # Two adjacent literals, not a wrapped docstring: `flywheel --help` would show the break
     ("""Re-run the data gates on a run's stored outputs and print the report (exit 5 on a """
      """failure).""")
+    check_run_id(run_id)
     from configs import ConfigError
     from configs.presets import config_file
     from validators.summary import ValidateError, validate_run

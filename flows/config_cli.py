@@ -57,6 +57,13 @@ def parse_sets(values: list[str] | None) -> dict[str, Any]:
     return overrides
 
 
+def _is_file(name: str) -> bool:
+    try:
+        return Path(name).is_file()
+    except OSError:  # a name too long for a path: not a file (and no run id either)
+        return False
+
+
 def recorded_config(data_root: Path, run_id: str) -> str | None:
     """The JSON config a run was last started with: its catalog row, else the record written
     before the row existed (storage/run_record.py); None when neither exists."""
@@ -81,11 +88,17 @@ def resolve(source: str | None, config: Path | None, sets: list[str] | None,
         _fail(str(exc))
     if source is not None and config is not None:
         _fail("give a run id or --config FILE, not both")
-    if source is not None and (source.endswith(".toml") or Path(source).is_file()):
+    if source is not None and (source.endswith(".toml") or _is_file(source)):
         source, config = None, Path(source)
     try:
         if source is None:
             return load_config(config_file(config), overrides)
+        from storage.paths import InvalidRunId, check_run_id
+
+        try:  # neither a file nor a run id: the rule of storage/paths.py
+            check_run_id(source)
+        except InvalidRunId as exc:
+            _fail(f"{exc} (nor a config file)")
         recorded = recorded_config(data_root, source)
         if recorded is None:
             _fail(f"unknown run id {source!r} in {data_root} (`flywheel runs` lists them; a "

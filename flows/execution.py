@@ -37,8 +37,10 @@ LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 
 
 def log_path(data_root: Path, run_id: str) -> Path:
-    """The run's log file."""
-    return Path(data_root) / "logs" / f"{run_id}.log"
+    """The run's log file (a bad run id raises storage.paths.InvalidRunId: the one rule)."""
+    from storage.paths import check_run_id
+
+    return Path(data_root) / "logs" / f"{check_run_id(run_id)}.log"
 
 
 class _PrefectErrorsToFileOnly(logging.Filter):

@@ -5,8 +5,10 @@
     flywheel schedule deploy [...] [--work-pool NAME]          for `prefect worker start`
 
 Cron, time zone and run id come from the config's `[schedule]` section; the options override
-it. A bad cron string or time zone is one line naming it (exit 2). `serve` and `deploy` talk to
-the server in PREFECT_API_URL (`make server` prints it); `show` needs no server.
+it. A bad cron string or time zone is one line naming it (exit 2), and so is a data root in
+another data root format (storage/catalog/schema.py), refused before anything is registered.
+`serve` and `deploy` talk to the server in PREFECT_API_URL (`make server` prints it); `show`
+needs no server.
 """
 
 from __future__ import annotations
@@ -58,6 +60,14 @@ def _load(config: Path | None, cron: str | None, timezone: str | None, run_id: s
         _fail(str(exc))
 
 
+def _check_data_root(data_root: Path) -> None:
+    """Refuse a data root in another data root format before registering nightly rounds that
+    would each fail on it (the `flywheel` command group prints the one-line error)."""
+    from storage.catalog import CatalogFile
+
+    CatalogFile(data_root).check_format()
+
+
 def _require_server() -> str:
     from prefect.settings import PREFECT_API_URL
 
@@ -89,6 +99,7 @@ def serve(config: ConfigOpt = None, cron: CronOpt = None, timezone: TzOpt = None
                                         "(demos and tests)")] = None) -> None:
     """Register the deployment and run its schedule in this process until Ctrl-C."""
     cfg = _load(config, cron, timezone, run_id)
+    _check_data_root(data_root)
     url = _require_server()
     from flows.nightly import nightly_round
     from schedules.deployments import serve_nightly
@@ -106,6 +117,7 @@ def deploy(config: ConfigOpt = None, cron: CronOpt = None, timezone: TzOpt = Non
                                                   "(created if missing)")] = "flywheel") -> None:
     """Register the deployment for a worker: `prefect worker start --pool NAME` runs it."""
     cfg = _load(config, cron, timezone, run_id)
+    _check_data_root(data_root)
     url = _require_server()
     from flows.nightly import nightly_round
     from schedules.deployments import deploy_nightly, deployment_name

@@ -35,11 +35,11 @@ from models.rollout_types import (
 
 if TYPE_CHECKING:
     from configs import RolloutConfig
+    from configs.settings import BackendSettings
     from models.vllm_backend import EngineOptions
 
 __all__ = ["BackendUnavailable", "Completion", "ProgressCallback", "RolloutBackend",
-           "SamplingParams", "TransformersBackend", "backend_for", "check_backend", "make_backend",
-           "sampler_settings"]
+           "SamplingParams", "TransformersBackend", "backend_for", "check_backend", "make_backend"]
 
 
 def make_backend(name: str, checkpoint: Path, *, batch_size: int = 512, dtype: str = "float32",
@@ -81,13 +81,14 @@ def make_backend(name: str, checkpoint: Path, *, batch_size: int = 512, dtype: s
     raise BackendUnavailable(msg)
 
 
-def backend_for(rollout: RolloutConfig, checkpoint: Path) -> RolloutBackend:
+def backend_for(rollout: RolloutConfig | BackendSettings, checkpoint: Path) -> RolloutBackend:
     """The backend a run's `[rollout]` config asks for (the rollout and evaluate stages use it).
 
     Parameters
     ----------
     rollout
-        The run's `[rollout]` section: backend, batch size, dtype and the vLLM engine settings.
+        The run's `[rollout]` section, or a stage's `BackendSettings` (configs/settings.py):
+        backend, batch size, dtype and the vLLM engine settings.
     checkpoint
         The model folder to sample from.
 
@@ -102,30 +103,6 @@ def backend_for(rollout: RolloutConfig, checkpoint: Path) -> RolloutBackend:
         engine = EngineOptions.from_config(rollout)
     return make_backend(rollout.backend, checkpoint, batch_size=rollout.batch_size,
                         dtype=rollout.dtype, engine=engine)
-
-
-# What decides a backend's samples besides the checkpoint, prompts and sampling parameters.
-SAMPLER_KEYS = ("backend", "dtype", "tensor_parallel_size", "gpu_memory_utilization",
-                "cpu_kv_cache_gib", "enforce_eager")
-
-
-def sampler_settings(rollout: RolloutConfig) -> dict[str, object]:
-    """The `[rollout]` backend settings, for the fingerprint of a stage that samples through
-    `backend_for` besides rollout itself (synthesize's proposer): empty for the transformers
-    backend in float32, which reads none of the vLLM keys and whose absence means it.
-
-    Parameters
-    ----------
-    rollout
-        The run's `[rollout]` section.
-
-    Returns
-    -------
-    {} or {"sampler": {key: value for SAMPLER_KEYS}}.
-    """
-    if rollout.backend == "transformers" and rollout.dtype == "float32":
-        return {}
-    return {"sampler": rollout.model_dump(mode="json", include=set(SAMPLER_KEYS))}
 
 
 def check_backend(name: str) -> None:

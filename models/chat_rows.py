@@ -10,7 +10,7 @@ render with the same template (SFT's loss stays on the completion):
              "completion": "\\\\boxed{42}", ...}
     sft     {"prompt": [{"role": "user", "content": "What is 7 * 6?"}],
              "completion": [{"role": "assistant", "content": "\\\\boxed{42}"}]}
-    grpo    {"prompt": [...], "label": "42"}
+    grpo    {"prompt": [...], "problem": "{\"reference\": \"42\", ...}"}
     dpo     {"prompt": [...], "chosen": [{"role": "assistant", ...}],
              "rejected": [{"role": "assistant", ...}]}
 
@@ -52,7 +52,7 @@ def training_examples(tokenizer: Any, rows: list[dict[str, Any]],
     as text, or, for rendered chat prompts, the prompt's messages and assistant messages.
 
     `answers` for SFT {"completion": "completion"}, DPO {"chosen": "completion", "rejected":
-    "rejected"}; GRPO passes {} and adds its labels itself."""
+    "rejected"}; GRPO passes {} and adds its problem rows itself."""
     messages = prompt_messages(tokenizer, [r["prompt"] for r in rows])
     if messages is None:
         return [{"prompt": r["prompt"], **{key: r[column] for key, column in answers.items()}}

@@ -1,14 +1,19 @@
 """GRPO over TRL's GRPOTrainer, with the domain's verifier as the reward function.
 
-Rows are prompt rows: `prompt` is the solver prompt, `completion` the label the reward compares
-against (a reference, or a majority-vote label; tasks/curriculum/selection.py builds them):
+Rows are prompt rows: `prompt` is the solver prompt, `problem` the problem row the reward judges
+against (JSON; its `reference` is the label: a reference, or a majority-vote label;
+tasks/curriculum/selection.py builds them, and replayed solver rows carry their own):
 
-    {"prompt": "<solve>37+5=", "completion": "42", "weight": 1.0, ...}
+    {"prompt": "<solve>37+5=", "completion": "42", "weight": 1.0,
+     "problem": '{"level":2,"payload":null,"reference":"42","task":null,"text":"37+5"}', ...}
 
 For every prompt the trainer samples `num_generations` completions from the model being
 trained (transformers' `generate`; under `rollout.backend = "vllm"` TRL's vLLM integration in
-colocate mode, `grpo_generation`), scores them with `domain.score(completions,
-labels)`, and takes a policy-gradient step on the group-normalised rewards. One optimizer step
+colocate mode, `grpo_generation`), judges them with the domain's one verifier,
+`domain.judge(completions, problems)` (python_io runs abduction and induction answers in the
+sandbox, reasoning-gym scores with the stored metadata), and takes a policy-gradient step on
+the group-normalised rewards. A completion that cannot be judged gets `None`, which TRL leaves
+out of its group's mean and gives no advantage. One optimizer step
 covers `batch_size` completions, i.e. `batch_size / num_generations` prompts; `epochs` counts
 passes over the prompts. The checkpoint written is the same Hugging Face folder SFT writes.
 
@@ -37,6 +42,7 @@ short completions (`max_completion_length` tokens).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -58,36 +64,39 @@ from models.trainer import (
     report_callback,
 )
 
-RewardFunction = Callable[..., list[float]]
+RewardFunction = Callable[..., list[float | None]]
 REWARD_NAME = "verifier"
 
 
 def verifier_reward(domain: Domain) -> RewardFunction:
-    """The GRPO reward function: the domain's verifier, `domain.score(completions, labels)`.
+    """The GRPO reward function: `domain.judge` of each completion against its prompt row's
+    `problem` (TRL passes the dataset's columns as keyword arguments, one value per completion).
+    A completion the verifier cannot judge gets None (TRL: NaN, left out of the group's mean),
+    as verify records it; never a silent 0."""
 
-    TRL calls it with the generated `completions` and, per completion, the `label` column of
-    its prompt's row. A completion the verifier cannot judge (score None: no label) gets reward
-    0, the same as a wrong answer: GRPO needs a number for every sample, and an unjudgeable
-    sample must not be pushed up. TRL would turn None into NaN and drop it from the group mean
-    instead, which would let a group of unjudgeable samples carry no signal at all; 0 is the
-    conservative choice, and the prompt rows only carry labels that exist.
-    """
-
-    def verifier(completions: list[str], label: list[str | None], **_: Any) -> list[float]:
-        scores = domain.score(list(completions), list(label))
-        return [0.0 if score is None else float(score) for score in scores]
+    def verifier(completions: list[str], problem: list[str], **_: Any) -> list[float | None]:
+        rows: dict[str, dict[str, Any]] = {}  # one decoded row per distinct problem
+        problems = [rows.setdefault(text, json.loads(text)) for text in problem]
+        return domain.score(list(completions), problems)
 
     verifier.__name__ = REWARD_NAME
     return verifier
 
 
-def grpo_prompt_rows(rows: list[dict[str, Any]], *, batch_size: int, num_generations: int
-                     ) -> list[dict[str, Any]]:
-    """The prompt rows of weight > 0; none at all, or a batch that is not whole groups of
-    `num_generations` completions, raises."""
+def grpo_prompt_rows(rows: list[dict[str, Any]], *, batch_size: int, num_generations: int,
+                     judged: bool = True) -> list[dict[str, Any]]:
+    """The prompt rows of weight > 0; none at all, a row without its `problem` when `judged`
+    (the reward judges against it; the proposer's pass judges the proposals themselves), or a
+    batch that is not whole groups of `num_generations` completions, raises."""
     rows = [r for r in rows if r["weight"] > 0]
     if not rows:
         msg = "no GRPO prompt rows with weight > 0; nothing to train"
+        raise ValueError(msg)
+    unjudgeable = [r for r in rows if r.get("problem") is None] if judged else []
+    if unjudgeable:
+        msg = (f"{len(unjudgeable)} GRPO prompt rows have no `problem` to judge against (first: "
+               f"{unjudgeable[0]['prompt'][:60]!r}); solver rows of train_rows carry their "
+               "problem row (tasks/curriculum/selection.py)")
         raise ValueError(msg)
     if batch_size % num_generations:
         msg = f"batch_size = {batch_size} must be a multiple of num_generations = {num_generations}"
@@ -105,9 +114,9 @@ def grpo_generation(rollout: Any, stop: list[str] | tuple[str, ...] = ()) -> dic
     """The GRPO trainer's generation settings from `[rollout]` and `[prompt] stop`: {}
     (transformers' `generate`, no stop strings) unless `rollout.backend = "vllm"`, then TRL's
     colocated vLLM engine with the rollout engine's GPU share and tensor parallelism, and
-    `stop` when stop strings are set. They join the solver's GRPO pass's settings and the train
-    stage's fingerprint; {} keeps the transformers runs' fingerprints. (The proposer's GRPO pass
-    generates with transformers: its reward samples the solver on the warm rollout engine.)"""
+    `stop` when stop strings are set; they join the solver's GRPO pass's trainer arguments.
+    (The proposer's GRPO pass generates with transformers: its reward samples the solver on the
+    warm rollout engine.)"""
     stops = {"stop": list(stop)} if stop else {}
     if rollout.backend != "vllm":
         return stops
@@ -246,30 +255,36 @@ def train_grpo(
     vllm_gpu_memory_utilization: float = 0.3,
     vllm_tensor_parallel_size: int = 1,
     stop: list[str] | None = None,
+    judged: bool = True,
 ) -> TrainResult:
-    """Train `base` with GRPO on the prompts of `rows` (label = `completion`); save to `out_dir`.
+    """Train `base` with GRPO on the prompts of `rows` (judged against `problem`); save to
+    `out_dir`.
 
-    `reward` is called as TRL calls reward functions (`prompts=`, `completions=`, `label=`,
+    `reward` is called as TRL calls reward functions (`prompts=`, `completions=`, `problem=`,
     ...); `verifier_reward(domain)` is the one the flywheel uses. `batch_size` completions per
     optimizer step (a multiple of `num_generations`) in `gradient_accumulation_steps`
     micro-batches; fewer prompts than one step takes are repeated to fill it. Resumable from a
     trainer checkpoint like `train_sft`, on the device and in the precision of `runtime` (see
     `train_sft`). The result's `rewards` are the mean rewards of every logged step (every
     `logging_steps` steps). `generation_backend`, the `vllm_*` settings and `stop` (the
-    `[prompt] stop` strings, module docstring): `grpo_generation`.
+    `[prompt] stop` strings, module docstring): `grpo_generation`. `judged = False`: the rows
+    need no `problem` (the proposer's pass, whose reward judges the proposed problems) and the
+    reward gets none.
     """
     from datasets import Dataset
     from trl import GRPOTrainer
 
     prepare_generation(generation_backend, runtime or TrainRuntime())
-    rows = grpo_prompt_rows(rows, batch_size=batch_size, num_generations=num_generations)
+    rows = grpo_prompt_rows(rows, batch_size=batch_size, num_generations=num_generations,
+                            judged=judged)
     steps = planned_steps(len(rows) * num_generations, epochs=epochs, batch_size=batch_size,
                           max_steps=max_steps)
     rows = whole_batch(rows, batch_size // num_generations)
     tokenizer, model = load_policy(base, runtime)
     stop = stop_generation(model, tokenizer, list(stop or []), generation_backend)
     # a chat model's prompts as messages (models/chat_rows.py); the reward reads texts either way
-    dataset = Dataset.from_list([{**example, "label": r["completion"]} for r, example in
+    dataset = Dataset.from_list([{**example, **({"problem": r["problem"]} if judged else {})}
+                                 for r, example in
                                  zip(rows, training_examples(tokenizer, rows, {}), strict=True)])
     config = grpo_config(work_dir=work_dir, steps=steps, batch_size=batch_size,
                          gradient_accumulation_steps=gradient_accumulation_steps,

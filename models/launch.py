@@ -7,7 +7,8 @@ processes over gloo (the multi-process CPU test uses it). The pass's inputs trav
     launch/spec.json   {"kind": "sft", "base": ".../checkpoint-1a2b", "out_dir": ..., ...,
                         "settings": {"learning_rate": 0.002, ...}, "common": {"epochs": 20.0, ...},
                         "runtime": {"precision": {"device": "cuda", "dtype": "bfloat16"}, ...},
-                        "run_config": {...}}            # GRPO: the verifier's domain is rebuilt
+                        "train_settings": {"class": "TrainSettings", "settings": {...}}}
+                                                        # GRPO: the verifier's domain is rebuilt
     launch/rows.json   the pass's training rows
     launch/log.txt     everything the processes printed
     launch/result.json the TrainResult, written by the main process last
@@ -42,6 +43,8 @@ from collections import deque
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel
 
 from models.runtime import LoraSettings, Precision, TrainRuntime
 from models.trainer import TrainProgress, TrainResult
@@ -92,7 +95,7 @@ def launch_command(spec: Path, num_processes: int) -> list[str]:
 
 
 def write_spec(kind: str, *, rows: list[dict[str, Any]], runtime: TrainRuntime,
-               settings: dict[str, Any], run_config: dict[str, Any], **common: Any) -> Path:
+               settings: dict[str, Any], train_settings: BaseModel, **common: Any) -> Path:
     """Write the pass's spec and rows into `<common work_dir>/launch/`; returns the spec path."""
     folder = Path(common["work_dir"]) / "launch"
     folder.mkdir(parents=True, exist_ok=True)
@@ -101,7 +104,8 @@ def write_spec(kind: str, *, rows: list[dict[str, Any]], runtime: TrainRuntime,
     paths = {key: None if common.get(key) is None else str(common[key]) for key in _PATH_KEYS}
     spec = {"kind": kind, **paths, "settings": settings, "runtime": asdict(runtime),
             "common": {k: v for k, v in common.items() if k not in _PATH_KEYS},
-            "run_config": run_config}
+            "train_settings": {"class": type(train_settings).__name__,
+                               "settings": train_settings.model_dump(mode="json")}}
     (folder / "spec.json").write_text(json.dumps(spec))
     return folder / "spec.json"
 
@@ -117,10 +121,10 @@ def launch_pass(kind: str, *, progress: TrainProgress | None = None, **arguments
     progress
         Called with (step, total, loss) for every step the main process reports.
     **arguments
-        `rows`, `runtime`, `settings` (the pass's trainer settings), `run_config` (the run's
-        config as JSON data, for GRPO's domain) and the arguments every trainer takes (`base`,
-        `out_dir`, `work_dir`, `epochs`, `max_steps`, `seed`, `save_steps`,
-        `gradient_accumulation_steps`, `resume_from`).
+        `rows`, `runtime`, `settings` (the pass's trainer settings), `train_settings` (the
+        train stage's settings, configs/settings.py: GRPO's domain is rebuilt from them) and
+        the arguments every trainer takes (`base`, `out_dir`, `work_dir`, `epochs`,
+        `max_steps`, `seed`, `save_steps`, `gradient_accumulation_steps`, `resume_from`).
 
     Returns
     -------
@@ -196,6 +200,18 @@ def run_launcher(parent: int, accelerate_arguments: list[str]) -> None:
     main()
 
 
+def settings_domain(train_settings: dict[str, Any]) -> Any:
+    """The domain of a spec's `train_settings` (the train stage's settings model as
+    {"class": ..., "settings": ...}), built as the run built it (domains.get_domain)."""
+    from configs import settings as stage_settings
+    from domains import get_domain
+
+    model = {"TrainSettings": stage_settings.TrainSettings,
+             "WarmupTrainSettings": stage_settings.WarmupTrainSettings}[train_settings["class"]]
+    domain = model.model_validate(train_settings["settings"]).domain
+    return get_domain(domain.domain.name, domain.domain_config())
+
+
 def run_spec(spec_path: Path) -> None:
     """A launched process: train the spec's pass; the main process prints the progress lines
     and writes `result.json` (atomically: temporary file, then rename)."""
@@ -208,11 +224,7 @@ def run_spec(spec_path: Path) -> None:
 
     domain = None
     if spec["kind"] == "grpo":
-        from configs import RunConfig
-        from domains import get_domain
-
-        config = RunConfig.model_validate(spec["run_config"])
-        domain = get_domain(config.domain.name, config)
+        domain = settings_domain(spec["train_settings"])
     paths = {key: None if spec[key] is None else Path(spec[key]) for key in _PATH_KEYS}
     result = trainer_of(spec["kind"], domain)(
         rows=json.loads((Path(spec_path).parent / "rows.json").read_text()),

@@ -29,14 +29,11 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from models.lora import ADAPTER_DIR
 from models.trainer import TrainProgress, TrainResult, last_checkpoint, planned_steps
 from storage.recovery import Discarded, notice, pause_point, remove
-
-if TYPE_CHECKING:
-    from configs import TrainConfig
 
 Rows = list[dict[str, Any]]
 Passes = list[tuple[str, Rows]]
@@ -135,14 +132,15 @@ def plan_passes(algorithm: str, proposer_algorithm: str, rows: Rows, round_index
             or [("sft", rows)])
 
 
-def plan_training(train: TrainConfig, rows: Rows, round_index: int, *, split: RowSplit
+def plan_training(train: Any, rows: Rows, round_index: int, *, split: RowSplit
                   ) -> TrainPlan:
     """The plan of one train stage: `[train.warmup]`'s SFT settings in round 0, the round's after.
 
     Parameters
     ----------
     train
-        The run's `[train]` settings.
+        The train stage's settings (configs/settings.py `TrainSettings`, `WarmupTrainSettings`
+        in round 0) or a `[train]` section: what it reads is named alike in both.
     rows
         The round's training rows, replayed rows included.
     round_index
@@ -162,8 +160,10 @@ def plan_training(train: TrainConfig, rows: Rows, round_index: int, *, split: Ro
     passes = plan_passes("sft" if warmup else train.algorithm,
                          "sft" if warmup else train.proposer.algorithm, rows, round_index,
                          split=split)
-    per_step = {"grpo": train.grpo.num_generations, "proposer-grpo": train.grpo.num_generations}
-    cap = {"proposer-grpo": train.proposer.max_steps}
+    # the warm-up's settings (configs/settings.py WarmupTrainSettings) have no GRPO sections
+    per_step = {} if warmup else {"grpo": train.grpo.num_generations,
+                                  "proposer-grpo": train.grpo.num_generations}
+    cap = {} if warmup else {"proposer-grpo": train.proposer.max_steps}
     steps = sum(planned_steps(sum(r["weight"] > 0 for r in part) * per_step.get(kind, 1),
                               epochs=epochs, batch_size=train.batch_size,
                               max_steps=cap.get(kind, max_steps))

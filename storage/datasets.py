@@ -12,7 +12,12 @@ A sample record per kind (columns beyond these are allowed only by adding them h
                  "checkpoint": "5d..", "backend": "vllm"}  # what sampled a proposer row (else
                                 # None, and null in files written without these columns)
     problems    {"problem_id": "a1..", "run_id": "demo", "round": 1, "text": "37+5",
-                 "reference": "42", "level": 2, "source": "proposer", "proposal_id": "9f.."}
+                 "reference": "42", "level": 2, "source": "proposer", "proposal_id": "9f..",
+                 "task": None, "payload": None}
+                                # task: reasoning-gym's task, python_io's mode (else null);
+                                # payload: JSON the verifier reads besides text and reference
+                                # (reasoning-gym's question and metadata, a program and its
+                                # mode: domains/base.py), null when there is none
     rollouts    {"rollout_id": "c3..", "run_id": "demo", "round": 1, "problem_id": "a1..",
                  "sample_index": 0, "prompt": "<solve>37+5=", "completion": "42",
                  "completion_tokens": 3, "checkpoint": "5d.."}
@@ -31,11 +36,17 @@ A sample record per kind (columns beyond these are allowed only by adding them h
                  "drop_reason": None}          # too_easy | too_hard | zero_variance | unjudged
     train_rows  {"train_row_id": "e7..", "run_id": "demo", "round": 1, "role": "solver",
                  "prompt": "<solve>37+5=", "completion": "42", "rejected": None, "weight": 1.0,
-                 "problem_id": "a1..", "rollout_id": "c3..", "proposal_id": "9f.."}
+                 "problem_id": "a1..", "rollout_id": "c3..", "proposal_id": "9f..",
+                 "problem": '{"text":"37+5","reference":"42","level":2,"task":null,...}'}
                                # rejected: DPO pairs' wrong answer (completion = chosen); else None
+                               # problem: a solver row's problem as its verifier judges it (JSON
+                               # of the problem row, `reference` = the label: a majority vote
+                               # under majority labels), which the GRPO reward judges against;
+                               # null on proposer rows
     evals       {"run_id": "demo", "round": 1, "checkpoint": "5d..", "item_id": "h0..",
                  "level": 2, "prompt": "<solve>37+5=", "completion": "42", "answer": "42",
-                 "reference": "42", "correct": True}
+                 "reference": "42", "correct": True, "reward": 1.0, "method": "reference"}
+                               # reward null: cannot judge, `method` says why (not correct)
 """
 
 from __future__ import annotations
@@ -49,6 +60,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from storage.fingerprint import file_checksum
+from storage.paths import run_folder
 
 STRING = pa.string()
 INT64 = pa.int64()
@@ -63,7 +75,8 @@ SCHEMAS: dict[str, pa.Schema] = {
     ),
     "problems": pa.schema(
         [("problem_id", STRING), ("run_id", STRING), ("round", INT64), ("text", STRING),
-         ("reference", STRING), ("level", INT64), ("source", STRING), ("proposal_id", STRING)]
+         ("reference", STRING), ("level", INT64), ("source", STRING), ("proposal_id", STRING),
+         ("task", STRING), ("payload", STRING)]
     ),
     "rollouts": pa.schema(
         [("rollout_id", STRING), ("run_id", STRING), ("round", INT64), ("problem_id", STRING),
@@ -83,21 +96,26 @@ SCHEMAS: dict[str, pa.Schema] = {
     "train_rows": pa.schema(
         [("train_row_id", STRING), ("run_id", STRING), ("round", INT64), ("role", STRING),
          ("prompt", STRING), ("completion", STRING), ("rejected", STRING), ("weight", FLOAT64),
-         ("problem_id", STRING), ("rollout_id", STRING), ("proposal_id", STRING)]
+         ("problem_id", STRING), ("rollout_id", STRING), ("proposal_id", STRING),
+         ("problem", STRING)]
     ),
     "evals": pa.schema(
         [("run_id", STRING), ("round", INT64), ("checkpoint", STRING), ("item_id", STRING),
          ("level", INT64), ("prompt", STRING), ("completion", STRING), ("answer", STRING),
-         ("reference", STRING), ("correct", BOOL)]
+         ("reference", STRING), ("correct", BOOL), ("reward", FLOAT64), ("method", STRING)]
     ),
 }
 
 KINDS = tuple(SCHEMAS)
 # Columns a row may leave out (they are null then): proposals are sampled by a checkpoint on a
 # backend only when the proposer wrote them, not the domain's generator; verdicts have a sandbox
-# outcome only where the sandbox ran the answer (python_io).
+# outcome only where the sandbox ran the answer (python_io); a problem has a task and a payload
+# only in the domains whose verifier reads them; proposer training rows have no problem.
 OPTIONAL: dict[str, frozenset[str]] = {"proposals": frozenset({"checkpoint", "backend"}),
-                                       "verdicts": frozenset({"outcome"})}
+                                       "verdicts": frozenset({"outcome"}),
+                                       "problems": frozenset({"task", "payload"}),
+                                       "train_rows": frozenset({"problem"}),
+                                       "evals": frozenset({"reward", "method"})}
 
 
 FRAME_SLICE_ROWS = 65536  # rows of a large polars frame converted and written at once
@@ -135,7 +153,7 @@ def round_dir(data_root: Path, run_id: str, round_index: int) -> Path:
     -------
     `<data-root>/runs/<run_id>/round-<NNN>` (not created here).
     """
-    return Path(data_root) / "runs" / run_id / f"round-{round_index:03d}"
+    return run_folder(data_root, run_id) / f"round-{round_index:03d}"
 
 
 def dataset_path(

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Self
 
+from storage.paths import run_folder
+
 LOCK_NAME = "run.lock"
 
 
@@ -89,7 +91,7 @@ def lock_path(data_root: Path, run_id: str) -> Path:
     -------
     `<data-root>/runs/<run_id>/run.lock`
     """
-    return Path(data_root) / "runs" / run_id / LOCK_NAME
+    return run_folder(data_root, run_id) / LOCK_NAME
 
 
 def live_holder(data_root: Path, run_id: str) -> Holder | None:

@@ -1,6 +1,7 @@
 """Checks of a data root made before a run writes anything, each failing with one line that
 names the path and the fix (the CLI exits 2): a data root that is a file, read-only or on a
-nearly full disk, and a catalog that is damaged or held by another process.
+nearly full disk, and a catalog that is damaged, held by another process, or in another data
+root format (`DataRootFormatError`, storage/catalog/schema.py).
 
 A check that passes here can still fail later (the disk fills up mid-run); that failure is the
 stage's, recorded in the catalog and resumable.
@@ -15,14 +16,10 @@ from pathlib import Path
 
 import duckdb
 
-from storage.catalog import STORAGE_CONFIG, retry_while_locked
+from storage.catalog import STORAGE_CONFIG, DataRootUnusable, check_format, retry_while_locked
 
 MIN_FREE_BYTES = 256 << 20  # a tiny CPU round writes about 60 MB; a checkpoint is about 10 MB
 CATALOG_WAIT_SECONDS = 5.0  # a run's own connections last milliseconds
-
-
-class DataRootUnusable(ValueError):
-    """The data root or its catalog cannot be used; the message says why and what to do."""
 
 
 class CatalogLocked(DataRootUnusable):
@@ -71,7 +68,8 @@ def check_data_root(data_root: Path, *, min_free_bytes: int = MIN_FREE_BYTES) ->
 
 
 def check_catalog(data_root: Path, *, wait: float = CATALOG_WAIT_SECONDS) -> None:
-    """Check that the data root's catalog (if there is one yet) opens.
+    """Check that the data root's catalog (if there is one yet) opens, read-only, and is in the
+    data root format this Flywheel writes.
 
     Parameters
     ----------
@@ -84,6 +82,8 @@ def check_catalog(data_root: Path, *, wait: float = CATALOG_WAIT_SECONDS) -> Non
     ------
     DataRootUnusable
         The catalog is damaged (not a DuckDB file, truncated).
+    DataRootFormatError
+        The catalog is in another data root format (written by an earlier Flywheel).
     CatalogLocked
         Another process holds it (the message names its pid when DuckDB reports one).
     """
@@ -91,8 +91,10 @@ def check_catalog(data_root: Path, *, wait: float = CATALOG_WAIT_SECONDS) -> Non
     if not path.exists():
         return
     try:
-        retry_while_locked(lambda: duckdb.connect(str(path), read_only=True,
-                                                  config=STORAGE_CONFIG).close(), wait=wait)
+        con = retry_while_locked(lambda: duckdb.connect(str(path), read_only=True,
+                                                        config=STORAGE_CONFIG), wait=wait)
+        with con:
+            check_format(con, Path(data_root).resolve())
     except duckdb.IOException as exc:
         text = str(exc)
         if "Could not set lock" in text or "Conflicting lock" in text:

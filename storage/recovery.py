@@ -19,9 +19,10 @@ A damaged recorded output also discards, one line each, every completed stage th
 (`discard_dependents`), so no stale downstream survives its recomputation.
 
 `sweep_run` runs once at the start of `flywheel run`/`resume`, while the run lock is held (so no
-other process is writing into the run's folders). `check_recorded` runs in `run_stage` before a
-stage is skipped. A file is *recorded* when a `completed` stage row lists it; files of a stage
-whose gate failed (`gate_failed`) are kept for audit.
+other process is writing into the run's folders), and never in a data root whose catalog is in
+another data root format (`guarded_run` refuses it before taking the lock). `check_recorded`
+runs in `run_stage` before a stage is skipped. A file is *recorded* when a `completed` stage
+row lists it; files of a stage whose gate failed (`gate_failed`) are kept for audit.
 
 `pause_point` is a test hook for the crash tests (tests/flows/test_resume.py, bench/chaos.py):
 with FLYWHEEL_TEST_PAUSE_AT=<point> in the environment, the process writes <point> into the file
@@ -53,6 +54,7 @@ from storage import interruption
 from storage.catalog import Catalog
 from storage.fingerprint import checkpoint_checksum, file_checksum
 from storage.lock import RunLock
+from storage.paths import link_target, run_folder
 
 log = logging.getLogger("flywheel.recovery")
 
@@ -114,7 +116,8 @@ def sweep_run(run_dir: Path, recorded_paths: set[str], kept_fingerprints: set[st
     run_dir
         `<data-root>/runs/<run_id>`; nothing happens when it does not exist.
     recorded_paths
-        Resolved paths that a completed stage row lists (kept).
+        Resolved paths (every link followed) that a completed stage row lists (kept); an
+        entry is compared resolved too, so a run folder reached through a link keeps them.
     kept_fingerprints
         12-character fingerprints whose outputs are kept whatever their catalog rows (stages
         whose gate failed keep their data for audit).
@@ -156,8 +159,8 @@ def sweep_run(run_dir: Path, recorded_paths: set[str], kept_fingerprints: set[st
 
 @contextmanager
 def guarded_run(data_root: Path, run_id: str) -> Iterator[list[Discarded]]:
-    """Hold the run's lock, say so when a dead holder's lock is taken over, sweep what an
-    interrupted run left, and yield the findings.
+    """Check the data root's format, hold the run's lock, say so when a dead holder's lock is
+    taken over, sweep what an interrupted run left, and yield the findings.
 
     When the body finishes without an exception, the run's remaining `.train-*` scratch
     folders are removed as well; the lock is released either way.
@@ -175,17 +178,23 @@ def guarded_run(data_root: Path, run_id: str) -> Iterator[list[Discarded]]:
 
     Raises
     ------
+    DataRootFormatError
+        The catalog is in another data root format; nothing was written (no lock, no sweep).
     RunLocked
         A live process holds the run's lock.
     """
+    Catalog(data_root).check_format()  # before the lock file: a refused root stays untouched
     with RunLock(data_root, run_id) as lock:
         if lock.taken_over is not None:
             notice(f"flywheel: run {run_id} was interrupted: its last process "
                    f"({lock.taken_over.describe()}) died holding the lock; lock taken over")
+        if (target := link_target(data_root, run_id)) is not None:
+            notice(f"flywheel: run {run_id}: its folder {run_folder(data_root, run_id)} is a link "
+                   f"to {target}, outside the data root; followed (its files are the run's own)")
         yield recover_run(Catalog(data_root), run_id)
         # The run finished: training scratch folders still here belong to fingerprints it no
         # longer needs (a config changed after a crash); they would never be cleaned otherwise.
-        for scratch in sorted((Path(data_root) / "runs" / run_id).glob("round-*/.train-*")):
+        for scratch in sorted(run_folder(data_root, run_id).glob("round-*/.train-*")):
             _discard(scratch, "training scratch folder no finished stage needs", [],
                      recomputed=False)
 
@@ -215,14 +224,16 @@ def recover_run(catalog: Catalog, run_id: str) -> list[Discarded]:
     -------
     What was removed (see `sweep_run`); empty when the run has no folder.
     """
-    run_dir = catalog.data_root / "runs" / run_id
+    run_dir = run_folder(catalog.data_root, run_id)
     if not run_dir.is_dir():
         return []
     recorded: set[str] = set()
     kept: set[str] = set()
     finished_train: set[str] = set()
     if catalog.path.exists():
-        recorded = {catalog.resolve(r["path"]) for r in catalog.query(
+        # resolved (links followed), as `sweep_run` resolves each entry: a run folder that
+        # is a link to another disk must not make its recorded outputs look like leftovers
+        recorded = {str(Path(catalog.resolve(r["path"])).resolve()) for r in catalog.query(
             "SELECT d.path FROM datasets d JOIN stages s ON d.run_id = s.run_id"
             " AND d.fingerprint = s.fingerprint WHERE d.run_id = ? AND s.status = 'completed'",
             [run_id])}

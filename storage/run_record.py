@@ -11,12 +11,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from storage.paths import run_folder
+
 CONFIG_NAME = "config.json"
 
 
 def run_config_path(data_root: Path, run_id: str) -> Path:
     """Where a run's config record lives."""
-    return Path(data_root) / "runs" / run_id / CONFIG_NAME
+    return run_folder(data_root, run_id) / CONFIG_NAME
 
 
 def write_run_config(data_root: Path, run_id: str, config_json: str) -> Path:

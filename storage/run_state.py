@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from storage.catalog import Catalog
+from storage.paths import run_folder
 
 
 def completed_state(data_root: Path, run_id: str) -> dict[str, Any]:
@@ -33,7 +34,7 @@ def completed_state(data_root: Path, run_id: str) -> dict[str, Any]:
         "SELECT d.round, d.stage, d.kind, d.rows, d.checksum FROM datasets d JOIN stages s"
         " ON d.run_id = s.run_id AND d.fingerprint = s.fingerprint"
         " WHERE d.run_id = ? AND s.status = 'completed'", [run_id])
-    run_dir = Path(data_root) / "runs" / run_id
+    run_dir = run_folder(data_root, run_id)
     names = sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*") if p.name != "run.lock")
     return {
         "stages": sorted((s["round"], s["stage"], s["fingerprint"], s["rows"]) for s in stages),

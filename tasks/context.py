@@ -8,6 +8,7 @@ from pathlib import Path
 from configs import RunConfig
 from domains import Domain, get_domain
 from storage.catalog import Catalog
+from storage.paths import run_folder
 from storage.seeds import stage_seed
 
 
@@ -34,7 +35,7 @@ class RunContext:
 
     @property
     def run_dir(self) -> Path:
-        return self.data_root / "runs" / self.run_id
+        return run_folder(self.data_root, self.run_id)
 
     def stage_seed(self, stage: str, round_index: int) -> int:
         """The seed of `stage` in `round_index` (storage/seeds.py `stage_seed`): it follows the

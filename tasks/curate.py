@@ -56,7 +56,8 @@ import polars as pl
 from prefect import task
 from prefect.cache_policies import NONE
 
-from configs import CurateConfig, RunConfig
+from configs import CurateConfig
+from configs.settings import CurateSettings, WarmupCurateSettings, stage_settings
 from domains.base import Domain
 from storage.datasets import read_rows
 from tasks.context import RunContext
@@ -75,7 +76,7 @@ from tasks.curriculum.selection import (
 )
 from tasks.stage import StageOutput, StageResult, run_stage
 
-VERSION = 2
+VERSION = 3  # 3: solver rows carry their `problem` row (the GRPO reward judges it)
 
 
 def drop_reason(pass_rate: float | None, reward_std: float, curation: CurateConfig) -> str | None:
@@ -184,68 +185,45 @@ def repetition_penalties(domain: Domain, proposals: list[dict[str, Any]],
     return dict(zip([pid for pid, _ in valid], diversity_penalties(labels), strict=True))
 
 
-def curate_settings(config: RunConfig, *, warmup: bool) -> dict[str, Any]:
-    """The config slice the curate stage reads, as its fingerprint covers it.
+def curate_inputs(problems: StageOutput, rollouts: StageOutput, verdicts: StageOutput
+                  ) -> dict[str, str]:
+    """The fingerprints the curate stage reads: the round's problems, rollouts and verdicts."""
+    return {"problems": problems.fingerprint, "rollouts": rollouts.fingerprint,
+            "verdicts": verdicts.fingerprint}
 
-    `[curate]`, `train.algorithm` (it decides the solver rows' form) and, in rounds >= 1 under
-    DPO, `train.dpo.max_pairs_per_problem`. The warm-up reads no `[curate.diversity]` (it builds
-    no penalty) and no `[train.dpo]` (it trains SFT), but `domain.seed_max_level` (the hardest
-    level it keeps for the solver).
 
-    Parameters
-    ----------
-    config
-        The run's config.
-    warmup
-        Whether the stage is round 0's.
-
-    Returns
-    -------
-    dict
-        {"curate": ..., "algorithm": ..., "warmup": bool} and "warmup_max_level" (round 0) or,
-        under DPO, "max_pairs_per_problem".
-    """
-    curation, train = config.curate, config.train
-    settings: dict[str, Any] = {
-        "curate": curation.model_dump(mode="json", exclude={"diversity"} if warmup else None),
-        "algorithm": train.algorithm, "warmup": warmup}
-    if warmup:
-        settings["warmup_max_level"] = config.domain.seed_max_level
-    elif train.algorithm == "dpo":
-        settings["max_pairs_per_problem"] = train.dpo.max_pairs_per_problem
-    return settings
+def curate_round(domain: Domain, settings: WarmupCurateSettings, problems: StageOutput,
+                 rollouts: StageOutput, verdicts: StageOutput) -> StageResult:
+    """The curate stage's computation: the curriculum and the training rows of the round
+    (`CurateSettings`; `WarmupCurateSettings` in round 0, the warm-up)."""
+    curation = settings.curate
+    warmup = not isinstance(settings, CurateSettings)
+    problem_file, verdict_file = problems.path("problems"), verdicts.path("verdicts")
+    curriculum = curriculum_frame(problem_file, verdict_file, curation, warmup=warmup,
+                                  warmup_max_level=settings.domain.domain.seed_max_level)
+    penalties = (repetition_penalties(domain, read_rows(problems.path("proposals")), curation)
+                 if curation.diversity.penalty > 0 and not warmup else None)
+    pairs = {} if warmup else {"max_pairs_per_problem": settings.max_pairs_per_problem}
+    rows = training_frame(domain, problem_file, rollouts.path("rollouts"), verdict_file,
+                          curriculum, curation, warmup=warmup, penalties=penalties,
+                          algorithm=settings.algorithm, **pairs)
+    judged = curriculum["pass_rate"].drop_nulls().to_list()  # summed left to right
+    return StageResult(
+        datasets={"curriculum": curriculum, "train_rows": rows},
+        metrics={"kept": int(curriculum["kept"].sum()),
+                 "pass_at_1": sum(judged) / len(judged) if judged else 0.0,
+                 "train_rows": len(rows),
+                 "solver_rows": int((rows["role"] == "solver").sum())},
+    )
 
 
 @task(name="curate", cache_policy=NONE, persist_result=False)
 def curate(ctx: RunContext, round_index: int, problems: StageOutput, rollouts: StageOutput,
            verdicts: StageOutput) -> StageOutput:
-    curation = ctx.config.curate
-
-    def compute(fingerprint: str) -> StageResult:
-        warmup = round_index == 0
-        problem_file, verdict_file = problems.path("problems"), verdicts.path("verdicts")
-        curriculum = curriculum_frame(problem_file, verdict_file, curation, warmup=warmup,
-                                      warmup_max_level=ctx.config.domain.seed_max_level)
-        penalties = (repetition_penalties(ctx.domain, read_rows(problems.path("proposals")),
-                                          curation)
-                     if curation.diversity.penalty > 0 and not warmup else None)
-        rows = training_frame(ctx.domain, problem_file, rollouts.path("rollouts"), verdict_file,
-                              curriculum, curation, warmup=warmup, penalties=penalties,
-                              algorithm=ctx.config.train.algorithm,
-                              max_pairs_per_problem=ctx.config.train.dpo.max_pairs_per_problem)
-        judged = curriculum["pass_rate"].drop_nulls().to_list()  # summed left to right
-        return StageResult(
-            datasets={"curriculum": curriculum, "train_rows": rows},
-            metrics={"kept": int(curriculum["kept"].sum()),
-                     "pass_at_1": sum(judged) / len(judged) if judged else 0.0,
-                     "train_rows": len(rows),
-                     "solver_rows": int((rows["role"] == "solver").sum())},
-        )
-
+    settings = stage_settings(ctx.config, "curate", round_index)
     return run_stage(
-        ctx, stage="curate", version=VERSION, round_index=round_index,
-        config=curate_settings(ctx.config, warmup=round_index == 0),
-        inputs={"problems": problems.fingerprint, "rollouts": rollouts.fingerprint,
-                "verdicts": verdicts.fingerprint},
-        compute=compute,
+        ctx, stage="curate", version=VERSION, round_index=round_index, settings=settings,
+        inputs=curate_inputs(problems, rollouts, verdicts),
+        compute=lambda _fingerprint: curate_round(ctx.domain, settings, problems, rollouts,
+                                                  verdicts),
     )

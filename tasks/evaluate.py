@@ -1,4 +1,9 @@
-"""Evaluate: greedy answers to the domain's fixed held-out set, which the proposer never writes."""
+"""Evaluate: greedy answers to the domain's fixed held-out set, which the proposer never writes.
+
+Each answer is judged by the domain's `judge` against the item's problem row, as verify judges
+rollouts: `reward` is its reward, or null with the reason in `method` (no_answer, ...); an item
+is `correct` at reward 1, and an unjudged item counts as not correct (every held-out item has a
+reference, so the accuracy's denominator is the whole set)."""
 
 from __future__ import annotations
 
@@ -10,8 +15,8 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NONE
 
-from domains.base import Domain, Problem
-from domains.chat import completion_cutter
+from configs.settings import EvaluateSettings
+from domains.base import Domain, Problem, problem_row
 from models.backends import ProgressCallback, RolloutBackend, SamplingParams
 from storage.datasets import read_rows
 from storage.fingerprint import row_id
@@ -20,7 +25,7 @@ from tasks.progress import progress_bar
 from tasks.retry import TRANSIENT
 from tasks.stage import StageResult, run_stage
 
-VERSION = 1
+VERSION = 2  # 2: each answer judged by `Domain.judge` on its problem row; reward and method
 
 
 def eval_rows(backend: RolloutBackend, domain: Domain, *, per_level: int, max_new_tokens: int,
@@ -33,31 +38,26 @@ def eval_rows(backend: RolloutBackend, domain: Domain, *, per_level: int, max_ne
     outputs = backend.generate(prompts, SamplingParams(n=1, temperature=1.0,
                                                        max_new_tokens=max_new_tokens,
                                                        seed=0, greedy=True), progress=progress)
-    cut = completion_cutter(domain)  # [prompt] stop strings
+    cut = domain.cut  # [prompt] stop strings
     completions = [cut(o[0].text) for o in outputs]
-    references = [p.reference for p in items]
-    if hasattr(domain, "judge"):  # the free-form domains score each item by its task
-        scores = [j.reward for j in domain.judge(completions, references, [p.text for p in items])]
-    else:
-        scores = domain.score(completions, references)
+    judged = domain.judge(completions, [problem_row(p) for p in items])
     return [
         {"run_id": run_id, "round": round_index, "checkpoint": checkpoint,
          "item_id": row_id("heldout", domain.name, p.text), "level": p.level, "prompt": prompt,
          "completion": completion, "answer": domain.extract(completion), "reference": p.reference,
-         "correct": score == 1.0}
-        for p, prompt, completion, score in zip(items, prompts, completions, scores, strict=True)
+         "reward": j.reward, "method": "reference" if j.reward is not None else j.reason,
+         "correct": j.reward == 1.0}
+        for p, prompt, completion, j in zip(items, prompts, completions, judged, strict=True)
     ]
 
 
 def heldout_tasks(domain: Domain, per_level: int,
                   items: list[Problem] | None = None) -> dict[str, str]:
-    """Held-out item id -> its task, for a domain of several tasks (one with `task_of`, e.g.
-    reasoning_gym); empty for the others. `items`: the held-out set, when already drawn."""
-    task_of = getattr(domain, "task_of", None)
-    if task_of is None:
-        return {}
-    return {row_id("heldout", domain.name, p.text): task_of(p.text)
-            for p in (domain.heldout(per_level) if items is None else items)}
+    """Held-out item id -> its task, for the items of a domain of several tasks (`task_of`:
+    reasoning_gym's tasks, python_io's modes). `items`: the held-out set, when already drawn."""
+    tasks = {row_id("heldout", domain.name, p.text): domain.task_of(p.text)
+             for p in (domain.heldout(per_level) if items is None else items)}
+    return {item: task for item, task in tasks.items() if task is not None}
 
 
 def accuracy(rows: list[dict[str, Any]], tasks: dict[str, str] | None = None) -> dict[str, float]:
@@ -103,32 +103,36 @@ class Evaluation:
         return self.accuracy[key]
 
 
+def evaluate_checkpoint(ctx: RunContext, settings: EvaluateSettings, round_index: int,
+                        checkpoint: Checkpoint, items: list[Problem], tasks: dict[str, str], *,
+                        stage: str) -> StageResult:
+    """The evaluate stage's computation: greedy answers to the drawn held-out `items`."""
+    from models.backends import backend_for
+
+    backend = backend_for(settings.backend, checkpoint.path)
+    try:
+        with progress_bar(f"round {round_index} {stage}", len(items)) as advance:
+            rows = eval_rows(backend, ctx.domain,
+                             per_level=settings.domain.domain.heldout_per_level,
+                             max_new_tokens=settings.max_new_tokens,
+                             checkpoint=checkpoint.fingerprint, run_id=ctx.run_id,
+                             round_index=round_index, progress=advance, items=items)
+    finally:
+        backend.close()
+    return StageResult(datasets={"evals": rows}, metrics=accuracy(rows, tasks))
+
+
 @task(name="evaluate", cache_policy=NONE, persist_result=False, **TRANSIENT)
 def evaluate(ctx: RunContext, round_index: int, checkpoint: Checkpoint, *,
              stage: str = "evaluate") -> Evaluation:
-    from models.backends import backend_for
-
-    cfg = ctx.config
-
-    def compute(fingerprint: str) -> StageResult:
-        backend = backend_for(cfg.rollout, checkpoint.path)
-        try:
-            with progress_bar(f"round {round_index} {stage}", len(items)) as advance:
-                rows = eval_rows(backend, ctx.domain, per_level=cfg.domain.heldout_per_level,
-                                 max_new_tokens=cfg.evaluate.max_new_tokens,
-                                 checkpoint=checkpoint.fingerprint, run_id=ctx.run_id,
-                                 round_index=round_index, progress=advance, items=items)
-        finally:
-            backend.close()
-        return StageResult(datasets={"evals": rows}, metrics=accuracy(rows, tasks))
-
-    items = ctx.domain.heldout(cfg.domain.heldout_per_level)  # drawn once for the whole stage
-    tasks = heldout_tasks(ctx.domain, cfg.domain.heldout_per_level, items)
+    settings = EvaluateSettings.from_config(ctx.config)
+    per_level = settings.domain.domain.heldout_per_level
+    items = ctx.domain.heldout(per_level)  # drawn once for the whole stage
+    tasks = heldout_tasks(ctx.domain, per_level, items)
     out = run_stage(
-        ctx, stage=stage, version=VERSION, round_index=round_index,
-        config={"evaluate": cfg.evaluate.model_dump(),
-                "heldout_per_level": cfg.domain.heldout_per_level, "domain": cfg.domain.name,
-                **cfg.heldout_slice(), **cfg.prompt_slice()},
-        inputs={"checkpoint": checkpoint.fingerprint}, compute=compute,
+        ctx, stage=stage, version=VERSION, round_index=round_index, settings=settings,
+        inputs={"checkpoint": checkpoint.fingerprint},
+        compute=lambda _fingerprint: evaluate_checkpoint(ctx, settings, round_index, checkpoint,
+                                                         items, tasks, stage=stage),
     )
     return Evaluation(read_accuracy(out.path("evals"), tasks), out.path("evals"), out.fingerprint)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import tempfile
+from functools import partial
 from pathlib import Path
 
 from prefect import task
 from prefect.cache_policies import NONE
 
 from configs import ModelConfig
+from configs.settings import BaseModelSettings
 from storage.datasets import round_dir
 from storage.fingerprint import stable_hash
 from tasks.context import Checkpoint, RunContext
@@ -31,26 +33,27 @@ def local_checkpoint(model: ModelConfig) -> Checkpoint:
                       fingerprint=stable_hash([json.loads(config.read_text()), sizes], length=32))
 
 
-@task(name="base-model", cache_policy=NONE, persist_result=False)
-def base_model(ctx: RunContext) -> Checkpoint:
-    model = ctx.config.model
-    if model.path is not None:
-        return local_checkpoint(model)
-
+def build_base(ctx: RunContext, settings: BaseModelSettings, fingerprint: str) -> StageResult:
+    """The base stage's computation: the built-in tiny model of `settings`."""
     from models.tiny import build_tiny_model
 
-    def compute(fingerprint: str) -> StageResult:
-        parent = round_dir(ctx.data_root, ctx.run_id, 0)
-        parent.mkdir(parents=True, exist_ok=True)
-        scratch = Path(tempfile.mkdtemp(prefix=".base-", dir=parent))
-        build_tiny_model(scratch, hidden_size=model.hidden_size, num_layers=model.num_layers,
-                         head_dim=model.head_dim, intermediate_size=model.intermediate_size,
-                         init_seed=model.init_seed)
-        write_card(scratch, checkpoint_meta(ctx, stage="base", round_index=0,
-                                            fingerprint=fingerprint, config=config))
-        return StageResult(checkpoint=scratch)
+    model = settings
+    parent = round_dir(ctx.data_root, ctx.run_id, 0)
+    parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=".base-", dir=parent))
+    build_tiny_model(scratch, hidden_size=model.hidden_size, num_layers=model.num_layers,
+                     head_dim=model.head_dim, intermediate_size=model.intermediate_size,
+                     init_seed=model.init_seed)
+    write_card(scratch, checkpoint_meta(ctx, stage="base", round_index=0, fingerprint=fingerprint,
+                                        config=settings.model_dump(mode="json")))
+    return StageResult(checkpoint=scratch)
 
-    config = ctx.config.slice("model")
-    out = run_stage(ctx, stage="base", version=VERSION, round_index=0, config=config, inputs={},
-                    compute=compute)
+
+@task(name="base-model", cache_policy=NONE, persist_result=False)
+def base_model(ctx: RunContext) -> Checkpoint:
+    if ctx.config.model.path is not None:
+        return local_checkpoint(ctx.config.model)
+    settings = BaseModelSettings.from_config(ctx.config)
+    out = run_stage(ctx, stage="base", version=VERSION, round_index=0, settings=settings,
+                    inputs={}, compute=partial(build_base, ctx, settings))
     return Checkpoint(path=checkpoint_dir(ctx, 0, out.fingerprint), fingerprint=out.fingerprint)

@@ -11,7 +11,11 @@ checkpoint copied out of the data root still says where it came from. It loads w
       data: {train_rows: 77aa..., replay_round_0: 0c1d..., replay_round_1: e5f6...}
       training_rows: 2226
       seed: 1234567                           (the stage's seed)
-      config: {train: {...}, warmup: false}  (the config slice the stage's fingerprint covers)
+      config: {domain: {...}, dtype: float32, batch_size: 64, ..., grpo: {...}}
+                                              (the whole settings object the stage's
+                                              fingerprint hashes, configs/settings.py:
+                                              TrainSettings; round 0's WarmupTrainSettings,
+                                              the base stage's BaseModelSettings)
       evaluation:                             (added by the promote stage)
         heldout_accuracy: 0.335
         evals: 2b7e...                        (the evaluate stage's fingerprint)
@@ -65,7 +69,7 @@ def checkpoint_meta(ctx: RunContext, *, stage: str, round_index: int, fingerprin
     fingerprint
         The stage's fingerprint.
     config
-        The config slice the stage's fingerprint covers.
+        The stage's settings object as its fingerprint hashes it (`model_dump(mode="json")`).
     parent
         The checkpoint it was trained from (None for a model built from scratch).
     data

@@ -10,11 +10,20 @@ both checkpoints (the same fixed items, matched by `item_id`) under `[promote]`:
                Flip-based, as AgentDevel accepts a change only without pass -> fail regressions:
                an accuracy gain at level 2 does not buy a collapse at level 4.
 
+With `test` = paired_bootstrap or mcnemar the accuracy rule is a one-sided paired test over the
+items both were evaluated on (tasks/promotion_tests.py): H0 "candidate - incumbent <= min_gain -
+margin" must be rejected at `alpha`, so a gain of one or two items out of 120 no longer promotes.
+
 The decision's reason is one line, recorded in the catalog's `rounds` table and shown by
-`flywheel status RUN_ID`:
+`flywheel status RUN_ID` (the `decision` column):
 
     "accuracy 0.242 >= 0.200 - 0.000"
     "accuracy 0.242 >= 0.200 - 0.000; level 3: 4/40 items pass->fail > 0.050"   (rejected)
+    "accuracy 0.242 vs 0.200: +0.042 [+0.008, +0.075], p = 0.021 <= 0.050 (paired bootstrap,
+     120 items, 90% interval)"                                                   (test set)
+
+With a test, the stage's metrics also hold `accuracy_difference`, its interval
+(`accuracy_difference_low`, `_high`) and `p_value`.
 
 A round whose curate stage left no training rows has no candidate: it is recorded as rejected
 with reason "no training rows" and the incumbent stays (flows/run.py). The candidate's model
@@ -31,10 +40,12 @@ from prefect import task
 from prefect.cache_policies import NONE
 
 from configs import PromoteConfig
+from configs.settings import PromoteSettings
 from storage.datasets import read_rows
 from tasks.context import Checkpoint, RunContext
 from tasks.evaluate import Evaluation
 from tasks.model_card import add_evaluation
+from tasks.promotion_tests import PairedTest, mcnemar, paired_bootstrap
 from tasks.stage import StageResult, run_stage
 
 VERSION = 2  # 2: promotion_decision (min_gain, max_level_regression, reasons); no-candidate rounds
@@ -47,6 +58,7 @@ class Decision:
     promoted: bool
     reason: str
     worst_level_flip_share: float | None = None
+    test: PairedTest | None = None  # [promote] test set: the paired test of the accuracy rule
 
 
 def _accuracy(rows: list[dict[str, Any]], which: str) -> float:
@@ -71,18 +83,41 @@ def level_flips(candidate_evals: list[dict[str, Any]],
     return {level: (flips, items) for level, (flips, items) in sorted(out.items())}
 
 
+def paired_test(candidate_evals: list[dict[str, Any]], incumbent_evals: list[dict[str, Any]],
+                cfg: PromoteConfig) -> PairedTest:
+    """`cfg.test` over the items both were evaluated on (matched by `item_id`), against the
+    bound min_gain - margin."""
+    candidate = {r["item_id"]: bool(r["correct"]) for r in candidate_evals}
+    pairs = [(candidate[r["item_id"]], bool(r["correct"]))
+             for r in incumbent_evals if r["item_id"] in candidate]
+    if not pairs:
+        msg = ("promote: the candidate and the incumbent share no held-out item_id, so no paired "
+               "test; evaluate both on the same held-out set, or set [promote] test = 'none'")
+        raise ValueError(msg)
+    passes, incumbent_passes = [c for c, _ in pairs], [i for _, i in pairs]
+    if cfg.test == "mcnemar":
+        return mcnemar(passes, incumbent_passes, alpha=cfg.alpha)
+    return paired_bootstrap(passes, incumbent_passes, bound=cfg.min_gain - cfg.margin,
+                            alpha=cfg.alpha, samples=cfg.bootstrap_samples)
+
+
 def promotion_decision(candidate_evals: list[dict[str, Any]], incumbent_evals: list[dict[str, Any]],
                        cfg: PromoteConfig) -> Decision:
     """Promote or not, with a one-line reason (see the module docstring)."""
     candidate, incumbent = (_accuracy(candidate_evals, "candidate"),
                             _accuracy(incumbent_evals, "incumbent"))
-    bar = (f"{incumbent:.3f} + {cfg.min_gain:.3f}" if cfg.min_gain > 0
-           else f"{incumbent:.3f} - {cfg.margin:.3f}")
-    accuracy_ok = candidate >= incumbent - cfg.margin + cfg.min_gain - _EPS
-    reasons = [f"accuracy {candidate:.3f} {'>=' if accuracy_ok else '<'} {bar}"]
+    test = None if cfg.test == "none" else paired_test(candidate_evals, incumbent_evals, cfg)
+    if test is not None:
+        accuracy_ok = test.passed
+        reasons = [f"accuracy {candidate:.3f} vs {incumbent:.3f}: {test.describe()}"]
+    else:
+        bar = (f"{incumbent:.3f} + {cfg.min_gain:.3f}" if cfg.min_gain > 0
+               else f"{incumbent:.3f} - {cfg.margin:.3f}")
+        accuracy_ok = candidate >= incumbent - cfg.margin + cfg.min_gain - _EPS
+        reasons = [f"accuracy {candidate:.3f} {'>=' if accuracy_ok else '<'} {bar}"]
     limit = cfg.max_level_regression
     if limit is None:
-        return Decision(accuracy_ok, reasons[0])
+        return Decision(accuracy_ok, reasons[0], test=test)
     flips = level_flips(candidate_evals, incumbent_evals)
     shares = {level: f / n for level, (f, n) in flips.items() if n}
     regressed = [level for level, (f, n) in flips.items() if n and f > limit * n + _EPS]
@@ -94,7 +129,18 @@ def promotion_decision(candidate_evals: list[dict[str, Any]], incumbent_evals: l
         f, n = flips[worst]
         reasons.append(f"worst level {worst}: {f}/{n} items pass->fail <= {limit:.3f}")
     return Decision(accuracy_ok and not regressed, "; ".join(reasons),
-                    shares[worst] if worst is not None else None)
+                    shares[worst] if worst is not None else None, test)
+
+
+def promote_inputs(incumbent: Checkpoint, incumbent_eval: Evaluation,
+                   candidate: Checkpoint | None = None, candidate_eval: Evaluation | None = None,
+                   *, without_candidate: str = NO_TRAINING_ROWS) -> dict[str, str]:
+    """The fingerprints the promote stage compares: incumbent and candidate with their evals
+    (or, without a candidate, why there is none)."""
+    return {"incumbent": incumbent.fingerprint, "incumbent_evals": incumbent_eval.fingerprint,
+            **({"candidate": candidate.fingerprint, "candidate_evals": candidate_eval.fingerprint}
+               if candidate is not None and candidate_eval is not None
+               else {"without_candidate": without_candidate})}
 
 
 @task(name="promote", cache_policy=NONE, persist_result=False)
@@ -104,13 +150,14 @@ def promote(ctx: RunContext, round_index: int, incumbent: Checkpoint, incumbent_
     """Record the round's decision; return the checkpoint that is the incumbent afterwards.
 
     `candidate` None: the round produced no candidate (`without_candidate` says why)."""
+    settings = PromoteSettings.from_config(ctx.config)
     incumbent_accuracy = incumbent_eval.accuracy["accuracy"]
     if candidate is None or candidate_eval is None:
         decision = Decision(False, without_candidate)
         candidate_accuracy = None
     else:
         decision = promotion_decision(read_rows(candidate_eval.path),
-                                      read_rows(incumbent_eval.path), ctx.config.promote)
+                                      read_rows(incumbent_eval.path), settings.promote)
         candidate_accuracy = candidate_eval.accuracy["accuracy"]
 
     def compute(fingerprint: str) -> StageResult:
@@ -130,16 +177,18 @@ def promote(ctx: RunContext, round_index: int, incumbent: Checkpoint, incumbent_
             metrics["candidate_accuracy"] = candidate_accuracy
         if decision.worst_level_flip_share is not None:
             metrics["worst_level_flip_share"] = decision.worst_level_flip_share
+        if decision.test is not None:
+            metrics.update(accuracy_difference=decision.test.difference,
+                           accuracy_difference_low=decision.test.low,
+                           accuracy_difference_high=decision.test.high,
+                           p_value=decision.test.p_value)
         return StageResult(metrics=metrics)
 
     run_stage(
         ctx, stage="promote", version=VERSION, round_index=round_index,
-        config=ctx.config.slice("promote"),
-        inputs={"incumbent": incumbent.fingerprint, "incumbent_evals": incumbent_eval.fingerprint,
-                **({"candidate": candidate.fingerprint,
-                    "candidate_evals": candidate_eval.fingerprint}
-                   if candidate is not None and candidate_eval is not None
-                   else {"without_candidate": without_candidate})},
+        settings=settings,
+        inputs=promote_inputs(incumbent, incumbent_eval, candidate, candidate_eval,
+                              without_candidate=without_candidate),
         compute=compute,
     )
     return candidate if decision.promoted and candidate is not None else incumbent

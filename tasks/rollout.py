@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +22,9 @@ import polars as pl
 from prefect import task
 from prefect.cache_policies import NONE
 
-from configs import RolloutConfig
+from configs import RolloutConfig, ScaleConfig
+from configs.settings import RolloutSettings
 from domains.base import Domain
-from domains.chat import completion_cutter
 from models.backends import ProgressCallback, RolloutBackend, SamplingParams
 from storage.datasets import DatasetWriter, dataset_path, read_rows
 from storage.fingerprint import row_id
@@ -52,7 +53,7 @@ def rollout_rows(
 ) -> list[dict[str, Any]]:
     prompts = [domain.solver_prompt(p["text"]) for p in problems]
     outputs = backend.generate(prompts, params, progress=progress)
-    cut = completion_cutter(domain)  # [prompt] stop strings
+    cut = domain.cut  # [prompt] stop strings
     rows = []
     for problem, prompt, samples in zip(problems, prompts, outputs, strict=True):
         for index, sample in enumerate(samples):
@@ -97,37 +98,47 @@ def rollout_shard(*, rollout: RolloutConfig, checkpoint_dir: str, domain: Domain
         backend.close()
 
 
+def rollout_inputs(incumbent: Checkpoint, problems: StageOutput) -> dict[str, str]:
+    """The fingerprints the rollout stage reads: the incumbent and the round's problems."""
+    return {"checkpoint": incumbent.fingerprint, "problems": problems.fingerprint}
+
+
+def rollout_round(ctx: RunContext, settings: RolloutSettings, scale: ScaleConfig,
+                  round_index: int, incumbent: Checkpoint, problems: StageOutput,
+                  fingerprint: str) -> StageResult:
+    """The rollout stage's computation: k samples per problem, in `[scale]` shards, streamed to
+    the rollouts file."""
+    cfg = settings.rollout
+    rows = read_rows(problems.path("problems"))
+    # The warm-up's model is untrained: one sample per seed problem measures its pass@1.
+    params = SamplingParams(n=1 if round_index == 0 else cfg.samples_per_problem,
+                            temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens,
+                            seed=ctx.stage_seed("rollout", round_index))
+    # Shards (config [scale]) start on batch boundaries and know where: same rows as one piece.
+    shards = [
+        {"rollout": cfg, "checkpoint_dir": str(incumbent.path), "domain": ctx.domain,
+         "problems": rows[start:end], "params": replace(params, first_prompt=start),
+         "checkpoint": incumbent.fingerprint, "run_id": ctx.run_id, "round_index": round_index}
+        for start, end in batch_aligned_ranges(len(rows), params.n, cfg.batch_size,
+                                               scale.rollout_shards)
+    ]
+    path = dataset_path(ctx.data_root, ctx.run_id, round_index, "rollouts", fingerprint)
+    with progress_bar(f"round {round_index} rollout", len(rows) * params.n) as advance, \
+            DatasetWriter("rollouts", path, group_rows=CHUNK_ROWS) as writer:
+        map_shards(rollout_shard, shards, scale=scale, stage="rollout", progress=advance,
+                   sink=writer.write)  # chunks and shards arrive in prompt order
+    tokens = pl.scan_parquet(path).select(pl.col("completion_tokens").sum()).collect().item()
+    return StageResult(datasets={"rollouts": writer.written},
+                       metrics={"rollouts": writer.written.rows, "generated_tokens": tokens})
+
+
 @task(name="rollout", cache_policy=NONE, persist_result=False, **TRANSIENT)
 def rollout(ctx: RunContext, round_index: int, incumbent: Checkpoint,
             problems: StageOutput) -> StageOutput:
-    cfg, scale = ctx.config.rollout, ctx.config.scale
-
-    def compute(fingerprint: str) -> StageResult:
-        rows = read_rows(problems.path("problems"))
-        # The warm-up's model is untrained: one sample per seed problem measures its pass@1.
-        params = SamplingParams(n=1 if round_index == 0 else cfg.samples_per_problem,
-                                temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens,
-                                seed=ctx.stage_seed("rollout", round_index))
-        # Shards (config [scale]) start on batch boundaries and know where: same rows as one piece.
-        shards = [
-            {"rollout": cfg, "checkpoint_dir": str(incumbent.path), "domain": ctx.domain,
-             "problems": rows[start:end], "params": replace(params, first_prompt=start),
-             "checkpoint": incumbent.fingerprint, "run_id": ctx.run_id, "round_index": round_index}
-            for start, end in batch_aligned_ranges(len(rows), params.n, cfg.batch_size,
-                                                   scale.rollout_shards)
-        ]
-        path = dataset_path(ctx.data_root, ctx.run_id, round_index, "rollouts", fingerprint)
-        with progress_bar(f"round {round_index} rollout", len(rows) * params.n) as advance, \
-                DatasetWriter("rollouts", path, group_rows=CHUNK_ROWS) as writer:
-            map_shards(rollout_shard, shards, scale=scale, stage="rollout", progress=advance,
-                       sink=writer.write)  # chunks and shards arrive in prompt order
-        tokens = pl.scan_parquet(path).select(pl.col("completion_tokens").sum()).collect().item()
-        return StageResult(datasets={"rollouts": writer.written},
-                           metrics={"rollouts": writer.written.rows, "generated_tokens": tokens})
-
+    settings = RolloutSettings.from_config(ctx.config)
     return run_stage(
-        ctx, stage="rollout", version=VERSION, round_index=round_index,
-        config={**ctx.config.slice("rollout"), **ctx.config.prompt_slice()},
-        inputs={"checkpoint": incumbent.fingerprint, "problems": problems.fingerprint},
-        compute=compute,
+        ctx, stage="rollout", version=VERSION, round_index=round_index, settings=settings,
+        inputs=rollout_inputs(incumbent, problems),
+        compute=partial(rollout_round, ctx, settings, ctx.config.scale, round_index, incumbent,
+                        problems),
     )

@@ -7,7 +7,9 @@ prompt rows and DPO pairs in tasks/curriculum/selection.py). Sample records:
     sft   {"role": "solver", "prompt": "<solve>37+5=", "completion": "42", "rejected": None,
            "rollout_id": "c3..", ...}      # a verified answer (its rollout)
     grpo  {"role": "solver", "prompt": "<solve>37+5=", "completion": "42", "rejected": None,
-           "rollout_id": None, ...}        # completion = the label the reward compares against
+           "rollout_id": None, "problem": '{"text":"37+5","reference":"42",...}', ...}
+                                           # completion = the label the reward judges against,
+                                           # as `problem`'s reference
     dpo   {"role": "solver", "prompt": "<solve>37+5=", "completion": "42", "rejected": "41",
            "rollout_id": "c3..", ...}      # chosen = a verified answer (its rollout),
                                            # rejected a wrong one
@@ -18,14 +20,27 @@ takes after it (tasks/train.py).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from storage.fingerprint import row_id
 
 
+def problem_json(problem: dict[str, Any], label: str | None = None) -> str:
+    """A solver row's `problem`: its problem row's judged columns as JSON, the reference
+    replaced by `label` where there is one (tasks/curriculum/selection.py `problem_json`)."""
+    judged = {"text": problem["text"],
+              "reference": label if label is not None else problem.get("reference"),
+              "level": problem["level"], "task": problem.get("task"),
+              "payload": problem.get("payload")}
+    return json.dumps(judged, ensure_ascii=False, separators=(",", ":"))
+
+
 def train_row(*, role: str, prompt: str, completion: str, weight: float, problem: dict[str, Any],
-              rollout_id: str | None, rejected: str | None = None) -> dict[str, Any]:
-    """One `train_rows` record; the id hashes run, round, role, problem and rollout."""
+              rollout_id: str | None, rejected: str | None = None,
+              label: str | None = None) -> dict[str, Any]:
+    """One `train_rows` record; the id hashes run, round, role, problem and rollout. A solver
+    row carries its problem as its verifier judges it (`problem_json`, against `label`)."""
     return {
         "train_row_id": row_id("train_row", problem["run_id"], problem["round"], role,
                                problem["problem_id"], rollout_id),
@@ -33,6 +48,7 @@ def train_row(*, role: str, prompt: str, completion: str, weight: float, problem
         "completion": completion, "rejected": rejected, "weight": weight,
         "problem_id": problem["problem_id"], "rollout_id": rollout_id,
         "proposal_id": problem["proposal_id"],
+        "problem": problem_json(problem, label) if role == "solver" else None,
     }
 
 

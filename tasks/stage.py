@@ -32,6 +32,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from storage import interruption
 from storage.datasets import WrittenDataset, dataset_path, round_dir, write_atomic
 from storage.fingerprint import checkpoint_checksum, stage_fingerprint
@@ -116,13 +118,22 @@ def log_stage(round_index: int, stage: str, event: str,
              f"; {detail}" if detail else "")
 
 
+def settings_fingerprint(stage: str, version: int, settings: BaseModel, seed: int,
+                         inputs: dict[str, str]) -> str:
+    """The fingerprint of a stage with these settings: `stage_fingerprint` (storage/fingerprint.py)
+    over the settings' class name and `model_dump(mode="json")`, defaults included, so every field
+    counts and a settings model of another mode (`SeedSynthesizeSettings`) never collides."""
+    dumped = {"class": type(settings).__name__, "settings": settings.model_dump(mode="json")}
+    return stage_fingerprint(stage, version, dumped, seed, inputs)
+
+
 def run_stage(
     ctx: RunContext,
     *,
     stage: str,
     version: int,
     round_index: int,
-    config: dict[str, Any],
+    settings: BaseModel,
     inputs: dict[str, str],
     compute: Callable[[str], StageResult],
 ) -> StageOutput:
@@ -141,8 +152,9 @@ def run_stage(
         The stage's VERSION: bumped when what the stage computes changes.
     round_index
         The round.
-    config
-        The config slice the stage reads (fingerprinted).
+    settings
+        The stage's frozen settings object (configs/settings.py), fingerprinted whole with its
+        defaults and its class's name.
     inputs
         The fingerprints of its inputs by name (fingerprinted, and recorded with the stage).
     compute
@@ -154,8 +166,8 @@ def run_stage(
         `skipped` when the output was found done (or its stored data passed a re-run gate).
     """
     interruption.check()  # a stop request that a library swallowed ends the run here
-    seed = ctx.stage_seed(stage, round_index)
-    fingerprint = stage_fingerprint(stage, version, config, seed, inputs)
+    fingerprint = settings_fingerprint(stage, version, settings,
+                                       ctx.stage_seed(stage, round_index), inputs)
     stored = stored_output(ctx, stage=stage, round_index=round_index, fingerprint=fingerprint)
     if stored is not None:
         return stored

@@ -53,10 +53,15 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NONE
 
-from configs import RolloutConfig, RunConfig
-from domains.base import EXECUTION_REASONS, Domain, Problem
-from domains.chat import completion_cutter
-from models.backends import SamplingParams, backend_for, sampler_settings
+from configs import SynthesizeConfig
+from configs.settings import (
+    BackendSettings,
+    SeedSynthesizeSettings,
+    SynthesizeSettings,
+    stage_settings,
+)
+from domains.base import EXECUTION_REASONS, Domain, Problem, problem_row
+from models.backends import SamplingParams, backend_for
 from storage.datasets import read_table
 from storage.fingerprint import row_id
 from tasks.context import Checkpoint, RunContext
@@ -73,7 +78,7 @@ from tasks.curriculum.dedup import near_duplicates
 from tasks.retry import TRANSIENT
 from tasks.stage import StageOutput, StageResult, run_stage
 
-VERSION = 2
+VERSION = 3  # 3: problems carry their task and verification payload
 
 
 def problem_id(domain: Domain, text: str) -> str:
@@ -132,8 +137,7 @@ def admit(
     earlier = sorted(seen)  # sorted: the same answer in every process
     seen = set(seen)
     checked = []
-    if hasattr(domain, "prepare"):  # an executing domain runs the whole batch at once
-        domain.prepare([text for _, text in pairs])
+    domain.prepare([text for _, text in pairs])  # an executing domain runs the batch at once
     for index, (prompt, text) in enumerate(pairs):
         parsed = domain.parse(text)
         if not isinstance(parsed, Problem):
@@ -164,32 +168,32 @@ def admit(
         })
         if reason is None:
             problems.append({
-                "problem_id": pid, "run_id": run_id, "round": round_index, "text": parsed.text,
-                "reference": parsed.reference, "level": parsed.level, "source": origin,
-                "proposal_id": proposal_id,
+                "problem_id": pid, "run_id": run_id, "round": round_index, "source": origin,
+                "proposal_id": proposal_id, **problem_row(parsed),
             })
     return proposals, problems
 
 
 def propose(domain: Domain, checkpoint: Path, *, count: int, levels: list[int], temperature: float,
-            max_new_tokens: int, seed: int, rollout: RolloutConfig) -> list[tuple[str, str]]:
+            max_new_tokens: int, seed: int, backend: BackendSettings) -> list[tuple[str, str]]:
     """Sample `count` proposer completions, requested levels cycling through `levels`, on the
     backend of `[rollout]` (`backend_for`: vLLM's warm engine under `rollout.backend = "vllm"`,
     which the rollout stage then reuses on the same weights)."""
     prompts = [domain.proposer_prompt(levels[i % len(levels)]) for i in range(count)]
-    backend = backend_for(rollout, checkpoint)
+    sampler = backend_for(backend, checkpoint)
     try:
-        outputs = backend.generate(
+        outputs = sampler.generate(
             prompts, SamplingParams(n=1, temperature=temperature, max_new_tokens=max_new_tokens,
                                     seed=seed)
         )
     finally:
-        backend.close()
-    cut = completion_cutter(domain)  # [prompt] stop strings
+        sampler.close()
+    cut = domain.cut  # [prompt] stop strings
     return [(prompt, cut(out[0].text)) for prompt, out in zip(prompts, outputs, strict=True)]
 
 
-def record_sampler(proposals: list[dict[str, Any]], *, checkpoint: str, backend: str) -> None:
+def record_sampler(proposals: list[dict[str, Any]], *, checkpoint: str,
+                   backend: str | None) -> None:
     """Record on each proposer sample the checkpoint (fingerprint) and the backend that sampled
     it; rows of the domain's generator (seed, generator, pool, the top-up's fill) get None."""
     for row in proposals:
@@ -198,11 +202,10 @@ def record_sampler(proposals: list[dict[str, Any]], *, checkpoint: str, backend:
         row["backend"] = backend if sampled else None
 
 
-def bandit_levels(ctx: RunContext, curricula: list[StageOutput], levels: list[int], *,
+def bandit_levels(cfg: SynthesizeConfig, curricula: list[StageOutput], levels: list[int], *,
                   seed: int) -> tuple[list[int], dict[str, float]]:
     """One requested level per proposer prompt from the level bandit, whose Q values are replayed
     from the earlier rounds' curriculum files in round order -> (levels, metrics)."""
-    cfg = ctx.config.synthesize
     rounds = [read_table(o.path("curriculum")).select(["level", "pass_rate", "judged"]).to_pylist()
               for o in curricula]
     bandit = cfg.bandit
@@ -217,17 +220,15 @@ def bandit_levels(ctx: RunContext, curricula: list[StageOutput], levels: list[in
     return drawn, metrics
 
 
-def draws_task_level_arms(cfg: RunConfig) -> bool:
+def draws_task_level_arms(synth: SynthesizeConfig) -> bool:
     """Whether rounds >= 1 draw their generator problems by the (task, level) bandit."""
-    synth = cfg.synthesize
     return synth.level_scheduler == "bandit" and synth.bandit.arms == "task_level"
 
 
-def reads_curricula(cfg: RunConfig) -> bool:
+def reads_curricula(synth: SynthesizeConfig) -> bool:
     """Whether rounds >= 1 replay the earlier rounds' curricula (a bandit chooses their draws)."""
-    synth = cfg.synthesize
     return synth.level_scheduler == "bandit" and (synth.source == "proposer"
-                                                   or draws_task_level_arms(cfg))
+                                                   or draws_task_level_arms(synth))
 
 
 def arm_rounds(domain: Domain, curricula: list[StageOutput],
@@ -244,16 +245,16 @@ def arm_rounds(domain: Domain, curricula: list[StageOutput],
             for o in curricula]
 
 
-def bandit_arms(ctx: RunContext, rounds: list[list[dict[str, Any]]], *, seed: int
-                ) -> tuple[list[Arm], dict[str, float]]:
+def bandit_arms(domain: Domain, settings: SynthesizeSettings, rounds: list[list[dict[str, Any]]],
+                *, seed: int) -> tuple[list[Arm], dict[str, float]]:
     """One (task, level) arm per generator problem of the round from the bandit over the
     tasks of positive weight and levels min_level..max_level -> (arms, metrics)."""
-    cfg, domain = ctx.config, ctx.domain
-    bandit = cfg.synthesize.bandit
+    levels = settings.domain.domain
+    bandit = settings.synthesize.bandit
     tasks = [task for task, weight in zip(domain.tasks, domain.weights, strict=True) if weight > 0]
-    arms = task_level_arms(tasks, list(range(cfg.domain.min_level, cfg.domain.max_level + 1)))
+    arms = task_level_arms(tasks, list(range(levels.min_level, levels.max_level + 1)))
     q = arm_q_values(rounds, arms, alpha=bandit.alpha, initial_q=bandit.initial_q)
-    drawn = sample_arms(q, cfg.synthesize.proposals, temperature=bandit.temperature, seed=seed)
+    drawn = sample_arms(q, settings.synthesize.proposals, temperature=bandit.temperature, seed=seed)
     probabilities = level_probabilities(q, bandit.temperature)
     metrics = {}
     for arm in arms:
@@ -319,50 +320,6 @@ def novel_count(domain: Domain, pairs: list[tuple[str, str]], seen: set[str], he
     return len(novel_texts(domain, pairs, seen, heldout))
 
 
-# The [synthesize] settings round 0 reads: it draws the seed problems from the domain's
-# generator ([domain]) and admits them; the rest of the section is read by rounds >= 1 only.
-SEED_ROUND_KEYS = frozenset({"near_duplicate_threshold", "ngram"})
-
-
-def synthesize_settings(cfg: RunConfig, *, warmup: bool = False) -> dict[str, Any]:
-    """The config slice the synthesize stage reads, as its fingerprint covers it.
-
-    Both read the `[prompt]` keys changed from their defaults (`RunConfig.prompt_slice`: the
-    proposer prompts and stop strings). Round 0 reads `[domain]` and the admission settings of
-    `SEED_ROUND_KEYS`, so arms that differ only in round-only synthesize settings share one
-    warm-up. Rounds >= 1 read `[domain]` and `[synthesize]`; `[synthesize.bandit]` only when a
-    bandit draws the proposer's levels or the generator's (task, level) arms, and
-    `rollout.batch_size` (the proposer's generate batches) and the backend's settings
-    (`sampler_settings`: none for transformers in float32) only when the proposer samples.
-
-    Parameters
-    ----------
-    cfg
-        The run's config.
-    warmup
-        Whether the stage is round 0's.
-
-    Returns
-    -------
-    dict
-        {"domain": ..., "synthesize": ...} and, when the proposer samples, "batch_size" (and
-        "sampler" off the transformers float32 default).
-    """
-    synth = cfg.synthesize
-    if warmup:
-        return {**cfg.slice("domain"), **cfg.executor_slice(), **cfg.prompt_slice(),
-                "synthesize": synth.model_dump(mode="json", include=SEED_ROUND_KEYS)}
-    proposer = synth.source == "proposer"
-    dump = synth.model_dump(mode="json", exclude={"bandit"})
-    if reads_curricula(cfg):
-        dump["bandit"] = synth.bandit.fingerprint()
-    settings = {**cfg.slice("domain"), **cfg.executor_slice(), **cfg.prompt_slice(),
-                "synthesize": dump}
-    if not proposer:
-        return settings
-    return {**settings, "batch_size": cfg.rollout.batch_size, **sampler_settings(cfg.rollout)}
-
-
 @dataclass(frozen=True)
 class ProblemChoice:
     """The (prompt, text) samples a round offers to `admit`, and where they came from."""
@@ -374,9 +331,10 @@ class ProblemChoice:
     metrics: dict[str, float] = field(default_factory=dict)  # the bandit's draws, the fill
 
 
-def choose_problems(ctx: RunContext, round_index: int, checkpoint: Path, *, seen: set[str],
-                    heldout: set[str], curricula: list[StageOutput],
-                    earlier_problems: list[StageOutput]) -> ProblemChoice:
+def choose_problems(ctx: RunContext, settings: SeedSynthesizeSettings | SynthesizeSettings,
+                    round_index: int, checkpoint: Path, *, seen: set[str], heldout: set[str],
+                    curricula: list[StageOutput], earlier_problems: list[StageOutput]
+                    ) -> ProblemChoice:
     """Where a round's problems come from: the seed generator in round 0, else the proposer
     (`proposer_problems`) or, for the baselines, `synthesize.source` (`baseline_proposals`,
     or the (task, level) bandit's arms: `bandit_arms`).
@@ -384,76 +342,96 @@ def choose_problems(ctx: RunContext, round_index: int, checkpoint: Path, *, seen
     `seen` and `heldout` are the texts `admit` drops (they decide the proposer's top-up);
     `curricula` are the earlier rounds' curate outputs a bandit replays (with
     `earlier_problems`, whose texts give each problem's task)."""
-    cfg = ctx.config
+    domain = settings.domain.domain
     seed = ctx.stage_seed("synthesize", round_index)
-    if round_index == 0:
-        pairs = seed_proposals(ctx.domain, count=cfg.domain.seed_problems,
-                               levels=seed_levels(ctx.domain, cfg.domain.seed_max_level),
-                               seed=seed)
+    if not isinstance(settings, SynthesizeSettings):  # round 0: the seed generator
+        pairs = seed_proposals(ctx.domain, count=domain.seed_problems,
+                               levels=seed_levels(ctx.domain, domain.seed_max_level), seed=seed)
         return ProblemChoice(pairs, "seed")
-    if cfg.synthesize.source == "proposer":
-        return proposer_problems(ctx, round_index, checkpoint, seed=seed, seen=seen,
+    synth = settings.synthesize
+    if synth.source == "proposer":
+        return proposer_problems(ctx, settings, round_index, checkpoint, seed=seed, seen=seen,
                                  heldout=heldout, curricula=curricula)
-    if draws_task_level_arms(cfg):
-        arms, metrics = bandit_arms(ctx, arm_rounds(ctx.domain, curricula, earlier_problems),
+    if draws_task_level_arms(synth):
+        arms, metrics = bandit_arms(ctx.domain, settings,
+                                    arm_rounds(ctx.domain, curricula, earlier_problems),
                                     seed=ctx.stage_seed("synthesize-bandit", round_index))
         return ProblemChoice(arm_proposals(ctx.domain, arms, seed=seed), "generator",
                              metrics=metrics)
-    pairs = baseline_proposals(ctx.domain, cfg.synthesize.source, count=cfg.synthesize.proposals,
-                               min_level=cfg.domain.min_level, max_level=cfg.domain.max_level,
+    pairs = baseline_proposals(ctx.domain, synth.source, count=synth.proposals,
+                               min_level=domain.min_level, max_level=domain.max_level,
                                round_seed=seed, pool_seed=ctx.stage_seed("synthesize-pool", 0))
-    return ProblemChoice(pairs, cfg.synthesize.source)
+    return ProblemChoice(pairs, synth.source)
 
 
-def proposer_problems(ctx: RunContext, round_index: int, checkpoint: Path, *, seed: int,
-                      seen: set[str], heldout: set[str], curricula: list[StageOutput]
-                      ) -> ProblemChoice:
+def proposer_problems(ctx: RunContext, settings: SynthesizeSettings, round_index: int,
+                      checkpoint: Path, *, seed: int, seen: set[str], heldout: set[str],
+                      curricula: list[StageOutput]) -> ProblemChoice:
     """The proposer's samples of a round >= 1 (levels cycled, or drawn by the level bandit),
     kept up to `min_novel_share` novel ones by more batches or by the generator's fill."""
-    cfg, synth = ctx.config, ctx.config.synthesize
-    levels = list(range(cfg.domain.min_level, cfg.domain.max_level + 1))
+    domain, synth = settings.domain.domain, settings.synthesize
+    levels = list(range(domain.min_level, domain.max_level + 1))
     metrics: dict[str, float] = {}
     if synth.level_scheduler == "bandit":
-        levels, metrics = bandit_levels(ctx, curricula, levels,
+        levels, metrics = bandit_levels(synth, curricula, levels,
                                         seed=ctx.stage_seed("synthesize-bandit", round_index))
     min_novel = math.ceil(synth.min_novel_share * synth.proposals)
     by_generator = synth.top_up == "generator"
     pairs = top_up(
         lambda batch: propose(ctx.domain, checkpoint, count=synth.proposals, levels=levels,
                               temperature=synth.temperature, max_new_tokens=synth.max_new_tokens,
-                              seed=seed + batch, rollout=cfg.rollout),
+                              seed=seed + batch, backend=settings.backend),
         lambda pairs: novel_count(ctx.domain, pairs, seen, heldout),
         min_novel=0 if by_generator else min_novel, max_batches=synth.max_batches)
     if not by_generator:
         return ProblemChoice(pairs, "proposer", metrics=metrics)
     novel = novel_texts(ctx.domain, pairs, seen, heldout)
     fill = generator_fill(ctx.domain, missing=min_novel - len(novel),
-                          exclude=seen | heldout | novel, min_level=cfg.domain.min_level,
-                          max_level=cfg.domain.max_level,
+                          exclude=seen | heldout | novel, min_level=domain.min_level,
+                          max_level=domain.max_level,
                           seed=ctx.stage_seed("synthesize-fill", round_index),
                           batch=synth.proposals, max_batches=synth.max_batches)
     return ProblemChoice(pairs, "proposer", fill=fill,
                          metrics={**metrics, "generator_fill": float(len(fill))})
 
 
-def synthesize_round(ctx: RunContext, round_index: int, incumbent: Checkpoint,
-                     earlier_problems: list[StageOutput], curricula: list[StageOutput],
-                     fingerprint: str) -> StageResult:
+def synthesize_inputs(incumbent: Checkpoint, earlier_problems: list[StageOutput],
+                      curricula: list[StageOutput]) -> dict[str, str]:
+    """The fingerprints the synthesize stage reads: the incumbent, the earlier rounds' problems
+    (dedup) and the curricula a bandit replays."""
+    return {"checkpoint": incumbent.fingerprint,
+            **{f"problems_round_{o.round}": o.fingerprint for o in earlier_problems},
+            **{f"curriculum_round_{o.round}": o.fingerprint for o in curricula}}
+
+
+def replayed_curricula(settings: SeedSynthesizeSettings | SynthesizeSettings,
+                       earlier_curated: list[StageOutput] | None) -> list[StageOutput]:
+    """The earlier rounds' curate outputs the stage reads, in round order: a bandit's only."""
+    if not isinstance(settings, SynthesizeSettings) or not reads_curricula(settings.synthesize):
+        return []
+    return sorted(earlier_curated or [], key=lambda o: o.round)
+
+
+def synthesize_round(ctx: RunContext, settings: SeedSynthesizeSettings | SynthesizeSettings,
+                     round_index: int, incumbent: Checkpoint, earlier_problems: list[StageOutput],
+                     curricula: list[StageOutput], fingerprint: str) -> StageResult:
     """The synthesize stage's computation: choose the round's problems, then admit them."""
-    cfg = ctx.config
     seen = {text for out in earlier_problems
             for text in read_table(out.path("problems"))["text"].to_pylist()}
-    heldout = {p.text for p in ctx.domain.heldout(cfg.domain.heldout_per_level)}
-    choice = choose_problems(ctx, round_index, incumbent.path, seen=seen, heldout=heldout,
-                             curricula=curricula, earlier_problems=earlier_problems)
+    heldout = {p.text for p in ctx.domain.heldout(settings.domain.domain.heldout_per_level)}
+    choice = choose_problems(ctx, settings, round_index, incumbent.path, seen=seen,
+                             heldout=heldout, curricula=curricula,
+                             earlier_problems=earlier_problems)
+    proposer = isinstance(settings, SynthesizeSettings)
+    admission = settings.synthesize if proposer else settings
     proposals, problems = admit(
         ctx.domain, choice.pairs + choice.fill,
         source=[choice.source] * len(choice.pairs) + ["generator"] * len(choice.fill),
         seen=set() if choice.source == "pool" else seen,  # a fixed prompt set: same every round
         heldout=heldout, run_id=ctx.run_id, round_index=round_index,
-        near_duplicate_threshold=cfg.synthesize.near_duplicate_threshold,
-        ngram=cfg.synthesize.ngram)
-    record_sampler(proposals, checkpoint=incumbent.fingerprint, backend=cfg.rollout.backend)
+        near_duplicate_threshold=admission.near_duplicate_threshold, ngram=admission.ngram)
+    record_sampler(proposals, checkpoint=incumbent.fingerprint,
+                   backend=settings.backend.backend if proposer else None)
     reasons = [p["drop_reason"] for p in proposals]
     return StageResult(
         datasets={"proposals": proposals, "problems": problems},
@@ -468,15 +446,11 @@ def synthesize(ctx: RunContext, round_index: int, incumbent: Checkpoint,
                earlier_problems: list[StageOutput],
                earlier_curated: list[StageOutput] | None = None) -> StageOutput:
     """`earlier_curated`: the earlier rounds' curate outputs, read by a bandit only."""
-    cfg = ctx.config
-    curricula = (sorted(earlier_curated or [], key=lambda o: o.round)
-                 if reads_curricula(cfg) and round_index else [])
+    settings = stage_settings(ctx.config, "synthesize", round_index)
+    curricula = replayed_curricula(settings, earlier_curated)
     return run_stage(
-        ctx, stage="synthesize", version=VERSION, round_index=round_index,
-        config=synthesize_settings(cfg, warmup=round_index == 0),
-        inputs={"checkpoint": incumbent.fingerprint,
-                **{f"problems_round_{o.round}": o.fingerprint for o in earlier_problems},
-                **{f"curriculum_round_{o.round}": o.fingerprint for o in curricula}},
-        compute=partial(synthesize_round, ctx, round_index, incumbent, earlier_problems,
+        ctx, stage="synthesize", version=VERSION, round_index=round_index, settings=settings,
+        inputs=synthesize_inputs(incumbent, earlier_problems, curricula),
+        compute=partial(synthesize_round, ctx, settings, round_index, incumbent, earlier_problems,
                         curricula),
     )

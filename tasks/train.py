@@ -15,6 +15,14 @@ uninterrupted one does. The finished model is renamed into `checkpoint-<fingerpr
 With `train.oom_retry_batch_size` set, an out-of-memory error retries once from step 0 with that
 micro-batch and gradient accumulation up to `batch_size` (same optimizer batch).
 
+Settings (configs/settings.py; `train_settings` builds them with the training dtype resolved on
+this machine): round 0's `WarmupTrainSettings` (the domain, dtype, batch and replay keys,
+`[train.warmup]`, `[train.lora]`) and later rounds' `TrainSettings` (those plus the algorithm's
+keys, `[train.grpo]`, `[train.dpo]`, `[train.proposer]` and what the GRPO passes sample and
+reward with: `[rollout]`, `[curate]`, `verify.labels`). The whole object is the stage's
+fingerprint; `TrainOperations` (`save_steps`, `oom_retry_batch_size`) and the runtime keys
+(device, activation recomputation, process count, reporting: models/runtime.py) are in none.
+
 Algorithms (`train.algorithm`): sft, grpo, dpo. Round 0, the warm-up, always trains SFT on the
 seed references (with `[train.warmup]`): the untrained model samples no right answers, so GRPO
 would get no reward and DPO no chosen answer. In later rounds the algorithm's trainer
@@ -52,6 +60,12 @@ from typing import TYPE_CHECKING, Any
 from prefect import task
 from prefect.cache_policies import NONE
 
+from configs.settings import (
+    TrainOperations,
+    TrainSettings,
+    WarmupTrainSettings,
+    stage_settings,
+)
 from models.grpo import grpo_generation
 from models.passes import TrainJob, plan_training, train_metrics, train_passes
 from storage.datasets import read_rows, round_dir
@@ -64,98 +78,22 @@ from tasks.rows import split_for
 from tasks.stage import StageOutput, StageResult, checkpoint_dir, run_stage
 
 if TYPE_CHECKING:
-    from configs import RunConfig, TrainConfig
+    from configs import RunConfig
+    from domains.base import Domain
+    from models.runtime import TrainRuntime
     from models.trainer import TrainResult
 
-VERSION = 2
-# Settings marked "Not part of the fingerprint" in configs: they change how a training runs
-# (checkpoint cadence, the micro-batch after running out of memory, the device, activation
-# recomputation, the process count, where steps are reported), never what it computes, so
-# changing one (say, after an out-of-memory crash) keeps finished work. `dtype` enters
-# resolved (`precision_setting`).
-OPERATIONAL_KEYS = frozenset({"save_steps", "oom_retry_batch_size", "device",
-                              "gradient_checkpointing", "num_processes", "report_to"})
-# The sub-sections of [train]; a stage mode reads some of them (`sections_read`).
-SUB_SECTIONS = frozenset({"warmup", "grpo", "dpo", "proposer", "lora"})
+VERSION = 3  # 3: the GRPO reward judges each row's stored problem (None when unjudged)
 
 
-def sections_read(train: TrainConfig, *, warmup: bool) -> list[str]:
-    """The `[train]` sub-sections the train stage reads in its mode.
-
-    The warm-up (round 0) is one SFT pass with `[train.warmup]` and reads no other. A later round
-    reads `[train.grpo]` when the solver or the proposer trains by GRPO, `[train.dpo]` under DPO
-    and `[train.proposer]` when the proposer trains by GRPO (under SFT its settings are unread, and
-    the section's absence from the fingerprint says `proposer.algorithm = "sft"`). Every pass, the
-    warm-up's too, reads `[train.lora]` when it is enabled (its absence says full fine-tuning).
-
-    Parameters
-    ----------
-    train
-        The run's `[train]` section.
-    warmup
-        Whether the stage is round 0's.
-
-    Returns
-    -------
-    list of str
-        Names among `SUB_SECTIONS`.
-    """
-    lora = ["lora"] if train.lora.enabled else []
-    if warmup:
-        return ["warmup", *lora]
-    proposer_grpo = train.proposer.algorithm == "grpo"
-    read = {"grpo": train.algorithm == "grpo" or proposer_grpo, "dpo": train.algorithm == "dpo",
-            "proposer": proposer_grpo}
-    return [name for name, used in read.items() if used] + lora
-
-
-def precision_setting(train: TrainConfig) -> dict[str, str]:
-    """The training dtype as the fingerprint covers it: resolved (`auto` is bfloat16 on a CUDA
-    machine, float32 on a CPU one, so a run resumed on other hardware retrains the stage), and
-    left out when float32, whose absence it means (as a section's absence means its mode is off).
-    """
+def train_settings(config: RunConfig, round_index: int) -> WarmupTrainSettings:
+    """The train stage's settings in round `round_index` (round 0: `WarmupTrainSettings`) with
+    the training dtype resolved on this machine (`auto` is bfloat16 on a CUDA machine, float32
+    on a CPU one, so a run resumed on other hardware retrains the stage)."""
     from models.runtime import resolve_precision
 
-    dtype = resolve_precision(train.device, train.dtype).dtype
-    return {} if dtype == "float32" else {"dtype": dtype}
-
-
-def train_settings(config: RunConfig, *, warmup: bool) -> dict[str, Any]:
-    """The config slice the train stage reads, as its fingerprint covers it.
-
-    `[train]` without its operational settings (`OPERATIONAL_KEYS`), with the resolved dtype
-    (`precision_setting`) and the sub-sections of `sections_read`, so arms that differ only in a
-    section the stage does not read (say `train.grpo.beta` under SFT, or any algorithm section
-    in round 0) share that stage. The
-    proposer's GRPO pass also reads what its online reward samples and scores with: `[rollout]`
-    (the solver's backend and sampling), `[curate]` (the reward and its diversity penalty),
-    `verify.labels` and `synthesize.max_new_tokens` (the longest proposal).
-
-    Parameters
-    ----------
-    config
-        The run's config.
-    warmup
-        Whether the stage is round 0's.
-
-    Returns
-    -------
-    dict
-        {"train": ..., "warmup": bool} and, with the proposer's GRPO pass, "online_reward".
-    """
-    train = config.train
-    settings = train.model_dump(mode="json", exclude=OPERATIONAL_KEYS | SUB_SECTIONS | {"dtype"})
-    settings.update(precision_setting(train))
-    read = sections_read(train, warmup=warmup)
-    settings.update({name: getattr(train, name).model_dump(mode="json") for name in read})
-    out: dict[str, Any] = {"train": settings, "warmup": warmup}
-    generation = grpo_generation(config.rollout, config.prompt.stop)
-    if not warmup and train.algorithm == "grpo" and generation:
-        out["grpo_generation"] = generation  # TRL's vLLM, stop strings (models/grpo.py)
-    if "proposer" in read:
-        out["online_reward"] = {**config.slice("rollout", "curate"), "labels": config.verify.labels,
-                                "max_completion_length": config.synthesize.max_new_tokens}
-    return out
+    dtype = resolve_precision(config.train.device, config.train.dtype).dtype
+    return stage_settings(config, "train", round_index, dtype=dtype)
 
 
 def replayed_rows(paths: list[Path], own_size: int, *, ratio: float, seed: int,
@@ -184,52 +122,57 @@ def replayed_rows(paths: list[Path], own_size: int, *, ratio: float, seed: int,
     return picked.sort("draw").drop("at", "draw").to_dicts()
 
 
-def pass_settings(train: TrainConfig, kind: str, *, warmup: bool) -> dict[str, Any]:
-    """The trainer settings of a `kind` pass (sft, grpo or dpo) from `[train]`: the arguments
-    of its trainer (models/trainer.py, grpo.py, dpo.py) besides rows, folders and steps."""
+def pass_settings(settings: WarmupTrainSettings, kind: str) -> dict[str, Any]:
+    """The trainer settings of a `kind` pass (sft, grpo or dpo) from the stage's settings: the
+    arguments of its trainer (models/trainer.py, grpo.py, dpo.py) besides rows, folders and
+    steps. The warm-up (`WarmupTrainSettings`) trains SFT with `[train.warmup]`'s rate."""
+    if not isinstance(settings, TrainSettings):
+        return {"learning_rate": settings.warmup.learning_rate,
+                "batch_size": settings.batch_size, "max_length": settings.max_length}
     if kind == "grpo":
-        grpo = train.grpo
-        return {"learning_rate": grpo.learning_rate, "batch_size": train.batch_size,
+        grpo = settings.grpo
+        return {"learning_rate": grpo.learning_rate, "batch_size": settings.batch_size,
                 "num_generations": grpo.num_generations, "temperature": grpo.temperature,
-                "max_completion_length": grpo.max_completion_length, "beta": grpo.beta}
+                "max_completion_length": grpo.max_completion_length, "beta": grpo.beta,
+                **grpo_generation(settings.rollout, settings.domain.prompt.stop)}
     if kind == "dpo":
-        return {"learning_rate": train.dpo.learning_rate, "batch_size": train.batch_size,
-                "max_length": train.max_length, "beta": train.dpo.beta}
-    return {"learning_rate": train.warmup.learning_rate if warmup else train.learning_rate,
-            "batch_size": train.batch_size, "max_length": train.max_length}
+        return {"learning_rate": settings.dpo.learning_rate, "batch_size": settings.batch_size,
+                "max_length": settings.max_length, "beta": settings.dpo.beta}
+    return {"learning_rate": settings.learning_rate, "batch_size": settings.batch_size,
+            "max_length": settings.max_length}
 
 
-def train_pass(ctx: RunContext, kind: str, *, base: Path, rows: list[dict[str, Any]],
-               warmup: bool, incumbent: Path, **common: Any) -> TrainResult:
+def train_pass(domain: Domain, settings: WarmupTrainSettings, runtime: TrainRuntime, kind: str,
+               *, base: Path, rows: list[dict[str, Any]], incumbent: Path,
+               **common: Any) -> TrainResult:
     """One trainer pass of the train stage: `kind` sft, grpo, dpo or proposer-grpo with the
-    run's settings; `common` are the arguments every trainer takes (models/passes.py), to which
-    the runtime of `[train]` (device, dtype, LoRA: models/runtime.py) is added. With
-    `train.num_processes > 1` the pass runs in that many processes (models/launch.py)."""
+    stage's settings; `common` are the arguments every trainer takes (models/passes.py), to
+    which `runtime` (device, dtype, LoRA: models/runtime.py) is added. With
+    `runtime.num_processes > 1` the pass runs in that many processes (models/launch.py), which
+    get the stage's settings (serialized) to rebuild the domain from."""
     from models.launch import launch_pass, trainer_of
-    from models.runtime import train_runtime
 
-    cfg = ctx.config.train
-    common = {**common, "runtime": train_runtime(cfg)}
+    common = {**common, "runtime": runtime}
     if kind == "proposer-grpo":
-        return train_proposer_grpo(ctx, base=base, rows=rows, incumbent=incumbent, **common)
-    settings = pass_settings(cfg, kind, warmup=warmup)
-    if kind == "grpo":
-        settings.update(grpo_generation(ctx.config.rollout, ctx.config.prompt.stop))
-    if cfg.num_processes > 1:
-        return launch_pass(kind, base=base, rows=rows, settings=settings,
-                           run_config=ctx.config.model_dump(mode="json"), **common)
-    return trainer_of(kind, ctx.domain)(base=base, rows=rows, **settings, **common)
+        return train_proposer_grpo(domain, settings, base=base, rows=rows, incumbent=incumbent,
+                                   **common)
+    arguments = pass_settings(settings, kind)
+    if runtime.num_processes > 1:
+        return launch_pass(kind, base=base, rows=rows, settings=arguments,
+                           train_settings=settings, **common)
+    return trainer_of(kind, domain)(base=base, rows=rows, **arguments, **common)
 
 
-def train_proposer_grpo(ctx: RunContext, *, base: Path, rows: list[dict[str, Any]],
-                        incumbent: Path, **common: Any) -> TrainResult:
+def train_proposer_grpo(domain: Domain, settings: TrainSettings, *, base: Path,
+                        rows: list[dict[str, Any]], incumbent: Path, **common: Any
+                        ) -> TrainResult:
     """The proposer's GRPO pass: its reward is the online pass rate of the incumbent solver on
     each proposed problem through `curate.proposer_reward` (tasks/curriculum/online.py)."""
     from models.backends import SamplingParams, backend_for
     from models.grpo import train_grpo
     from tasks.curriculum.online import online_proposer_reward
 
-    cfg, rollout = ctx.config.train, ctx.config.rollout
+    rollout, grpo = settings.rollout, settings.grpo
     solver = backend_for(rollout, incumbent)
 
     def solve(prompts: list[str], n: int, seed: int) -> list[list[str]]:
@@ -237,15 +180,16 @@ def train_proposer_grpo(ctx: RunContext, *, base: Path, rows: list[dict[str, Any
                                 max_new_tokens=rollout.max_new_tokens, seed=seed)
         return [[c.text for c in group] for group in solver.generate(prompts, params)]
 
-    reward = online_proposer_reward(ctx.domain, solve, ctx.config.curate,
-                                    samples=cfg.proposer.samples, seed=common["seed"],
-                                    labels=ctx.config.verify.labels)
+    reward = online_proposer_reward(domain, solve, settings.curate,
+                                    samples=settings.proposer.samples, seed=common["seed"],
+                                    labels=settings.labels)
     try:
-        return train_grpo(base=base, rows=rows, reward=reward, learning_rate=cfg.grpo.learning_rate,
-                          batch_size=cfg.batch_size, num_generations=cfg.grpo.num_generations,
-                          temperature=cfg.grpo.temperature,
-                          max_completion_length=ctx.config.synthesize.max_new_tokens,
-                          beta=cfg.grpo.beta, **{**common, "max_steps": cfg.proposer.max_steps})
+        return train_grpo(base=base, rows=rows, reward=reward, learning_rate=grpo.learning_rate,
+                          batch_size=settings.batch_size, num_generations=grpo.num_generations,
+                          temperature=grpo.temperature,
+                          max_completion_length=settings.proposal_max_new_tokens,
+                          beta=grpo.beta, judged=False,
+                          **{**common, "max_steps": settings.proposer.max_steps})
     finally:
         solver.close()
 
@@ -288,32 +232,32 @@ def scratch_dir(ctx: RunContext, round_index: int, fingerprint: str) -> Path:
     return round_dir(ctx.data_root, ctx.run_id, round_index) / f".train-{fingerprint[:12]}"
 
 
-def train_round(ctx: RunContext, round_index: int, incumbent: Checkpoint, curated: StageOutput,
-                earlier: list[StageOutput], fingerprint: str) -> StageResult:
+def train_round(ctx: RunContext, settings: WarmupTrainSettings, operations: TrainOperations,
+                runtime: TrainRuntime, round_index: int, incumbent: Checkpoint,
+                curated: StageOutput, earlier: list[StageOutput], fingerprint: str) -> StageResult:
     """The train stage's computation: the round's rows plus replay, through the planned passes."""
-    cfg = ctx.config.train
     seed = ctx.stage_seed("train", round_index)
     rows = read_rows(curated.path("train_rows"))
     rows += replayed_rows([o.path("train_rows") for o in earlier], len(rows),
-                          ratio=cfg.replay_ratio, seed=seed,
-                          proposer_rows=cfg.replay_proposer_rows)
-    plan = plan_training(cfg, rows, round_index, split=split_for)
+                          ratio=settings.replay_ratio, seed=seed,
+                          proposer_rows=settings.replay_proposer_rows)
+    plan = plan_training(settings, rows, round_index, split=split_for)
     job = TrainJob(
-        train_pass=partial(train_pass, ctx, warmup=plan.warmup, incumbent=incumbent.path),
+        train_pass=partial(train_pass, ctx.domain, settings, runtime, incumbent=incumbent.path),
         base=incumbent.path, scratch=scratch_dir(ctx, round_index, fingerprint), seed=seed,
-        save_steps=cfg.save_steps, label=f"round {round_index} train",
+        save_steps=operations.save_steps, label=f"round {round_index} train",
         pause_prefix=f"train:{round_index}", progress_bar=progress_bar)
-    outcome = train_passes(plan, job, batch_size=cfg.batch_size,
-                           oom_retry_batch_size=cfg.oom_retry_batch_size)
+    outcome = train_passes(plan, job, batch_size=settings.batch_size,
+                           oom_retry_batch_size=operations.oom_retry_batch_size)
     keep_reports(job.scratch, ctx, round_index)
     write_card(job.scratch / "model", checkpoint_meta(
         ctx, stage="train", round_index=round_index, fingerprint=fingerprint, parent=incumbent,
-        config=train_settings(ctx.config, warmup=round_index == 0),
-        data=data_inputs(curated, earlier), rows=len(rows)))
+        config=settings.model_dump(mode="json"), data=data_inputs(curated, earlier),
+        rows=len(rows)))
     # the replay's inputs, for the audit to redraw the sample (storage/audit/training_plan.py); a
     # 32-bit seed is exact in the catalog's float metrics
-    replay = {"replay_seed": float(seed), "replay_ratio": cfg.replay_ratio,
-              "replay_proposer_rows": float(cfg.replay_proposer_rows)}
+    replay = {"replay_seed": float(seed), "replay_ratio": settings.replay_ratio,
+              "replay_proposer_rows": float(settings.replay_proposer_rows)}
     return StageResult(checkpoint=job.scratch / "model", checkpoint_rows=len(rows),
                        metrics={**train_metrics(plan, outcome, rows, round_index), **replay,
                                 **curve_metrics(outcome.results)})
@@ -323,11 +267,15 @@ def train_round(ctx: RunContext, round_index: int, incumbent: Checkpoint, curate
 def train(ctx: RunContext, round_index: int, incumbent: Checkpoint, curated: StageOutput,
           earlier: list[StageOutput]) -> Checkpoint:
     """Train `incumbent` on the curated rows and a replay of the `earlier` rounds' rows."""
+    from models.runtime import train_runtime
+
+    settings = train_settings(ctx.config, round_index)
     out = run_stage(
-        ctx, stage="train", version=VERSION, round_index=round_index,
-        config=train_settings(ctx.config, warmup=round_index == 0),
+        ctx, stage="train", version=VERSION, round_index=round_index, settings=settings,
         inputs={"checkpoint": incumbent.fingerprint, **data_inputs(curated, earlier)},
-        compute=partial(train_round, ctx, round_index, incumbent, curated, earlier),
+        compute=partial(train_round, ctx, settings, TrainOperations.from_config(ctx.config),
+                        train_runtime(ctx.config.train), round_index, incumbent, curated,
+                        earlier),
     )
     shutil.rmtree(scratch_dir(ctx, round_index, out.fingerprint), ignore_errors=True)
     return Checkpoint(path=checkpoint_dir(ctx, round_index, out.fingerprint),

@@ -34,6 +34,7 @@ not a math-equivalence grader; a tie goes to the smallest answer and is counted 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,7 @@ from prefect import task
 from prefect.cache_policies import NONE
 
 from configs import ScaleConfig
+from configs.settings import VerifySettings
 from domains.base import Domain
 from storage.datasets import DatasetWriter, WrittenDataset, dataset_path
 from tasks.context import RunContext
@@ -53,14 +55,16 @@ from tasks.curriculum.votes import majority_frame
 from tasks.shards import grouped_ranges, map_shards
 from tasks.stage import StageOutput, StageResult, run_stage
 
-VERSION = 2  # 2: label and agreement columns, majority-vote labels
+VERSION = 3  # 3: judged by `Domain.judge` on stored problem rows; 2: labels, agreement
 VERDICT_METRIC_COLUMNS = {"problem_id": pl.String, "answer": pl.String, "reward": pl.Float64,
                           "method": pl.String, "label": pl.String}
 CHUNK_ROWS = 16384  # rollouts verified at once (whole problems): their texts are held
 GROUP_ROWS = 65536  # verdicts per row group of the file, whatever the chunks and shards
 VERDICT_INPUTS = {"rollout_id": pl.String, "run_id": pl.String, "round": pl.Int64,
                   "problem_id": pl.String, "completion": pl.String}
-PROBLEM_INPUTS = {"problem_id": pl.String, "text": pl.String, "reference": pl.String}
+PROBLEM_INPUTS = {"problem_id": pl.String, "text": pl.String, "reference": pl.String,
+                  "level": pl.Int64, "task": pl.String, "payload": pl.String}
+JUDGED_COLUMNS = ["text", "reference", "level", "task", "payload"]  # what `Domain.judge` reads
 
 
 def verdict_rows(domain: Domain, rollouts: list[dict[str, Any]], problems: list[dict[str, Any]],
@@ -77,8 +81,8 @@ def verdict_frame(domain: Domain, rollouts: Any, problems: Any,
     Parameters
     ----------
     domain
-        Extracts each completion's answer and scores it (one call per completion, over the
-        completion column; the votes, labels and joins are columnar).
+        Extracts each completion's answer and judges it against its problem row (`judge`,
+        over the completion column; the votes, labels and joins are columnar).
     rollouts, problems
         Frames, Arrow tables or rows (tasks/curriculum/columns.py: lazy_frame); only the
         columns `VERDICT_INPUTS` and `PROBLEM_INPUTS` are read. A problem's vote is over its
@@ -92,8 +96,7 @@ def verdict_frame(domain: Domain, rollouts: Any, problems: Any,
     Raises
     ------
     ValueError
-        `labels` is neither mode, or a rollout's problem is not among `problems` where its
-        reference or text is needed.
+        `labels` is neither mode, or a rollout's problem is not among `problems`.
     """
     if labels not in ("reference", "majority"):
         msg = f"verify.labels = {labels!r}: use 'reference' or 'majority'"
@@ -107,16 +110,16 @@ def verdict_frame(domain: Domain, rollouts: Any, problems: Any,
         "problem_id", keep="last").with_columns(pl.lit(True).alias("known"))
     joined = keyed.join(votes, on="problem_id", how="left", maintain_order="left").join(
         known, on="problem_id", how="left", maintain_order="left")
-    if labels == "reference" or hasattr(domain, "judge"):
-        unknown = joined.filter(pl.col("known").is_null())
-        if len(unknown):
-            rollout_id, problem_id = unknown["rollout_id"][0], unknown["problem_id"][0]
-            msg = (f"rollout {rollout_id}: its problem {problem_id} is not among the problems; "
-                   "the rollouts and the problems must come from the same round")
-            raise ValueError(msg)
+    unknown = joined.filter(pl.col("known").is_null())
+    if len(unknown):
+        rollout_id, problem_id = unknown["rollout_id"][0], unknown["problem_id"][0]
+        msg = (f"rollout {rollout_id}: its problem {problem_id} is not among the problems; "
+               "the rollouts and the problems must come from the same round")
+        raise ValueError(msg)
     compared = joined["label"] if labels == "majority" else joined["reference"]
-    scores, methods, outcomes = judge_rollouts(domain, completions, compared.to_list(),
-                                               joined["text"].to_list(), labels)
+    scores, methods, outcomes = judge_rollouts(
+        domain, completions, problem_rows(joined.with_columns(compared.alias("reference"))),
+        labels)
     return joined.select(
         "rollout_id", "run_id", "round", "problem_id", "answer",
         pl.Series("reward", scores, dtype=pl.Float64), pl.Series("method", methods,
@@ -124,25 +127,26 @@ def verdict_frame(domain: Domain, rollouts: Any, problems: Any,
         compared.alias("label"), "agreement", pl.Series("outcome", outcomes, dtype=pl.String))
 
 
-def judge_rollouts(domain: Domain, completions: list[str], compared: list[str | None],
-                   texts: list[str | None], method: str
-                   ) -> tuple[list[float | None], list[str], list[str | None]]:
-    """(reward, method, sandbox outcome) per completion. A domain with `judge` (the free-form
-    ones) is given the problems' texts and says why a reward is missing (domains/checking.py:
-    no_answer, verifier_timeout, ...), which becomes the row's method; a domain with
-    `run_answers` (python_io) also says how the sandbox run of each answer ended (null where
-    nothing ran); otherwise `score`, and "none" where there is no label. The outcome is null
-    in every domain that runs no answers."""
-    if not hasattr(domain, "judge"):
-        methods = [method if label is not None else "none" for label in compared]
-        if hasattr(domain, "run_answers"):
-            ran = domain.run_answers(completions, compared)
-            return [reward for reward, _ in ran], methods, [outcome for _, outcome in ran]
-        return domain.score(completions, compared), methods, [None] * len(completions)
-    judged = domain.judge(completions, compared, texts)
+def problem_rows(joined: pl.DataFrame) -> list[dict[str, Any]]:
+    """The problem row (`JUDGED_COLUMNS`) of each rollout of `joined`, one dict per run of a
+    problem's rollouts shared by them (a problem's k samples are judged against one row)."""
+    problem_id = pl.col("problem_id")
+    starts = joined.select(problem_id.ne_missing(problem_id.shift()).fill_null(True).alias(
+        "start"))["start"]
+    firsts = joined.filter(starts).select(JUDGED_COLUMNS).to_dicts()
+    runs = (starts.cast(pl.Int64).cum_sum() - 1).to_list()
+    return [firsts[run] for run in runs]
+
+
+def judge_rollouts(domain: Domain, completions: list[str], problems: list[dict[str, Any]],
+                   method: str) -> tuple[list[float | None], list[str], list[str | None]]:
+    """(reward, method, sandbox outcome) per completion, from `domain.judge`: the method is
+    `method` (reference | majority) where a reward was given, else the judgement's reason
+    (none, no_answer, verifier_timeout, ...); the outcome is null where nothing ran."""
+    judged = domain.judge(completions, problems)
     return ([j.reward for j in judged],
             [method if j.reward is not None else (j.reason or "none") for j in judged],
-            [None] * len(completions))
+            [j.outcome for j in judged])
 
 
 def verdict_metrics(rows: Any, problems: Any, labels: str = "reference") -> dict[str, float]:
@@ -253,22 +257,28 @@ def stream_verdicts(domain: Domain, scale: ScaleConfig, rollout_file: Path, prob
     return writer.written
 
 
+def verify_inputs(problems: StageOutput, rollouts: StageOutput) -> dict[str, str]:
+    """The fingerprints the verify stage reads: the round's problems and rollouts."""
+    return {"problems": problems.fingerprint, "rollouts": rollouts.fingerprint}
+
+
+def verify_round(ctx: RunContext, settings: VerifySettings, scale: ScaleConfig, round_index: int,
+                 problems: StageOutput, rollouts: StageOutput, fingerprint: str) -> StageResult:
+    """The verify stage's computation: the verdicts streamed to their file, and their metrics."""
+    path = dataset_path(ctx.data_root, ctx.run_id, round_index, "verdicts", fingerprint)
+    written = stream_verdicts(ctx.domain, scale, rollouts.path("rollouts"),
+                              problems.path("problems"), settings.labels, path)
+    return StageResult(datasets={"verdicts": written},
+                       metrics=verdict_metrics(path, problems.path("problems"), settings.labels))
+
+
 @task(name="verify", cache_policy=NONE, persist_result=False)
 def verify(ctx: RunContext, round_index: int, problems: StageOutput,
            rollouts: StageOutput) -> StageOutput:
-    labels = ctx.config.verify.labels
-
-    def compute(fingerprint: str) -> StageResult:
-        path = dataset_path(ctx.data_root, ctx.run_id, round_index, "verdicts", fingerprint)
-        written = stream_verdicts(ctx.domain, ctx.config.scale, rollouts.path("rollouts"),
-                                  problems.path("problems"), labels, path)
-        return StageResult(datasets={"verdicts": written},
-                           metrics=verdict_metrics(path, problems.path("problems"), labels))
-
+    settings = VerifySettings.from_config(ctx.config)
     return run_stage(
-        ctx, stage="verify", version=VERSION, round_index=round_index,
-        config={"domain": ctx.domain.name, **ctx.config.slice("verify"),
-                **ctx.config.executor_slice()},
-        inputs={"problems": problems.fingerprint, "rollouts": rollouts.fingerprint},
-        compute=compute,
+        ctx, stage="verify", version=VERSION, round_index=round_index, settings=settings,
+        inputs=verify_inputs(problems, rollouts),
+        compute=partial(verify_round, ctx, settings, ctx.config.scale, round_index, problems,
+                        rollouts),
     )

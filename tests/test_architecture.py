@@ -176,3 +176,55 @@ def test_no_library_function_over_60_lines():
                 if lines > MAX_FUNCTION_LINES:
                     long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines})")
     assert not long
+
+
+# Functions of tasks/ that may see the run config: the RunContext itself (its stage seeds), the
+# gate runner (gates are read by it, not by a stage), the settings builders and the pure
+# fingerprint chain of tasks/fingerprints.py. The @task wrappers may too.
+CONFIG_READERS = {("tasks.context", "stage_seed"), ("tasks.context", "__post_init__"),
+                  ("tasks.gates", "gate_outputs"), ("tasks.train", "train_settings"),
+                  ("tasks.fingerprints", "stage_fingerprints"),
+                  ("tasks.fingerprints", "stage_graph")}
+
+
+def _is_task(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    for decorator in node.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        if isinstance(target, ast.Name) and target.id == "task":
+            return True
+    return False
+
+
+def _run_config_uses(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """Where `node` (its nested functions included) takes a RunConfig or reads `.config.`."""
+    found = []
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.arg) and inner.annotation is not None \
+                and "RunConfig" in ast.unparse(inner.annotation):
+            found.append(f"parameter {inner.arg}: RunConfig")
+        if isinstance(inner, ast.Attribute) and isinstance(inner.value, ast.Attribute) \
+                and inner.value.attr == "config":
+            found.append(ast.unparse(inner))
+    return found
+
+
+def test_stage_computations_never_see_the_run_config():
+    """Nothing in tasks/ but the @task wrappers and the settings builders takes a `RunConfig`
+    or reads `<context>.config.`: a stage's computation gets its settings object
+    (configs/settings.py), so its fingerprint covers everything it reads."""
+    found = []
+    for name, path in MODULES.items():
+        if not name.startswith("tasks"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) or _is_task(node) \
+                    or (name, node.name) in CONFIG_READERS:
+                continue
+            found += [f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {use}"
+                      for use in _run_config_uses(node)]
+    assert not found
+
+
+def test_run_config_finder_finds_both_uses():
+    tree = ast.parse("def f(ctx, config: RunConfig):\n    return ctx.config.rollout\n")
+    assert len(_run_config_uses(tree.body[0])) == 2

@@ -38,6 +38,7 @@ from storage.audit.queries import (
 )
 from storage.audit.snapshot import AuditError, Result, format_cell, open_run, run_config, run_status
 from storage.audit.svg import bar_chart, curve_chart, line_chart
+from storage.paths import run_folder
 
 __all__ = ["AuditError", "build_report", "write_report"]
 
@@ -85,7 +86,7 @@ def write_report(data_root: Path | str, run_id: str, out_dir: Path | str | None 
         page = build_report(con, run_id)
     finally:
         con.close()
-    folder = Path(out_dir) if out_dir is not None else Path(data_root) / "runs" / run_id
+    folder = Path(out_dir) if out_dir is not None else run_folder(data_root, run_id)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "report.html"
     temp = path.with_name(f".{path.name}.tmp")

@@ -31,8 +31,9 @@ from typing import Any
 
 import duckdb
 
-from storage.catalog import Catalog, create_parquet_view, retry_while_locked
+from storage.catalog import Catalog, check_format, create_parquet_view, retry_while_locked
 from storage.datasets import KINDS, SCHEMAS
+from storage.paths import run_folder
 
 TABLES = ("runs", "stages", "datasets", "gates", "metrics", "rounds")
 FORMATS = ("table", "json", "csv")
@@ -151,6 +152,8 @@ def open_run(data_root: Path | str, run_id: str) -> duckdb.DuckDBPyConnection:
     AuditError
         There is no catalog, or it has no such run (the message lists up to five recent
         runs).
+    DataRootFormatError
+        The catalog is in another data root format (written by an earlier Flywheel).
     """
     catalog = Catalog(data_root)
     if not catalog.path.exists():
@@ -159,6 +162,11 @@ def open_run(data_root: Path | str, run_id: str) -> duckdb.DuckDBPyConnection:
     con.execute("SET enable_progress_bar = false")  # long queries must not draw on the output
     path = str(catalog.path).replace("'", "''")
     retry_while_locked(lambda: con.execute(f"ATTACH '{path}' AS catalog_file (READ_ONLY)"))
+    try:
+        check_format(con, catalog.data_root, "catalog_file")
+    except ValueError:  # DataRootFormatError: written by another Flywheel
+        con.close()
+        raise
     try:
         present = {row[0] for row in con.execute(
             "SELECT table_name FROM duckdb_tables() WHERE database_name = 'catalog_file'"
@@ -183,7 +191,7 @@ def open_run(data_root: Path | str, run_id: str) -> duckdb.DuckDBPyConnection:
         if (path := catalog.resolve(recorded)) != recorded:  # recorded relative to the root
             con.execute("UPDATE datasets SET path = ? WHERE path = ?", [path, recorded])
     _create_views(con)
-    _read_only(con, catalog.data_root / "runs" / run_id)
+    _read_only(con, run_folder(catalog.data_root, run_id))
     return con
 
 

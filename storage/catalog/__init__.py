@@ -1,7 +1,9 @@
 """The DuckDB catalog at `<data-root>/catalog.duckdb`: what ran, on what, with what result.
 
 Tables `runs`, `stages`, `datasets`, `gates`, `metrics` and `rounds` (storage/catalog/schema.py
-says what each row is and holds their migrations); a stage is *done* when a completed row
+says what each row is and holds their migrations), and `flywheel_format`, the data root format:
+a catalog of another format (one written before the current format) is refused with
+`DataRootFormatError` before anything is written to it; a stage is *done* when a completed row
 exists for (run_id, fingerprint) and every dataset it lists exists with its checksum.
 
 Views `problems`, `rollouts`, `verdicts`, `curriculum`, `train_rows`, `evals`, `proposals`
@@ -14,7 +16,8 @@ means the data they describe is complete.
 Modules
     connection  opening the file (created atomically, retried while locked), recorded paths,
                 read-only queries
-    schema      the tables' DDL and migrations
+    schema      the tables' DDL and migrations, the data root format
+    errors      why a data root cannot be used (one-line messages the CLI prints)
     runs        runs and rounds
     stages      stage attempts, their datasets and metrics
     gates       gate results and the stage rows they decide
@@ -29,12 +32,15 @@ from storage.catalog.connection import (
     CatalogFile,
     retry_while_locked,
 )
+from storage.catalog.errors import DataRootFormatError, DataRootUnusable
 from storage.catalog.gates import GateRecords
 from storage.catalog.runs import RunRecords
+from storage.catalog.schema import FORMAT_VERSION, check_format
 from storage.catalog.stages import StageRecords
 from storage.catalog.views import create_parquet_view, readable_parquet
 
-__all__ = ["LOCK_WAIT_SECONDS", "STORAGE_CONFIG", "Catalog", "CatalogFile", "create_parquet_view",
+__all__ = ["FORMAT_VERSION", "LOCK_WAIT_SECONDS", "STORAGE_CONFIG", "Catalog", "CatalogFile",
+           "DataRootFormatError", "DataRootUnusable", "check_format", "create_parquet_view",
            "readable_parquet", "retry_while_locked"]
 
 

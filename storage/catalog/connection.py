@@ -4,7 +4,9 @@ process holds the lock, and the paths it records relative to the data root.
 The connection is opened per operation and closed at once, so another process (the `duckdb`
 CLI, `flywheel audit`) can open the file between writes. A writable connection creates the
 file (atomically, `CatalogFile._create`) and runs the schema and its migrations
-(storage/catalog/schema.py) first.
+(storage/catalog/schema.py) first. Every connection, read-only ones too, first checks the data
+root format (`schema.check_format`): a catalog of another format raises `DataRootFormatError`
+before anything is written to it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any, TypeVar
 
 import duckdb
 
-from storage.catalog.schema import SCHEMA, in_run_folder, migrate_paths
+from storage.catalog.schema import SCHEMA, check_format, in_run_folder, migrate_paths
 from storage.catalog.views import refresh_views
 
 T = TypeVar("T")
@@ -78,12 +80,17 @@ class CatalogFile:
 
     def __init__(self, data_root: Path | str):
         self.data_root = Path(data_root).resolve()
+        self._given_root = Path(os.path.abspath(data_root))  # as named, links not followed
         self.path = self.data_root / "catalog.duckdb"
+        self._format_checked = False  # set once a connection found the format readable
 
     def relative(self, path: Path | str) -> str:
         """How a path is recorded: relative to the data root when it lies inside it.
 
-        A copied (`cp -a`) or moved data root then names its own files, not the original's.
+        A copied (`cp -a`) or moved data root then names its own files, not the original's. A
+        path inside the data root by name but elsewhere once resolved (a run folder that is a
+        link to another disk, storage/paths.py) is recorded by its name, so it is read back
+        through the same link.
 
         Parameters
         ----------
@@ -96,8 +103,13 @@ class CatalogFile:
         path for one outside it (a local model folder).
         """
         absolute = Path(path).resolve()
-        return str(absolute.relative_to(self.data_root)) if absolute.is_relative_to(
-            self.data_root) else str(absolute)
+        if absolute.is_relative_to(self.data_root):
+            return str(absolute.relative_to(self.data_root))
+        named = Path(os.path.abspath(path))  # `..` folded by name, links not followed
+        for root in (self.data_root, self._given_root):
+            if named.is_relative_to(root):
+                return str(named.relative_to(root))
+        return str(absolute)
 
     def resolve(self, recorded: str) -> str:
         """The absolute path a recorded path names in this data root.
@@ -108,7 +120,7 @@ class CatalogFile:
             A `datasets.path` value: relative to the data root, or absolute. An absolute
             `.../runs/<run_id>/round-<NNN>/<name>` (how catalogs recorded paths before they
             were relative, migrated by the first writable `connect`) is read as that file of
-            this data root.
+            this data root, unless only the recorded one exists.
 
         Returns
         -------
@@ -117,13 +129,18 @@ class CatalogFile:
         path = Path(recorded)
         if not path.is_absolute():
             return str(self.data_root / path)
-        return str(self.data_root.joinpath(*path.parts[-4:])) if in_run_folder(path) else recorded
+        if not in_run_folder(path):
+            return recorded
+        mapped = self.data_root.joinpath(*path.parts[-4:])
+        # a file of a folder some run folder links to (which `migrate_paths` leaves as it is)
+        return recorded if not mapped.exists() and path.exists() else str(mapped)
 
     @contextmanager
     def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
         """A connection to the catalog for one operation, closed when the block ends.
 
-        A writable connection creates the data root and any missing table first.
+        A writable connection creates the data root and any missing table first (marking a new
+        catalog, or one that records nothing yet, with the current data root format).
 
         Parameters
         ----------
@@ -138,6 +155,9 @@ class CatalogFile:
         ------
         FileNotFoundError
             `read_only` and there is no catalog yet (the message says to run `flywheel run`).
+        DataRootFormatError
+            The catalog is in another data root format (written by an earlier Flywheel);
+            nothing was written to it.
         duckdb.IOException
             Another process holds a conflicting lock for longer than `LOCK_WAIT_SECONDS`.
         """
@@ -150,12 +170,28 @@ class CatalogFile:
         con = retry_while_locked(
             lambda: duckdb.connect(str(self.path), read_only=read_only, config=STORAGE_CONFIG))
         try:
+            if not self._format_checked:  # before any write: a refused catalog stays as it was
+                check_format(con, self.data_root)
+                self._format_checked = True
             if not read_only:
                 con.execute(SCHEMA)
                 migrate_paths(con)
             yield con
         finally:
             con.close()
+
+    def check_format(self) -> None:
+        """Refuse, before anything is written, a data root whose catalog is in another data root
+        format; a data root without a catalog passes (its first writable `connect` marks it).
+
+        Raises
+        ------
+        DataRootFormatError
+            The catalog is in another format (the message names it and the fix).
+        """
+        if self.path.exists():
+            with self.connect(read_only=True):
+                pass
 
     def _create(self) -> None:
         """Create the catalog with its tables under a temporary name, then link it into place:

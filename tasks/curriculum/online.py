@@ -4,7 +4,10 @@ Absolute Zero and R-Zero train the proposer by GRPO: every problem it writes dur
 handed to the current solver, which answers it k times; the pass rate p of those answers goes
 through the proposer reward (learnability, uncertainty, band, ...: tasks.curriculum.rewards).
 With `labels = "majority"` (R-Zero: no references), p is instead the share of the k answers
-that agree with their majority vote (tasks.curriculum.votes). A sample the domain cannot
+that agree with their majority vote (tasks.curriculum.votes). The answers are judged by the
+domain's one verifier (`judge`, against the problem's row with its label), and p is over the
+judged answers, as curate's pass rate is; a problem none of whose answers could be judged gets
+None (TRL leaves it out of its group), as curate leaves it out. A sample the domain cannot
 parse, or, with reference labels, whose reference it cannot compute, earns 0 — it teaches the
 solver nothing. With a diversity penalty, R-Zero's repetition penalty is applied inside the
 group batch: valid samples are clustered by near-duplicate similarity and each loses
@@ -20,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from domains.base import Domain, Problem
+from domains.base import Domain, Problem, problem_row, with_label
 from tasks.curriculum.dedup import clusters
 from tasks.curriculum.rewards import diversity_penalties, proposer_weight
 from tasks.curriculum.votes import majority_vote
@@ -33,7 +36,8 @@ REWARD_NAME = "solver_pass_rate"
 
 
 def online_proposer_reward(domain: Domain, solve: Solve, curation: CurateConfig, *, samples: int,
-                           seed: int, labels: str = "reference") -> Callable[..., list[float]]:
+                           seed: int, labels: str = "reference"
+                           ) -> Callable[..., list[float | None]]:
     """A TRL reward function over proposer completions (see the module docstring); `band` gives
     the reward and the diversity penalty, as it does for curate's proposer rows.
 
@@ -42,12 +46,12 @@ def online_proposer_reward(domain: Domain, solve: Solve, curation: CurateConfig,
     """
     calls = 0
 
-    def solver_pass_rate(completions: list[str], **_: Any) -> list[float]:
+    def solver_pass_rate(completions: list[str], **_: Any) -> list[float | None]:
         nonlocal calls
         parsed = [domain.parse(text) for text in completions]
         valid = [i for i, p in enumerate(parsed)
                  if isinstance(p, Problem) and (labels == "majority" or p.reference is not None)]
-        rewards = [0.0] * len(completions)
+        rewards: list[float | None] = [0.0] * len(completions)
         if valid:
             problems = [parsed[i] for i in valid]
             texts = [p.text for p in problems]
@@ -58,12 +62,14 @@ def online_proposer_reward(domain: Domain, solve: Solve, curation: CurateConfig,
             answers = solve([domain.solver_prompt(text) for text in texts], samples, seed + calls)
             for index, problem, answered, penalty in zip(valid, problems, answers, penalties,
                                                          strict=True):
+                answered = [domain.cut(a) for a in answered]  # as rollout cuts its samples
                 label = (majority_vote([domain.extract(a) for a in answered]).label
                          if labels == "majority" else problem.reference)
-                scores = [0.0 if s is None else s
-                          for s in domain.score(answered, [label] * len(answered))]
-                rewards[index] = proposer_weight(sum(scores) / len(scores), scores, curation,
-                                                 penalty=penalty)
+                row = with_label(problem_row(problem), label)
+                scores = [s for s in domain.score(answered, [row] * len(answered))
+                          if s is not None]
+                rewards[index] = (proposer_weight(sum(scores) / len(scores), scores, curation,
+                                                  penalty=penalty) if scores else None)
         calls += 1
         return rewards
 

@@ -47,7 +47,8 @@ from tasks.curriculum.columns import lazy_frame, row_ids
 from tasks.curriculum.rewards import proposer_weight_expr
 
 PROBLEMS = {"problem_id": pl.String, "run_id": pl.String, "round": pl.Int64, "text": pl.String,
-            "reference": pl.String, "level": pl.Int64, "proposal_id": pl.String}
+            "reference": pl.String, "level": pl.Int64, "proposal_id": pl.String,
+            "task": pl.String, "payload": pl.String}
 ROLLOUT_KEYS = {"rollout_id": pl.String, "problem_id": pl.String, "sample_index": pl.Int64}
 ROLLOUT_TEXTS = {"rollout_id": pl.String, "prompt": pl.String, "completion": pl.String}
 TEXT_READERS = 4  # row groups of rollout texts decoded at once (decoding overlaps the copies)
@@ -56,9 +57,11 @@ REWARDED = ["rollout_pos", "problem_id", "sample_index", "reward"]
 VERDICTS = {"rollout_id": pl.String, "problem_id": pl.String, "reward": pl.Float64,
             "label": pl.String}
 TRAIN_COLUMNS = ["train_row_id", "run_id", "round", "role", "prompt", "completion", "rejected",
-                 "weight", "problem_id", "rollout_id", "proposal_id"]
+                 "weight", "problem_id", "rollout_id", "proposal_id", "problem"]
+# label: what a GRPO row's reward judges against (null: the problem's reference)
 SOLVER_PARTS = {"pos": pl.Int64, "sub": pl.Int64, "prompt": pl.String, "completion": pl.String,
-                "rejected": pl.String, "weight": pl.Float64, "rollout_id": pl.String}
+                "rejected": pl.String, "weight": pl.Float64, "rollout_id": pl.String,
+                "label": pl.String}
 
 
 def positioned_problems(problems: Any) -> pl.DataFrame:
@@ -82,25 +85,24 @@ def solver_prompts(domain: Domain, texts: pl.Series) -> pl.Series:
 
 
 def training_targets(domain: Domain, references: pl.Series) -> pl.Series:
-    """The completions the references teach: the domain's `training_target` of each where it has
-    one (python_io: a reference is the JSON its scorer runs, not an answer), else the references."""
-    target = getattr(domain, "training_target", None)
-    if target is None:
-        return references
-    return pl.Series(references.name, [target(r) for r in references.to_list()], dtype=pl.String)
+    """The completions the references teach: the domain's `training_target` of each (python_io:
+    a reference is the JSON its verifier runs, not an answer)."""
+    return pl.Series(references.name, [domain.training_target(r) for r in references.to_list()],
+                     dtype=pl.String)
 
 
 def reference_rows(domain: Domain, problems: pl.DataFrame, *, teach: bool = True) -> pl.DataFrame:
     """Solver rows whose completion is what the problem's reference teaches (`training_targets`);
-    with `teach=False` the reference itself (GRPO's label, which the reward compares against)."""
+    with `teach=False` GRPO prompt rows, the reference (or the label in its place) as their
+    completion and as the `label` their reward judges against."""
     references = problems["reference"]
+    nothing = pl.Series([None] * len(problems), dtype=pl.String)
     return pl.DataFrame({
         "pos": problems["pos"], "sub": pl.Series([0] * len(problems), dtype=pl.Int64),
         "prompt": solver_prompts(domain, problems["text"]),
         "completion": training_targets(domain, references) if teach else references,
-        "rejected": pl.Series([None] * len(problems), dtype=pl.String),
-        "weight": pl.Series([1.0] * len(problems), dtype=pl.Float64),
-        "rollout_id": pl.Series([None] * len(problems), dtype=pl.String)}, schema=SOLVER_PARTS)
+        "rejected": nothing, "weight": pl.Series([1.0] * len(problems), dtype=pl.Float64),
+        "rollout_id": nothing, "label": nothing if teach else references}, schema=SOLVER_PARTS)
 
 
 def rewarded_rollouts(rollouts: Any, verdicts: Any, rewards: Sequence[float]) -> pl.DataFrame:
@@ -228,7 +230,7 @@ def verified_rows(rollouts: Any, verdicts: Any, problems: pl.DataFrame,
     texts = rollout_texts(rollouts, chosen["rollout_pos"])
     return chosen.join(texts, on="rollout_pos", how="left", maintain_order="left").select(
         "pos", "sub", "prompt", "completion", pl.lit(None, dtype=pl.String).alias("rejected"),
-        pl.lit(1.0).alias("weight"), "rollout_id")
+        pl.lit(1.0).alias("weight"), "rollout_id", pl.lit(None, dtype=pl.String).alias("label"))
 
 
 def dpo_pairs(rollouts: Any, verdicts: Any, problems: pl.DataFrame,
@@ -245,7 +247,7 @@ def dpo_pairs(rollouts: Any, verdicts: Any, problems: pl.DataFrame,
     return pairs.join(texts, on="rollout_pos", how="left", maintain_order="left").join(
         rejected, on="rejected_pos", how="left", maintain_order="left").select(
         "pos", "sub", "prompt", "completion", "rejected", pl.lit(1.0).alias("weight"),
-        "rollout_id")
+        "rollout_id", pl.lit(None, dtype=pl.String).alias("label"))
 
 
 def grpo_prompts(domain: Domain, problems: pl.DataFrame, verdicts: Any) -> pl.DataFrame:
@@ -285,23 +287,34 @@ def proposer_rows(domain: Domain, problems: pl.DataFrame, verdicts: Any, curatio
         pl.col("text").alias("completion"), "weight")
 
 
+def problem_json(reference: pl.Expr) -> pl.Expr:
+    """A problem row as JSON (`domains.base.problem_row`'s columns), judged against `reference`."""
+    return pl.struct(pl.col("text"), reference.alias("reference"), pl.col("level"),
+                     pl.col("task"), pl.col("payload")).struct.json_encode()
+
+
 def train_frame(problems: pl.DataFrame, solver: pl.DataFrame,
                 proposer: pl.DataFrame | None) -> pl.DataFrame:
     """`train_rows` columns: solver rows in (problem, rank) order, then proposer rows; lineage
     (run, round, problem, proposal) from the problem row at `pos` (`problems` is
-    `positioned_problems`: pos is the row index), ids over the whole columns."""
+    `positioned_problems`: pos is the row index), ids over the whole columns. A solver row's
+    `problem` is its problem row as JSON (`problem_json`), judged against its `label` where it
+    has one (GRPO rows), else the problem's reference."""
     parts = [solver.sort("pos", "sub").select(
         pl.lit("solver").alias("role"), "pos", "prompt", "completion", "rejected", "weight",
-        "rollout_id")]
+        "rollout_id", "label")]
     if proposer is not None:
         parts.append(proposer.select(
             pl.lit("proposer").alias("role"), "pos", "prompt", "completion",
             pl.lit(None, dtype=pl.String).alias("rejected"), "weight",
-            pl.lit(None, dtype=pl.String).alias("rollout_id")))
+            pl.lit(None, dtype=pl.String).alias("rollout_id"),
+            pl.lit(None, dtype=pl.String).alias("label")))
     rows = pl.concat(parts)
-    lineage = problems.select(pl.col("run_id", "round", "problem_id", "proposal_id").gather(
-        rows["pos"]))
-    rows = pl.concat([rows, lineage], how="horizontal")
+    lineage = problems.select(pl.col("run_id", "round", "problem_id", "proposal_id", "text",
+                                     "reference", "level", "task", "payload").gather(rows["pos"]))
+    rows = pl.concat([rows, lineage], how="horizontal").with_columns(
+        pl.when(pl.col("role") == "solver").then(problem_json(
+            pl.coalesce("label", "reference"))).alias("problem"))
     ids = row_ids("train_row", [rows["run_id"], rows["round"], rows["role"], rows["problem_id"],
                                 rows["rollout_id"]])
     return rows.with_columns(ids.alias("train_row_id")).select(TRAIN_COLUMNS)

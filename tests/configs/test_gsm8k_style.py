@@ -12,6 +12,7 @@ from configs import load_config
 from domains import get_domain
 from domains.chat import ChatDomain, render
 from models.preflight import check_model_folder
+from tests.domains.labels import labelled
 from tests.models.chat_model import build_chat_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,4 +60,4 @@ def test_with_its_edited_lines_the_preset_builds_chat_prompts(tmp_path):
         {"role": "system", "content": config.prompt.system},
         {"role": "user", "content": f"{question} {config.prompt.instruction}"}])
     assert domain.solver_prompt(question) == expected
-    assert domain.score(["so \\boxed{8}", "it is 9"], ["8", "8"]) == [1.0, 0.0]
+    assert domain.score(["so \\boxed{8}", "it is 9"], labelled(["8", "8"])) == [1.0, 0.0]

@@ -95,3 +95,89 @@ def test_task_scorer_partial_credit_passes_through_unchanged():
 def test_unknown_compare_is_refused():
     with pytest.raises(ValueError, match="verify.compare = 'fuzzy'"):
         AnswerChecker(extract=DEFAULT, compare="fuzzy")
+
+
+# Issue 30: a bare `\frac{1}{3}` was read by `last_number` as its denominator 3 (so it scored 0
+# against itself), and a Unicode minus was dropped (`−5` scored 1 against 5). Each row is
+# (completion, reference, math reward, exact reward) under the default extractors.
+MINUS, EN_DASH, EM_DASH = "\u2212", "\u2013", "\u2014"
+
+
+@pytest.mark.parametrize(
+    ("completion", "reference", "math", "exact"),
+    [
+        ("\\frac{1}{3}", "\\frac{1}{3}", 1.0, 1.0),  # the reported bug: read as 3
+        ("so it is \\frac{3}{4}", "3/4", 1.0, 1.0),
+        ("so it is \\frac{3}{4}", "4", 0.0, 0.0),
+        (f"{MINUS}5", "5", 0.0, 0.0),  # the reported bug: read as 5
+        (f"{MINUS}5", "-5", 1.0, 1.0),
+        (f"so x = {EN_DASH}5", "-5", 1.0, 1.0),
+        (f"so x = {EM_DASH}5", "-5", 1.0, 1.0),
+        ("so x = \uff0d5", "-5", 1.0, 1.0),
+        ("so x = \ufe635", "-5", 1.0, 1.0),
+        ("so x = \uff0b5", "5", 1.0, 1.0),
+        ("so x = +5", "5", 1.0, 1.0),
+        ("from 3\u20135 pages, 4", "4", 1.0, 1.0),  # a dash between numbers is no sign
+        ("\\dfrac{1}{2}", "1/2", 1.0, 1.0),
+        ("\\tfrac{1}{2}", "\\frac{1}{2}", 1.0, 1.0),
+        ("\\frac12", "1/2", 1.0, 1.0),
+        (f"{MINUS}\\frac{{3}}{{4}}", "-3/4", 1.0, 1.0),
+        ("\\frac{-3}{4}", "-\\frac{3}{4}", 1.0, 1.0),
+        ("1/2", "0.5", 1.0, 0.0),  # value, not notation: exact keeps them apart
+        ("so 1 1/2 cups", "3/2", 1.0, 0.0),  # a mixed number
+        ("so 1 1/2 cups", "1.5", 1.0, 0.0),
+        ("so 1 1/2 cups", "1 1/2", 1.0, 1.0),
+        ("2\\frac{1}{4}", "2 1/4", 1.0, 1.0),
+        (f"{MINUS}1\\frac{{1}}{{2}}", "-1.5", 1.0, 0.0),
+        ("#### 1,234", "1234", 1.0, 1.0),
+        ("there are 1 234 of them", "1234", 1.0, 1.0),
+        ("there are 1\u2009234\u2009567", "1234567", 1.0, 1.0),
+        ("there are 1\\,234", "1234", 1.0, 1.0),
+        ("there are 1{,}234", "1234", 1.0, 1.0),
+        ("#### 1,234.5", "1234.5", 1.0, 1.0),
+        ("#### 1,2", "12", 0.0, 0.0),  # no thousands group: never 12
+        ("#### 12,34", "1234", 0.0, 0.0),
+        ("#### 50%", "0.5", 1.0, 0.0),  # math-verify: a percentage equals p/100 ...
+        ("#### 50%", "50", 1.0, 0.0),  # ... and p itself
+        ("#### 50\\%", "50%", 1.0, 1.0),
+        ("#### 50 %", "50%", 1.0, 1.0),
+        ("#### 50%", "0.4", 0.0, 0.0),
+        ("the answer is $-5$.", "-5", 1.0, 1.0),
+        ("the answer is \\(-5\\).", "-5", 1.0, 1.0),
+        ("the answer is \\boxed{\\text{5}}", "5", 1.0, 1.0),
+        ("the answer is \\mathrm{5}", "5", 1.0, 1.0),
+        ("the answer is \\left( -5 \\right)", "-5", 1.0, 1.0),
+        ("the answer is $(1, 2)$", "\\left( 1, 2 \\right)", 1.0, 1.0),
+        ("the answer is $(1, 2)$", "2", 0.0, 0.0),  # not its last number
+        ("the answer is 18 dollars.", "18", 1.0, 0.0),
+    ],
+)
+def test_answer_forms(completion, reference, math, exact):
+    for compare, reward in (("math", math), ("exact", exact)):
+        checker = AnswerChecker(extract=DEFAULT, compare=compare)
+        assert checker.judge(completion, reference) == Judgement(reward), compare
+
+
+@pytest.mark.parametrize(
+    ("completion", "answer"),
+    [("\\frac{1}{3}", "\\frac{1}{3}"), ("it is \\dfrac{3}{4}.", "\\dfrac{3}{4}"),
+     (f"{MINUS}5", f"{MINUS}5"), (f"x = {EN_DASH}5", f"{EN_DASH}5"), ("so 1 1/2.", "1 1/2"),
+     ("so 2\\frac{1}{4}", "2\\frac{1}{4}"),
+     ("got 1 234 apples", "1 234"), ("so 1,234, then", "1,234"), ("10-3", "3"),
+     ("rate 50%.", "50%"), ("1,2", "2")],
+)
+def test_last_number_reads_the_whole_number(completion, answer):
+    assert extract_answer(completion, ("last_number",)).answer == answer
+
+
+def test_undecidable_comparison_is_none_never_zero(monkeypatch):
+    import domains.equivalence
+
+    def broken(text, timeout):
+        raise RecursionError(text)
+
+    math_equal.cache_clear()
+    monkeypatch.setattr(domains.equivalence, "_parse", broken)
+    checker = AnswerChecker(extract=("whole",), compare="math")
+    assert checker.judge("\\sqrt{2}", "1.41") == Judgement(None, "verifier_error")
+    math_equal.cache_clear()

@@ -4,6 +4,7 @@ import pytest
 
 from domains.arithmetic import ArithmeticDomain, UnsafeExpression, evaluate, level_of
 from domains.base import Problem, Rejected
+from tests.domains.labels import labelled
 
 domain = ArithmeticDomain()
 
@@ -52,7 +53,8 @@ def test_extract(completion, answer):
 
 
 def test_score_is_one_zero_or_none():
-    assert domain.score(["42", "41", "", "5"], ["42", "42", "42", None]) == [1.0, 0.0, 0.0, None]
+    scores = domain.score(["42", "41", "", "5"], labelled(["42", "42", "42", None]))
+    assert scores == [1.0, 0.0, 0.0, None]
 
 
 def test_heldout_is_fixed_and_spans_levels():

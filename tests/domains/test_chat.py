@@ -7,7 +7,7 @@ import pytest
 
 from configs import PromptConfig, RunConfig, load_config
 from domains import get_domain
-from domains.chat import ChatDomain, chat_messages, completion_cutter, cut_at_stop, render
+from domains.chat import ChatDomain, chat_messages, cut_at_stop, render
 from models.tiny import build_tokenizer
 from tests.models.chat_model import build_chat_model
 
@@ -28,9 +28,10 @@ def test_the_default_run_has_the_raw_domain_and_no_prompt_fingerprint():
     config = RunConfig()
     assert not isinstance(get_domain("arithmetic", config), ChatDomain)
     assert get_domain("arithmetic", config).solver_prompt("58+67") == "<solve>58+67="
-    assert config.prompt_slice() == {}
+    from configs.settings import DomainSettings
+
     changed = load_config(None, {"prompt.stop": ["\n"]})
-    assert changed.prompt_slice() == {"prompt": {"stop": ["\n"]}}
+    assert DomainSettings.from_config(changed).prompt.stop == ["\n"]
 
 
 @pytest.mark.parametrize("system", ["", "Be brief."])
@@ -74,8 +75,8 @@ def test_stop_strings_cut_completions():
     assert cut_at_stop("42 ### x\nUser:", ["\nUser:", "###"]) == "42 "
     assert cut_at_stop("42", ["###"]) == "42" and cut_at_stop("42", []) == "42"
     config = load_config(None, {"prompt.stop": ["\n"]})
-    assert completion_cutter(get_domain("arithmetic", config))("12\n34") == "12"
-    assert completion_cutter(get_domain("arithmetic"))("12\n34") == "12\n34"
+    assert get_domain("arithmetic", config).cut("12\n34") == "12"
+    assert get_domain("arithmetic").cut("12\n34") == "12\n34"
 
 
 def test_a_proposer_instruction_with_other_placeholders_is_a_config_error():

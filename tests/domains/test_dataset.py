@@ -11,6 +11,7 @@ from configs import load_config
 from domains import get_domain
 from domains.dataset import DatasetFileError
 from tasks.synthesize import admit
+from tests.domains.labels import labelled
 
 
 def _write(path, rows):
@@ -60,7 +61,7 @@ def test_heldout_file_and_split_column(tmp_path):
 def test_answers_are_checked_by_math_equivalence(tmp_path):
     domain = _domain(tmp_path, [{"question": "Half of one?", "answer": "0.5"}, *ROWS])
     assert domain.score(["so \\boxed{1/2}", "the answer is 3", "no idea"],
-                        ["0.5", "0.5", "0.5"]) == [1.0, 0.0, None]
+                        labelled(["0.5", "0.5", "0.5"])) == [1.0, 0.0, None]
 
 
 @pytest.mark.parametrize(

@@ -72,11 +72,11 @@ def test_the_domain_names_the_task_whose_generator_stalls():
     assert "\n" not in message
 
 
-def test_the_limit_is_no_part_of_the_fingerprint():
-    def fingerprint(seconds):
-        return load_config(None, {"domain.name": "reasoning_gym",
-                                  "domain.reasoning_gym.item_seconds": seconds}
-                           ).domain.fingerprint()
+def test_the_limit_is_part_of_the_domain_settings():
+    from configs.settings import DomainSettings
 
-    assert fingerprint(5.0) == fingerprint(30.0)
-    assert "item_seconds" not in fingerprint(5.0)["reasoning_gym"]
+    def settings(seconds):
+        return DomainSettings.from_config(load_config(None, {
+            "domain.name": "reasoning_gym", "domain.reasoning_gym.item_seconds": seconds}))
+
+    assert settings(5.0).domain.reasoning_gym.item_seconds == 5.0

@@ -10,8 +10,10 @@ import pytest
 
 from configs import ConfigError, load_config
 from domains import get_domain
+from domains.base import problem_row
 from domains.programs import TEMPLATES, level_of
 from domains.python_io import PythonIODomain
+from tests.domains.labels import labelled
 
 ALL_MODES = {"deduction": 1.0, "abduction": 1.0, "induction": 1.0}
 
@@ -145,17 +147,18 @@ def test_solver_prompts_show_only_what_the_mode_allows(domain):
 
 
 def test_deduction_answers_compare_as_values(domain):
-    assert domain.score(["13", " 13\n", "13.0", "14", ""], ["13"] * 5) == [1.0, 1.0, 0.0, 0.0,
-                                                                            0.0]
-    assert domain.score(["[1,2]", "{'b': 1, 'a': 2}"], ["[1, 2]", "{'a': 2, 'b': 1}"]) == [1.0, 1.0]
-    assert domain.score(["13"], [None]) == [None]
+    scores = domain.score(["13", " 13\n", "13.0", "14", ""], labelled(["13"] * 5))
+    assert scores == [1.0, 1.0, 0.0, 0.0, 0.0]
+    assert domain.score(["[1,2]", "{'b': 1, 'a': 2}"],
+                        labelled(["[1, 2]", "{'a': 2, 'b': 1}"])) == [1.0, 1.0]
+    assert domain.score(["13"], labelled([None])) == [None]
 
 
 def test_abduction_accepts_any_input_that_gives_the_output(domain):
     problem = domain.parse("abduction: def f(x): return x%3 >>> f(7)")  # f(7) == 1
-    judged = domain.run_answers(["7)", "4)", "1", "5)", "f(", "open('x')"], [problem.reference] * 6)
-    assert judged == [(1.0, "ok"), (1.0, "ok"), (1.0, "ok"), (0.0, "ok"), (0.0, None),
-                      (0.0, None)]
+    judged = domain.judge(["7)", "4)", "1", "5)", "f(", "open('x')"], [problem_row(problem)] * 6)
+    assert [(j.reward, j.outcome) for j in judged] == [
+        (1.0, "ok"), (1.0, "ok"), (1.0, "ok"), (0.0, "ok"), (0.0, None), (0.0, None)]
 
 
 def test_induction_runs_the_written_function_on_the_hidden_calls(domain):
@@ -164,9 +167,9 @@ def test_induction_runs_the_written_function_on_the_hidden_calls(domain):
     answers = ["def f(x): return 3*x+1", "def f(x): return 3*x+1 if x < 3 else 0",
                "def f(x): return open('/root/.ssh/id_rsa')", "def f(x):\n    while True: pass",
                "def g(x): return 3*x+1", "def f(x): return 7"]
-    judged = domain.run_answers(answers, [problem.reference] * len(answers))
-    assert judged == [(1.0, "ok"), (0.0, "ok"), (0.0, "forbidden"), (0.0, "timeout"),
-                      (0.0, None), (0.0, "ok")]
+    judged = domain.judge(answers, [problem_row(problem)] * len(answers))
+    assert [(j.reward, j.outcome) for j in judged] == [
+        (1.0, "ok"), (0.0, "ok"), (0.0, "forbidden"), (0.0, "timeout"), (0.0, None), (0.0, "ok")]
 
 
 def test_synthesize_records_why_programs_failed_as_drop_reasons(domain):
@@ -208,11 +211,11 @@ def test_bad_python_io_settings_name_the_key(tmp_path, text, needle):
     assert needle in str(info.value)
 
 
-def test_the_sandbox_limits_join_the_fingerprints_of_python_io_runs_only():
-    python_io = load_config(None, {"domain.name": "python_io"})
-    assert python_io.executor_slice() == {"sandbox": python_io.sandbox.fingerprint()}
-    assert "workers" not in python_io.sandbox.fingerprint()
-    assert load_config(None).executor_slice() == {}
+def test_the_sandbox_is_part_of_the_domain_settings():
+    from configs.settings import DomainSettings
+
+    python_io = load_config(None, {"domain.name": "python_io", "sandbox.cpu_seconds": 0.5})
+    assert DomainSettings.from_config(python_io).sandbox == python_io.sandbox
     assert isinstance(get_domain("python_io"), PythonIODomain)
 
 
@@ -298,5 +301,5 @@ def test_other_domains_leave_the_outcome_null():
 def test_the_training_target_of_each_reference_is_a_right_answer(domain):
     items = domain.heldout(2)
     targets = [domain.training_target(p.reference) for p in items]
-    assert domain.score(targets, [p.reference for p in items]) == [1.0] * len(items)
+    assert domain.score(targets, [problem_row(p) for p in items]) == [1.0] * len(items)
     assert targets == [_right_answer(p) for p in items]

@@ -11,6 +11,7 @@ from domains import get_domain
 from domains.reasoning_gym import GENERATOR_SEED, HELDOUT_SEED, split_text
 from tasks.evaluate import accuracy, heldout_tasks
 from tasks.verify import verdict_metrics, verdict_rows
+from tests.domains.labels import labelled
 
 TASKS = {"basic_arithmetic": 1.0, "spell_backward": 1.0, "lcm": 0.0}
 
@@ -73,7 +74,8 @@ def test_partial_credit_passes_through_unchanged(domain):
     entry = {"question": "", "answer": "ssehc", "metadata": {}}
     expected = domain.dataset("spell_backward", 1, GENERATOR_SEED).score_answer("ssehd", entry)
     assert 0 < expected < 1
-    judged = domain.judge(["ssehd", "ssehc", "  "], ["ssehc", "ssehc", "ssehc"], [text] * 3)
+    judged = domain.judge(["ssehd", "ssehc", "  "],
+                          labelled(["ssehc", "ssehc", "ssehc"], text=text))
     assert [j.reward for j in judged] == [expected, 1.0, None]
     assert judged[2].reason == "no_answer"
 

@@ -10,11 +10,18 @@ from datetime import datetime
 import pytest
 
 from configs import GatesConfig, RunConfig
+from configs.settings import StageSettings
 from tasks.context import RunContext
 from tasks.stage import StageResult, run_stage
 from tests.validators.test_gate import make_round
 
 ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d"
+
+
+class Knob(StageSettings):
+    """A stage's settings in these tests: one field."""
+
+    k: int = 0
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +33,7 @@ def _stage(tmp_path, compute):
     ctx = RunContext(data_root=tmp_path, run_id="log", config=RunConfig(
         gates=GatesConfig(enabled=False)))
     ctx.catalog.ensure_run("log", "{}")
-    return run_stage(ctx, stage="rollout", version=1, round_index=1, config={}, inputs={},
+    return run_stage(ctx, stage="rollout", version=1, round_index=1, settings=Knob(), inputs={},
                      compute=compute)
 
 

@@ -8,6 +8,7 @@ from typer.testing import CliRunner
 
 from configs import ConfigError, RunConfig, load_config
 from models.trainer import TrainResult, check_reporter, curve_points
+from tasks.fingerprints import stage_fingerprints
 from tasks.train import curve_metrics, train_settings
 
 HISTORY = [
@@ -39,9 +40,9 @@ def test_report_to_is_validated_and_stays_out_of_the_train_fingerprint():
         load_config(None, {"train.report_to": "comet"})
     chosen = load_config(None, {"train.report_to": "tensorboard"})
     assert chosen.train.report_to == "tensorboard" and RunConfig().train.report_to == "none"
-    for warmup in (True, False):
-        assert (train_settings(chosen, warmup=warmup)
-                == train_settings(RunConfig(), warmup=warmup))
+    for round_index in (0, 1):
+        assert train_settings(chosen, round_index) == train_settings(RunConfig(), round_index)
+    assert stage_fingerprints(chosen, rounds=1) == stage_fingerprints(RunConfig(), rounds=1)
 
 
 @pytest.mark.parametrize("reporter", ["tensorboard", "mlflow", "wandb"])

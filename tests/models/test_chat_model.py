@@ -4,6 +4,7 @@ reward functions read plain completion texts."""
 
 from __future__ import annotations
 
+import json
 import pickle
 
 import pytest
@@ -28,7 +29,9 @@ def rows(chat_model):
     questions = [(f"basic_arithmetic L1: What is {a} plus {b}?", str(a + b))
                  for a in range(2) for b in range(2)]
     return [{"prompt": domain.solver_prompt(text), "completion": answer,
-             "rejected": str(int(answer) + 1), "weight": 1.0, "role": "solver"}
+             "rejected": str(int(answer) + 1), "weight": 1.0, "role": "solver",
+             "problem": json.dumps({"text": text, "reference": answer, "level": 1,
+                                    "task": "basic_arithmetic", "payload": None})}
             for text, answer in questions]
 
 
@@ -66,9 +69,10 @@ def test_grpo_rewards_read_completion_texts(chat_model, rows, tmp_path):
 
     seen = []
 
-    def verifier(completions, label, **_):
+    def verifier(completions, problem, **_):
         seen.extend(completions)
-        return [float(c.strip() == answer) for c, answer in zip(completions, label, strict=True)]
+        return [float(c.strip() == json.loads(p)["reference"])
+                for c, p in zip(completions, problem, strict=True)]
 
     result = train_grpo(base=chat_model, rows=rows, reward=verifier, batch_size=4,
                         num_generations=2, temperature=1.0, max_completion_length=4, beta=0.0,

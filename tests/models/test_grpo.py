@@ -10,14 +10,16 @@ score from the first third of its steps to the last by `MIN_GAIN`; the coin-flip
 About 30 s of CPU on one core (0.03 s per GRPO step).
 """
 
+import json
 import random
 import statistics
 
 import pytest
 
 from domains.arithmetic import ArithmeticDomain
+from domains.base import problem_row
 from models.backends import SamplingParams, TransformersBackend
-from models.grpo import REWARD_NAME, train_grpo, verifier_reward
+from models.grpo import REWARD_NAME, grpo_prompt_rows, train_grpo, verifier_reward
 from models.tiny import build_tiny_model
 from models.trainer import train_sft
 
@@ -33,7 +35,8 @@ def _rows(count, level, seed=0):
         if problem.text not in seen:
             seen.add(problem.text)
             rows.append({"prompt": domain.solver_prompt(problem.text),
-                         "completion": problem.reference, "weight": 1.0})
+                         "completion": problem.reference, "weight": 1.0,
+                         "problem": json.dumps(problem_row(problem))})
     return rows
 
 
@@ -52,21 +55,54 @@ def warmed_up(tmp_path_factory):
     return root / "sft"
 
 
-def test_verifier_reward_scores_completions_against_labels_and_unjudged_is_zero():
+def test_verifier_reward_judges_completions_against_problem_rows_and_unjudged_is_none():
     reward = verifier_reward(domain)
     assert reward.__name__ == REWARD_NAME
+    rows = [json.dumps({"text": "1+1", "reference": r, "level": 1, "task": None,
+                        "payload": None}) for r in ["2", "2", "2", None]]
     got = reward(prompts=["<solve>1+1="] * 4, completions=["2", "3", " 2x", "2"],
-                 label=["2", "2", "2", None], trainer_state=None)
-    assert got == [1.0, 0.0, 1.0, 0.0]
+                 problem=rows, trainer_state=None)
+    assert got == [1.0, 0.0, 1.0, None]
+
+
+def test_grpo_refuses_prompt_rows_without_a_problem_to_judge(tmp_path):
+    rows = [{k: v for k, v in row.items() if k != "problem"} for row in _rows(2, 1)]
+    with pytest.raises(ValueError, match="no `problem` to judge against"):
+        train_grpo(base=tmp_path, rows=rows, reward=verifier_reward(domain), out_dir=tmp_path,
+                   learning_rate=1e-4, batch_size=8, epochs=1, max_steps=1, num_generations=4,
+                   temperature=1.0, max_completion_length=4, beta=0.0, seed=0,
+                   work_dir=tmp_path)
+
+
+def test_the_proposer_pass_is_trained_without_problems(tmp_path, monkeypatch):
+    # proposer rows of train_rows have no `problem`: their reward judges the proposals
+    proposer = [{"prompt": domain.proposer_prompt(level), "completion": "", "weight": 1.0,
+                 "problem": None} for level in (1, 2)]
+    assert grpo_prompt_rows(proposer, batch_size=8, num_generations=4, judged=False) == proposer
+    with pytest.raises(ValueError, match="no `problem` to judge against"):
+        grpo_prompt_rows(proposer, batch_size=8, num_generations=4)
+    from configs import load_config
+    from models import backends
+    from tasks import train as train_module
+
+    seen = {}
+    solver = type("Solver", (), {"close": lambda self: None})()
+    monkeypatch.setattr(backends, "backend_for", lambda *_: solver)
+    monkeypatch.setattr("models.grpo.train_grpo", lambda **kwargs: seen.update(kwargs))
+    settings = train_module.train_settings(load_config(None, {
+        "train.proposer.algorithm": "grpo", "train.replay_proposer_rows": True}), 1)
+    train_module.train_proposer_grpo(domain, settings, base=tmp_path, rows=proposer,
+                                     incumbent=tmp_path, seed=0)
+    assert seen["judged"] is False and seen["rows"] == proposer
 
 
 def test_grpo_writes_a_loadable_checkpoint_and_logs_rewards_per_step(tmp_path):
     seen = []
     score = verifier_reward(domain)
 
-    def recorded(completions, label, **kwargs):
+    def recorded(completions, problem, **kwargs):
         seen.append(list(completions))
-        return score(completions, label)
+        return score(completions=completions, problem=problem)
 
     # one prompt, two per step: TRL alone would train 0 steps and return (whole batches only)
     result = train_grpo(base=_tiny(tmp_path / "init"), rows=_rows(1, 1), reward=recorded,
@@ -96,8 +132,8 @@ def _run(base, out, rewarded_by_verifier):
     coin = random.Random(1)
     per_step = []
 
-    def reward(completions, label, **kwargs):
-        scores = score(completions, label)
+    def reward(completions, problem, **kwargs):
+        scores = score(completions=completions, problem=problem)
         per_step.append(statistics.mean(scores))
         return scores if rewarded_by_verifier else [float(coin.random() < 0.5) for _ in completions]
 

@@ -6,9 +6,11 @@ from __future__ import annotations
 import pytest
 
 from configs import ConfigError, load_config
+from configs.settings import WarmupTrainSettings
 from models.grpo import check_generation, grpo_config, grpo_generation, train_grpo
 from models.runtime import Precision, TrainRuntime
-from tasks.train import train_settings
+from tasks.fingerprints import stage_fingerprints
+from tasks.train import pass_settings, train_settings
 
 GRPO = {"train.algorithm": "grpo", "curate.solver_targets": "verified"}
 
@@ -63,12 +65,21 @@ def test_the_config_refuses_vllm_grpo_on_a_cpu_training():
 
 
 def test_the_train_fingerprint_covers_vllm_generation_and_keeps_the_others():
-    def settings(warmup=False, **overrides):  # train.device = "auto": the config allows vLLM
-        return train_settings(load_config(None, overrides), warmup=warmup)
+    def config(**overrides):  # train.device = "auto": the config allows vLLM
+        return load_config(None, overrides)
 
-    assert "grpo_generation" not in settings(**GRPO)
-    assert "grpo_generation" not in settings(**{"rollout.backend": "vllm"})  # SFT
+    def settings(round_index=1, **overrides):
+        return train_settings(config(**overrides), round_index)
+
+    assert "generation_backend" not in pass_settings(settings(**GRPO), "grpo")
+    sft_vllm = settings(**{"rollout.backend": "vllm"})
+    assert "generation_backend" not in pass_settings(sft_vllm, "sft")  # SFT samples nothing
     vllm = settings(**GRPO, **{"rollout.backend": "vllm"})
-    assert vllm["grpo_generation"]["generation_backend"] == "vllm"
-    assert {k: v for k, v in vllm.items() if k != "grpo_generation"} == settings(**GRPO)
-    assert "grpo_generation" not in settings(True, **GRPO, **{"rollout.backend": "vllm"})
+    assert vllm.rollout.backend == "vllm"
+    assert pass_settings(vllm, "grpo")["generation_backend"] == "vllm"
+    assert vllm.model_copy(update={"rollout": settings(**GRPO).rollout}) == settings(**GRPO)
+    assert (stage_fingerprints(config(**GRPO, **{"rollout.backend": "vllm"}))["train", 1]
+            != stage_fingerprints(config(**GRPO))["train", 1])
+    # the warm-up trains SFT: its settings hold no [rollout]
+    assert "rollout" not in WarmupTrainSettings.model_fields
+    assert settings(0, **GRPO, **{"rollout.backend": "vllm"}) == settings(0, **GRPO)

@@ -3,10 +3,14 @@ reward reads completions cut before them, as rollout and verify do."""
 
 from __future__ import annotations
 
+import json
+
 from configs import load_config
+from domains.base import Problem, problem_row
 from models.grpo import grpo_config, grpo_generation, stop_token_ids, train_grpo
 from models.tiny import build_tiny_model
-from tasks.train import train_settings
+from tasks.fingerprints import stage_fingerprints
+from tasks.train import pass_settings, train_settings
 
 GRPO = {"train.algorithm": "grpo", "curate.solver_targets": "verified"}
 
@@ -17,12 +21,16 @@ def test_stop_strings_join_the_generation_settings_and_the_train_fingerprint():
     assert grpo_generation(rollout, ["</a>"]) == {"stop": ["</a>"]}
     vllm = load_config(None, {"rollout.backend": "vllm"}).rollout
     assert grpo_generation(vllm, ["</a>"])["stop"] == ["</a>"]
-    default = train_settings(load_config(None, GRPO), warmup=False)
-    assert "grpo_generation" not in default  # no stop strings: the fingerprint as before
-    stopped = train_settings(load_config(None, {**GRPO, "prompt.stop": ["</a>"]}), warmup=False)
-    assert stopped["grpo_generation"] == {"stop": ["</a>"]}
-    assert "grpo_generation" not in train_settings(
-        load_config(None, {"prompt.stop": ["</a>"]}), warmup=False)  # SFT samples nothing
+    default = train_settings(load_config(None, GRPO), 1)
+    assert "stop" not in pass_settings(default, "grpo")  # no stop strings: generate as before
+    stopped_config = load_config(None, {**GRPO, "prompt.stop": ["</a>"]})
+    stopped = train_settings(stopped_config, 1)
+    assert list(stopped.domain.prompt.stop) == ["</a>"]
+    assert pass_settings(stopped, "grpo")["stop"] == ["</a>"]
+    assert (stage_fingerprints(stopped_config)["train", 1]
+            != stage_fingerprints(load_config(None, GRPO))["train", 1])
+    sft = train_settings(load_config(None, {"prompt.stop": ["</a>"]}), 1)
+    assert "stop" not in pass_settings(sft, "sft")  # SFT samples nothing
 
 
 def test_trl_gets_the_stop_strings_on_vllm(tmp_path):
@@ -51,7 +59,8 @@ def test_grpo_on_transformers_stops_at_a_one_token_stop_string(tmp_path):
         seen_texts.extend(completions)
         return [0.0 if n % 2 else 1.0 for n in range(len(completions))]
 
-    rows = [{"prompt": f"<solve>{a}+{b}=", "completion": str(a + b), "weight": 1.0}
+    rows = [{"prompt": f"<solve>{a}+{b}=", "completion": str(a + b), "weight": 1.0,
+             "problem": json.dumps(problem_row(Problem(f"{a}+{b}", str(a + b), 1)))}
             for a in range(4) for b in range(2)]
     train_grpo(base=base, rows=rows, reward=reward, out_dir=tmp_path / "out", learning_rate=1e-4,
                batch_size=8, epochs=1, max_steps=2, num_generations=4, temperature=2.0,

@@ -8,11 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from configs import load_config
 from domains.arithmetic import ArithmeticDomain
 from models.launch import PROGRESS_PREFIX, launch_pass, report, runtime_from
 from models.runtime import LoraSettings, Precision, TrainRuntime
 from models.tiny import build_tiny_model
 from models.trainer import last_checkpoint
+from tasks.train import train_settings
 
 domain = ArithmeticDomain()
 
@@ -25,7 +27,7 @@ def _rows(count):
 
 def _launch(root, base, **overrides):
     arguments = {"base": base, "rows": _rows(32), "runtime": TrainRuntime(num_processes=2),
-                 "run_config": {},
+                 "train_settings": train_settings(load_config(None), 0),
                  "settings": {"learning_rate": 1e-2, "batch_size": 8, "max_length": 24},
                  "out_dir": root / "out", "work_dir": root / "trainer", "epochs": 2,
                  "max_steps": 6, "seed": 0, "save_steps": 3, "gradient_accumulation_steps": 1,

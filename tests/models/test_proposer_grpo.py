@@ -73,7 +73,7 @@ def _run(model, out, rewarded_online):
     result = train_grpo(base=model, rows=prompts, reward=reward, out_dir=out / "model",
                         learning_rate=3e-4, batch_size=32, epochs=1000, max_steps=STEPS,
                         num_generations=8, temperature=1.0, max_completion_length=8, beta=0.0,
-                        seed=0, work_dir=out / "trainer")
+                        seed=0, work_dir=out / "trainer", judged=False)
     return per_step, list(result.rewards)
 
 

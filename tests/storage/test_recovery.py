@@ -8,11 +8,17 @@ import pyarrow.parquet as pq
 import pytest
 
 from configs import RunConfig
+from configs.settings import StageSettings
 from storage.datasets import dataset_path, round_dir, write_atomic
 from storage.recovery import check_recorded, guarded_run, recover_run
 from tasks.context import RunContext
 from tasks.stage import StageResult, run_stage
 
+
+class Knob(StageSettings):
+    """A stage's settings in these tests: one field."""
+
+    k: int = 0
 
 def _problem(i: int) -> dict:
     return {"problem_id": f"p{i}", "run_id": "r", "round": 0, "text": f"{i}+1",
@@ -31,13 +37,13 @@ class Chain:
             self.calls[name] += 1
             return StageResult(datasets={"problems": [_problem(i) for i in range(rows)]})
 
-        return run_stage(self.ctx, stage=name, version=1, round_index=0, config=config,
+        return run_stage(self.ctx, stage=name, version=1, round_index=0, settings=config,
                          inputs=inputs, compute=compute)
 
     def run(self, b_config=None):
-        a = self.stage("a", {"k": 1}, {})
-        b = self.stage("b", b_config or {"k": 1}, {"a": a.fingerprint})
-        c = self.stage("c", {"k": 1}, {"b": b.fingerprint})
+        a = self.stage("a", Knob(k=1), {})
+        b = self.stage("b", b_config or Knob(k=1), {"a": a.fingerprint})
+        c = self.stage("c", Knob(k=1), {"b": b.fingerprint})
         return a, b, c
 
 
@@ -166,7 +172,7 @@ def test_catalog_row_missing_for_existing_file(chain, caplog):
 
 def test_config_change_recomputes_downstream_not_upstream(chain):
     a, b, c = chain.run()
-    a2, b2, c2 = chain.run(b_config={"k": 2})
+    a2, b2, c2 = chain.run(b_config=Knob(k=2))
     assert chain.calls == {"a": 1, "b": 2, "c": 2}
     assert a2.fingerprint == a.fingerprint and a2.skipped
     assert b2.fingerprint != b.fingerprint and c2.fingerprint != c.fingerprint

@@ -114,30 +114,47 @@ def test_rationalize_caps_references_per_verified_row_lowest_level_first():
 
 def test_curate_fingerprint_covers_what_its_round_reads():
     from configs import load_config
-    from tasks.curate import curate_settings
+    from configs.settings import CurateSettings, WarmupCurateSettings, stage_settings
+    from tasks.fingerprints import stage_fingerprints
 
-    def settings(warmup=False, **overrides):
-        return curate_settings(load_config(None, overrides), warmup=warmup)
+    def settings(round_index=1, **overrides):
+        return stage_settings(load_config(None, overrides), "curate", round_index)
 
+    def fingerprints(**overrides):
+        """(round 0's, round 1's) curate fingerprints."""
+        out = stage_fingerprints(load_config(None, overrides), rounds=1)
+        return out["curate", 0], out["curate", 1]
+
+    base = fingerprints()
     rounds = settings()
-    assert (rounds["curate"]["rationalize_ratio"] == 1.0
-            and rounds["curate"]["diversity"]["on"] == "text")
-    assert rounds["algorithm"] == "sft" and "max_pairs_per_problem" not in rounds
+    assert isinstance(rounds, CurateSettings)
+    assert rounds.curate.rationalize_ratio == 1.0 and rounds.curate.diversity.on == "text"
+    assert rounds.algorithm == "sft" and rounds.max_pairs_per_problem == 4
     for key, value in [("curate.diversity.on", "shape"), ("curate.rationalize_ratio", 0.5)]:
-        assert settings(**{key: value}) != rounds, key  # every [curate] key counts in a round
+        assert fingerprints(**{key: value})[1] != base[1], key  # every [curate] key counts
     verified = {"curate.solver_targets": "verified"}
     dpo = settings(**verified, **{"train.algorithm": "dpo"})
-    assert dpo["max_pairs_per_problem"] == 4  # DPO pairs per kept problem
+    assert dpo.algorithm == "dpo" and dpo.max_pairs_per_problem == 4  # pairs per kept problem
     assert settings(**verified, **{"train.algorithm": "dpo",
-                                   "train.dpo.max_pairs_per_problem": 2}) != dpo
-    assert settings(**verified, **{"train.dpo.max_pairs_per_problem": 2}) == settings(**verified)
-    # the warm-up builds no diversity penalty and no pairs; it reads domain.seed_max_level
-    warmup = settings(warmup=True)
-    assert "diversity" not in warmup["curate"] and warmup["warmup_max_level"] == 2
-    assert settings(warmup=True, **{"curate.diversity.penalty": 1.0}) == warmup
-    assert settings(warmup=True, **verified, **{"train.algorithm": "dpo",
-                                                "train.dpo.max_pairs_per_problem": 2}) \
-        == settings(warmup=True, **verified, **{"train.algorithm": "dpo"})
+                                   "train.dpo.max_pairs_per_problem": 2}).max_pairs_per_problem == 2
+    assert fingerprints(**verified, **{"train.algorithm": "dpo",
+                                       "train.dpo.max_pairs_per_problem": 2})[1] \
+        != fingerprints(**verified, **{"train.algorithm": "dpo"})[1]
+    # the whole settings object counts: the pairs' cap reruns a round's curate of any algorithm
+    assert fingerprints(**verified, **{"train.dpo.max_pairs_per_problem": 2})[1] \
+        != fingerprints(**verified)[1]
+    # the warm-up builds no pairs (no max_pairs_per_problem); it reads domain.seed_max_level
+    warmup = settings(round_index=0)
+    assert type(warmup) is WarmupCurateSettings
+    assert "max_pairs_per_problem" not in WarmupCurateSettings.model_fields
+    assert warmup.domain.domain.seed_max_level == 2
+    assert fingerprints(**{"domain.seed_max_level": 1})[0] != base[0]
+    assert fingerprints(**verified, **{"train.algorithm": "dpo",
+                                       "train.dpo.max_pairs_per_problem": 2})[0] \
+        == fingerprints(**verified, **{"train.algorithm": "dpo"})[0]
+    # [curate] is whole in the warm-up's settings too
+    assert warmup.curate == rounds.curate
+    assert fingerprints(**{"curate.diversity.penalty": 1.0})[0] != base[0]
 
 
 class _TeachingDomain(ArithmeticDomain):

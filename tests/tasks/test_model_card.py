@@ -11,6 +11,7 @@ import pytest
 from huggingface_hub import ModelCard
 
 from configs import load_config
+from configs.settings import WarmupTrainSettings
 from models import trainer
 from models.trainer import TrainResult
 from storage.datasets import dataset_path, write_atomic
@@ -19,8 +20,8 @@ from tasks.context import Checkpoint, RunContext
 from tasks.evaluate import Evaluation
 from tasks.model_card import card_text, read_meta
 from tasks.promote import promote
-from tasks.stage import StageOutput
-from tasks.train import train
+from tasks.stage import StageOutput, settings_fingerprint
+from tasks.train import VERSION, train, train_settings
 
 
 def _eval_rows(checkpoint: str, marks: list[bool]) -> list[dict]:
@@ -64,7 +65,18 @@ def test_a_trained_checkpoint_carries_a_model_card_and_is_readable(trained):
     assert meta["parent_checkpoint"] == {"fingerprint": "b" * 32,
                                          "folder": "round-000/checkpoint-bbbbbbbbbbbb"}
     assert meta["data"] == {"train_rows": curated.fingerprint} and meta["training_rows"] == 8
-    assert meta["config"]["warmup"] is True and "batch_size" in meta["config"]["train"]
+    # the config is the stage's whole settings object (round 0: WarmupTrainSettings), so the
+    # card's config, seed and data reproduce the folder's fingerprint
+    settings = train_settings(ctx.config, 0)
+    assert meta["config"] == settings.model_dump(mode="json")
+    assert meta["config"]["batch_size"] == ctx.config.train.batch_size
+    assert meta["config"]["warmup"] == ctx.config.train.warmup.model_dump(mode="json")
+    assert meta["config"]["domain"]["domain"]["name"] == ctx.config.domain.name
+    assert "grpo" not in meta["config"] and "save_steps" not in meta["config"]
+    assert WarmupTrainSettings.model_validate(meta["config"]) == settings
+    assert settings_fingerprint("train", VERSION, WarmupTrainSettings.model_validate(
+        meta["config"]), meta["seed"], {"checkpoint": meta["parent_checkpoint"]["fingerprint"],
+                                        **meta["data"]}) == candidate.fingerprint
     assert "round 0 of run `r`" in card.text
     text = (candidate.path / "README.md").read_text()
     assert str(ctx.data_root) not in text, "no absolute path: a moved data root keeps its cards"
@@ -107,3 +119,26 @@ def test_the_card_is_deterministic_and_reads_back():
 
     header = yaml.safe_load(first.split("---\n")[1])
     assert header["flywheel"] == meta and header["library_name"] == "transformers"
+
+
+def test_promote_with_a_paired_test_records_difference_interval_and_p(trained, tmp_path):
+    _, incumbent, _, candidate = trained
+    ctx = RunContext(data_root=tmp_path, run_id="r", config=load_config(
+        None, {"rounds": 0, "gates.enabled": False, "promote.test": "mcnemar"}))
+    evals = {}
+    for name, fingerprint, marks in (("candidate", "c" * 32, [True, True, True, False]),
+                                     ("incumbent", "d" * 32, [True, False, False, False])):
+        path = write_atomic("evals", _eval_rows(name, marks),
+                            dataset_path(tmp_path, "r", 0, "evals", fingerprint)).path
+        evals[name] = Evaluation({"accuracy": sum(marks) / 4}, path, fingerprint)
+    # +0.500 on 4 items: 2 discordant items, p = 1/4, so the incumbent stays
+    assert promote.fn(ctx, 0, incumbent, evals["incumbent"], candidate,
+                      evals["candidate"]) == incumbent
+    metrics = {m["name"]: m["value"] for m in ctx.catalog.query(
+        "SELECT name, value FROM metrics WHERE run_id = 'r' AND stage = 'promote'")}
+    assert metrics["promoted"] == 0.0 and metrics["accuracy_difference"] == 0.5
+    assert metrics["p_value"] == 0.25
+    assert metrics["accuracy_difference_low"] < 0.5 < metrics["accuracy_difference_high"]
+    reason = ctx.catalog.query("SELECT reason FROM rounds WHERE run_id = 'r'")[0]["reason"]
+    assert reason.startswith("accuracy 0.750 vs 0.250: +0.500 [")
+    assert reason.endswith("p = 0.250 > 0.050 (McNemar exact, 4 items, 90% interval)")

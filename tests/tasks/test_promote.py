@@ -76,6 +76,65 @@ def test_margin_and_min_gain_together_is_a_config_error():
         load_config(None, {"promote.margin": 0.1, "promote.min_gain": 0.1})
 
 
+# ---- [promote] test: a paired test instead of the measured accuracies ----------------------
+
+# 200 items: the incumbent passes 100; the candidate passes the same plus `gained`, less `lost`
+def paired_evals(gained: int, lost: int) -> tuple[list[dict], list[dict]]:
+    incumbent = [i < 100 for i in range(200)]
+    candidate = [(ok and i >= lost) or (not ok and i < 100 + gained)
+                 for i, ok in enumerate(incumbent)]
+    return (evals({2: candidate[:100], 3: candidate[100:]}),
+            evals({2: incumbent[:100], 3: incumbent[100:]}))
+
+
+@pytest.mark.parametrize(
+    ("gained", "lost", "cfg", "promoted", "start", "end"),
+    [
+        # +0.010 (2 items): promoted by the measured accuracies, not by either test
+        (2, 0, {}, T, "accuracy 0.510 >= 0.500 - 0.000", ""),
+        (2, 0, {"test": "paired_bootstrap"}, F, "accuracy 0.510 vs 0.500: +0.010 [",
+         "> 0.050 (paired bootstrap, 200 items, 90% interval)"),
+        (2, 0, {"test": "mcnemar"}, F, "accuracy 0.510 vs 0.500: +0.010 [",
+         "p = 0.250 > 0.050 (McNemar exact, 200 items, 90% interval)"),
+        # +0.060 (12 items): a gain either test finds
+        (12, 0, {"test": "paired_bootstrap"}, T, "accuracy 0.560 vs 0.500: +0.060 [",
+         "<= 0.050 (paired bootstrap, 200 items, 90% interval)"),
+        (12, 0, {"test": "mcnemar"}, T, "accuracy 0.560 vs 0.500: +0.060 [",
+         "p = 2.4e-04 <= 0.050 (McNemar exact, 200 items, 90% interval)"),
+        # a margin: non-inferiority; 5 items each way is no gain but within -0.05
+        (5, 5, {"test": "paired_bootstrap"}, F, "accuracy 0.500 vs 0.500: +0.000 [", ""),
+        (5, 5, {"test": "paired_bootstrap", "margin": 0.05}, T, "accuracy 0.500 vs 0.500",
+         "<= 0.050 for a gain > -0.050 (paired bootstrap, 200 items, 90% interval)"),
+        # min_gain: the gain must exceed it, not just 0
+        (12, 0, {"test": "paired_bootstrap", "min_gain": 0.05}, F, "accuracy 0.560 vs 0.500",
+         "> 0.050 for a gain > +0.050 (paired bootstrap, 200 items, 90% interval)"),
+        # the per-level check still applies: level 2 loses 10 of its 100 items
+        (30, 10, {"test": "paired_bootstrap", "max_level_regression": 0.05}, F,
+         "accuracy 0.600 vs 0.500: +0.100 [", "; level 2: 10/100 items pass->fail > 0.050"),
+    ],
+)
+def test_promotion_decision_with_a_paired_test(gained, lost, cfg, promoted, start, end):
+    candidate, incumbent = paired_evals(gained, lost)
+    decision = promotion_decision(candidate, incumbent, PromoteConfig(**cfg))
+    assert decision.promoted == promoted
+    assert decision.reason.startswith(start) and decision.reason.endswith(end), decision.reason
+    assert (decision.test.items if decision.test else None) == (200 if "test" in cfg else None)
+    assert promotion_decision(candidate, incumbent, PromoteConfig(**cfg)) == decision
+
+
+@pytest.mark.parametrize(("overrides", "needle"), [
+    ({"promote.test": "mcnemar", "promote.margin": 0.05},
+     "use test = 'paired_bootstrap' for a margin or a required gain"),
+    ({"promote.test": "paired_bootstrap", "promote.alpha": 0.001,
+      "promote.bootstrap_samples": 1000}, "set bootstrap_samples >= 10000"),
+    ({"promote.test": "t_test"}, "`promote.test` = 't_test'"),
+    ({"promote.alpha": 0.6}, "`promote.alpha` = 0.6"),
+])
+def test_bad_test_settings_are_config_errors(overrides, needle):
+    with pytest.raises(ConfigError, match=needle):
+        load_config(None, overrides)
+
+
 # ---- a round whose curate stage keeps nothing ----------------------------------------------
 
 # k = 2 samples: pass rates are 0, 0.5 or 1, none strictly inside (0.99, 1.0), so rounds 1 and 2

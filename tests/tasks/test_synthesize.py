@@ -4,7 +4,6 @@ from tasks.synthesize import (
     generator_fill,
     novel_count,
     novel_texts,
-    synthesize_settings,
     top_up,
 )
 
@@ -31,33 +30,22 @@ def test_top_up_draws_batches_until_enough_novel_problems_or_the_cap():
         assert drawn == expected and len(pairs) == 3 * len(expected)
 
 
-def test_synthesize_fingerprint_covers_what_its_round_reads():
-    def settings(warmup=False, **synthesize):
-        return synthesize_settings(load_config(None, {f"synthesize.{k}": v
-                                                      for k, v in synthesize.items()}),
-                                   warmup=warmup)
+def test_synthesize_settings_cover_what_its_round_reads():
+    from configs.settings import SeedSynthesizeSettings, SynthesizeSettings, stage_settings
+
+    def settings(round_index=1, **synthesize):
+        return stage_settings(load_config(None, {f"synthesize.{k}": v
+                                                 for k, v in synthesize.items()}),
+                              "synthesize", round_index)
 
     rounds = settings()
-    assert "domain" in rounds and rounds["batch_size"] == 512  # the proposer's generate batches
-    assert (rounds["synthesize"]["min_novel_share"] == 0.5
-            and rounds["synthesize"]["top_up"] == "generator")
+    assert isinstance(rounds, SynthesizeSettings) and rounds.backend.batch_size == 512
     for key, value in [("min_novel_share", 0.0), ("max_batches", 9), ("top_up", "proposer")]:
         assert settings(**{key: value}) != rounds, key  # every [synthesize] key counts in a round
-    # [synthesize.bandit] is read only when the proposer's levels come from the bandit
-    assert "bandit" not in rounds["synthesize"] and settings(**{"bandit.alpha": 0.1}) == rounds
-    bandit = settings(level_scheduler="bandit")
-    assert bandit["synthesize"]["bandit"]["alpha"] == 0.5
-    assert settings(level_scheduler="bandit", **{"bandit.alpha": 0.1}) != bandit
-    generator = settings(source="generator", level_scheduler="bandit")
-    assert "bandit" not in generator["synthesize"] and "batch_size" not in generator  # no proposer
-    # the seed round reads [domain] and the admission settings only: arms that differ in
-    # round-only settings share one warm-up
-    warmup = settings(warmup=True)
-    assert warmup == {"domain": rounds["domain"],
-                      "synthesize": {"near_duplicate_threshold": 1.0, "ngram": 3}}
-    assert settings(warmup=True, source="pool", proposals=7, min_novel_share=0.0,
-                    level_scheduler="bandit") == warmup
-    assert settings(warmup=True, ngram=4) != warmup
+        assert settings(0, **{key: value}) == settings(0), key  # the warm-up reads none of them
+    assert isinstance(settings(0), SeedSynthesizeSettings)
+    assert settings(0, ngram=4) != settings(0)  # but the admission's
+
 
 def test_novel_texts_are_the_problems_novel_count_counts():
     pairs = [("p", "1+2"), ("p", " 7+8"), ("p", "3*4"), ("p", "1+")]

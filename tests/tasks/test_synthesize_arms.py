@@ -8,12 +8,12 @@ from collections import Counter
 import pytest
 
 from configs import ConfigError, load_config
+from configs.settings import stage_settings
 from domains.reasoning_gym import split_text
 from storage.datasets import read_rows, write_atomic
 from tasks import synthesize as synthesize_module
 from tasks.context import Checkpoint, RunContext
 from tasks.stage import StageOutput
-from tasks.synthesize import synthesize_settings
 
 TASKS = {"basic_arithmetic": 1.0, "spell_backward": 1.0, "lcm": 0.0}
 ARM_KEYS = {"synthesize.source": "generator", "synthesize.level_scheduler": "bandit",
@@ -38,22 +38,13 @@ def test_task_level_arms_need_a_generator_round_of_reasoning_gym(overrides, need
     assert needle in str(error.value) and "\n" not in str(error.value)
 
 
-def test_the_fingerprint_reads_the_bandit_only_when_it_draws_and_arms_only_off_the_default():
-    uniform = synthesize_settings(_config(**{"synthesize.source": "generator"}))
-    assert "bandit" not in uniform["synthesize"]
-    unused = synthesize_settings(_config(**{"synthesize.source": "generator",
-                                            "synthesize.level_scheduler": "bandit"}))
-    assert unused == {**uniform, "synthesize": {**uniform["synthesize"],
-                                                "level_scheduler": "bandit"}}
-    arms = synthesize_settings(_config(**ARM_KEYS))
-    assert arms["synthesize"]["bandit"] == {"alpha": 0.5, "temperature": 0.1, "initial_q": 0.25,
-                                            "arms": "task_level"}
-    assert synthesize_settings(_config(**ARM_KEYS, **{"synthesize.bandit.alpha": 0.2})) != arms
-    # the level bandit's slice has no `arms` (its runs keep their fingerprints)
-    level = synthesize_settings(load_config(None, {"synthesize.level_scheduler": "bandit"}))
-    assert level["synthesize"]["bandit"] == {"alpha": 0.5, "temperature": 0.1, "initial_q": 0.25}
-    assert synthesize_settings(_config(**ARM_KEYS), warmup=True) == synthesize_settings(
-        _config(), warmup=True)  # the warm-up is shared
+def test_the_round_settings_hold_the_bandit_and_the_warm_up_is_shared():
+    arms = stage_settings(_config(**ARM_KEYS), "synthesize", 1)
+    assert arms.synthesize.bandit.arms == "task_level"
+    assert stage_settings(_config(**ARM_KEYS, **{"synthesize.bandit.alpha": 0.2}),
+                          "synthesize", 1) != arms
+    assert stage_settings(_config(**ARM_KEYS), "synthesize", 0) == stage_settings(
+        _config(), "synthesize", 0)  # the warm-up is shared
 
 
 def _round(tmp_path, config, pass_rates):

@@ -40,54 +40,78 @@ def test_replayed_proposer_rows_stay_in_the_solvers_sft_pass_only_under_sft():
 
 def test_train_fingerprint_covers_the_sub_sections_its_mode_reads():
     from configs import load_config
-    from tasks.train import SUB_SECTIONS, train_settings
+    from configs.settings import TrainOperations, TrainSettings, WarmupTrainSettings
+    from tasks.fingerprints import stage_fingerprints
+    from tasks.train import train_settings
 
-    def settings(warmup=False, **train):
-        overrides = {"curate.solver_targets": "verified",
-                     **{f"train.{k}": v for k, v in train.items()}}
-        return train_settings(load_config(None, overrides), warmup=warmup)
+    def config(**train):
+        return load_config(None, {"curate.solver_targets": "verified",
+                                  **{f"train.{k}": v for k, v in train.items()}})
+
+    def fingerprints(**train):
+        """(round 0's, round 1's) train fingerprints."""
+        out = stage_fingerprints(config(**train), rounds=1)
+        return out["train", 0], out["train", 1]
 
     nested = {name for name, value in load_config(None).train.model_dump().items()
               if isinstance(value, dict)}
-    assert nested == SUB_SECTIONS
-    sft = settings()
-    assert "save_steps" not in sft["train"] and "oom_retry_batch_size" not in sft["train"]
-    assert settings(save_steps=7) == sft  # operational: never changes a result
-    assert sft["train"]["replay_proposer_rows"] is False and sft["train"]["learning_rate"] == 0.002
+    assert nested == {"warmup", "grpo", "dpo", "proposer", "lora"}
+    warmup_fields = set(WarmupTrainSettings.model_fields)
+    round_fields = set(TrainSettings.model_fields)
+    assert nested <= round_fields  # rounds >= 1 hold every sub-section, whatever the algorithm
+    # operational keys are in no train settings and never change a result
+    assert set(TrainOperations.model_fields) == {"save_steps", "oom_retry_batch_size"}
+    assert not set(TrainOperations.model_fields) & (warmup_fields | round_fields)
+    sft_config = config()
+    assert stage_fingerprints(config(save_steps=7), rounds=1) == stage_fingerprints(sft_config,
+                                                                                   rounds=1)
+    sft = train_settings(sft_config, 1)
+    assert isinstance(sft, TrainSettings)
+    assert sft.replay_proposer_rows is False and sft.learning_rate == 0.002
+    base = fingerprints()
     # every [train] key counts, whatever its value
-    assert settings(replay_proposer_rows=True) != sft
-    # SFT for both roles reads no [train.grpo], [train.dpo], [train.proposer], nor [train.warmup]
-    assert not SUB_SECTIONS & set(sft["train"]) and "online_reward" not in sft
-    for unread, value in [("grpo.beta", 0.5), ("dpo.beta", 0.5), ("proposer.max_steps", 7),
-                          ("warmup.learning_rate", 0.5)]:
-        assert settings(**{unread: value}) == sft, unread
-    grpo = settings(algorithm="grpo")
-    assert grpo["train"]["grpo"]["num_generations"] == 8 and "dpo" not in grpo["train"]
-    assert settings(algorithm="grpo", **{"grpo.beta": 0.5}) != grpo
-    dpo = settings(algorithm="dpo")
-    assert set(dpo["train"]) & SUB_SECTIONS == {"dpo"}
-    proposer = settings(replay_proposer_rows=True, **{"proposer.algorithm": "grpo"})
-    assert set(proposer["train"]) & SUB_SECTIONS == {"grpo", "proposer"}
-    assert proposer["train"]["proposer"]["samples"] == 8
-    assert settings(replay_proposer_rows=True, **{"proposer.algorithm": "grpo",
-                                                  "proposer.max_steps": 7}) != proposer
+    assert fingerprints(replay_proposer_rows=True)[1] != base[1]
+    # rounds >= 1 fingerprint the whole settings object: a change of any algorithm section
+    # reruns the round's train stage, SFT or not
+    for key, value in [("grpo.beta", 0.5), ("dpo.beta", 0.5), ("proposer.max_steps", 7)]:
+        assert fingerprints(**{key: value})[1] != base[1], key
+    grpo = train_settings(config(algorithm="grpo"), 1)
+    assert grpo.algorithm == "grpo" and grpo.grpo.num_generations == 8
+    assert fingerprints(algorithm="grpo")[1] != base[1]
+    assert fingerprints(algorithm="grpo", **{"grpo.beta": 0.5})[1] \
+        != fingerprints(algorithm="grpo")[1]
+    proposer = train_settings(config(replay_proposer_rows=True, **{"proposer.algorithm": "grpo"}),
+                              1)
+    assert proposer.proposer.algorithm == "grpo" and proposer.proposer.samples == 8
+    assert fingerprints(replay_proposer_rows=True, **{"proposer.algorithm": "grpo",
+                                                      "proposer.max_steps": 7})[1] \
+        != fingerprints(replay_proposer_rows=True, **{"proposer.algorithm": "grpo"})[1]
     # the online reward samples the solver and scores with curate's reward
-    assert set(proposer["online_reward"]) == {"rollout", "curate", "labels",
-                                              "max_completion_length"}
-    # the warm-up reads [train.warmup] only, so arms that differ in an algorithm section share it
-    warmup = settings(warmup=True)
-    assert set(warmup["train"]) & SUB_SECTIONS == {"warmup"} and warmup["warmup"] is True
-    assert settings(warmup=True, replay_proposer_rows=True, **{"proposer.algorithm": "grpo",
-                                                               "grpo.beta": 0.5}) \
-        == settings(warmup=True, replay_proposer_rows=True)
-    assert settings(warmup=True, **{"warmup.max_steps": 7}) != warmup
+    assert {"rollout", "curate", "labels", "proposal_max_new_tokens"} <= round_fields
+    assert proposer.rollout == sft_config.rollout and proposer.curate == sft_config.curate
+    assert proposer.proposal_max_new_tokens == sft_config.synthesize.max_new_tokens
+    # the warm-up reads [train.warmup] (and LoRA) only of the sub-sections, so arms that differ
+    # in an algorithm section share it
+    assert warmup_fields & nested == {"warmup", "lora"}
+    assert not warmup_fields & {"algorithm", "learning_rate", "epochs", "max_steps", "rollout",
+                                "curate", "labels", "proposal_max_new_tokens"}
+    assert type(train_settings(sft_config, 0)) is WarmupTrainSettings
+    assert fingerprints(**{"grpo.beta": 0.5, "dpo.beta": 0.5, "proposer.max_steps": 7,
+                           "learning_rate": 0.5, "epochs": 3.0})[0] == base[0]
+    # train.algorithm is no warm-up train setting (round 0's curate reads it: the rows' form)
+    assert train_settings(config(algorithm="grpo"), 0) == train_settings(sft_config, 0)
+    assert fingerprints(replay_proposer_rows=True, **{"proposer.algorithm": "grpo",
+                                                      "grpo.beta": 0.5})[0] \
+        == fingerprints(replay_proposer_rows=True)[0]
+    assert fingerprints(**{"warmup.max_steps": 7})[0] != base[0]
+    assert fingerprints(**{"warmup.learning_rate": 0.5})[0] != base[0]
 
 
 def _train_rows(round_index: int, count: int, role=None) -> list[dict]:
     return [{"train_row_id": f"t{round_index}-{i}", "run_id": "r", "round": round_index,
              "role": role or ("proposer" if i % 3 == 0 else "solver"), "prompt": f"q{i}",
              "completion": f"a{i}", "rejected": None, "weight": 1.0 + i, "problem_id": f"p{i}",
-             "rollout_id": None if i % 2 else f"r{i}", "proposal_id": f"s{i}"}
+             "rollout_id": None if i % 2 else f"r{i}", "proposal_id": f"s{i}", "problem": None}
             for i in range(count)]
 
 

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from configs import CurateConfig, GatesConfig, RunConfig
+from configs.settings import StageSettings
 from domains.arithmetic import ArithmeticDomain, evaluate
 from models.backends import Completion, SamplingParams
 from storage.datasets import SCHEMAS, write_atomic
@@ -28,6 +29,12 @@ from tasks.stage import StageResult, run_stage
 from tasks.synthesize import admit, seed_proposals
 from tasks.verify import verdict_rows
 from validators.gate import GateFailed, run_gate
+
+
+class Knob(StageSettings):
+    """A stage's settings in these tests: one field."""
+
+    k: int = 0
 
 DOMAIN = ArithmeticDomain()
 RUN = "gates"
@@ -178,7 +185,7 @@ def test_fault_stops_the_stage_names_the_expectation_and_keeps_the_file(tmp_path
     downstream = []
 
     def round_sequence():  # the faulted stage, then a train stage that would write a checkpoint
-        run_stage(ctx, stage=STAGE_OF[kind], version=1, round_index=1, config={}, inputs={},
+        run_stage(ctx, stage=STAGE_OF[kind], version=1, round_index=1, settings=Knob(), inputs={},
                   compute=lambda fp: StageResult(datasets={kind: rows}))
         downstream.append("train")
 
@@ -259,7 +266,7 @@ def test_fixed_thresholds_regate_the_stored_output_without_recomputing(tmp_path,
     def stage(gates):
         ctx = RunContext(data_root=tmp_path, run_id=RUN, config=RunConfig(gates=gates))
         ctx.catalog.ensure_run(RUN, "{}")
-        return ctx, run_stage(ctx, stage="curate", version=1, round_index=1, config={"k": 1},
+        return ctx, run_stage(ctx, stage="curate", version=1, round_index=1, settings=Knob(k=1),
                               inputs={}, compute=compute)
 
     strict = GatesConfig(max_kept_fraction=0.05)
@@ -282,7 +289,7 @@ def test_fixed_thresholds_regate_the_stored_output_without_recomputing(tmp_path,
 def test_gates_can_be_disabled(tmp_path, clean):
     ctx = RunContext(data_root=tmp_path, run_id=RUN,
                      config=RunConfig(gates=GatesConfig(enabled=False)))
-    out = run_stage(ctx, stage="rollout", version=1, round_index=1, config={}, inputs={},
+    out = run_stage(ctx, stage="rollout", version=1, round_index=1, settings=Knob(), inputs={},
                     compute=lambda fp: StageResult(
                         datasets={"rollouts": _set("prompt", None)(clean["rollouts"])}))
     assert not out.skipped and not ctx.catalog.query("SELECT * FROM gates")

@@ -1,0 +1,348 @@
+"""The stages' settings: one frozen model per stage (and per mode where a stage reads other
+settings by mode), built from the run config by its `from_config`.
+
+A stage's compute function receives its settings object, its inputs and the domain, never the
+whole `RunConfig`; its fingerprint hashes the whole settings object with its defaults
+(`model_dump(mode="json")`) and the class's name (tasks/stage.py), so every field here reruns
+the stage and everything after it when it changes, and nothing outside these models does.
+The settings that never change a result (`[gates]`, `[schedule]`, `[scale]` and the train
+stage's operational keys, `TrainOperations`) are in no stage's settings.
+
+    SynthesizeSettings.from_config(config).model_dump(mode="json")
+    -> {"domain": {"domain": {"name": "arithmetic", ...}, "answer_checking": {...},
+                   "prompt": {...}, "sandbox": {...}, "model_path": None},
+        "synthesize": {"proposals": 4096, ...}, "backend": {"backend": "transformers", ...}}
+
+Modes: round 0's warm-up synthesize (`SeedSynthesizeSettings`) draws the seed problems from the
+domain's generator and reads only the admission keys of `[synthesize]`, so runs that differ only
+in round-only synthesize settings share one warm-up; the warm-up's curate and train
+(`WarmupCurateSettings`, `WarmupTrainSettings`) read no DPO or GRPO settings.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from configs import (
+    ANSWER_EXTRACTORS,
+    CurateConfig,
+    DomainConfig,
+    DpoConfig,
+    GrpoConfig,
+    LoraConfig,
+    ModelConfig,
+    PromoteConfig,
+    PromptConfig,
+    ProposerTrainConfig,
+    RolloutConfig,
+    RunConfig,
+    SandboxConfig,
+    SynthesizeConfig,
+    VerifyConfig,
+    WarmupConfig,
+)
+
+Dtype = Literal["float32", "bfloat16", "float16"]
+
+
+class StageSettings(BaseModel):
+    """What every stage's settings share: frozen, unknown fields refused."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AnswerChecking(StageSettings):
+    """`[verify]`'s answer checking (every key but `labels`): how the free-form domains find
+    and compare a completion's final answer (domains/answers.py)."""
+
+    extract: list[Literal[ANSWER_EXTRACTORS]] = Field(
+        description="verify.extract: the answer extractors, tried in order")
+    answer_regex: str | None = Field(
+        description="verify.answer_regex: the regex extractor's pattern")
+    compare: Literal["auto", "exact", "math", "task"] = Field(
+        description="verify.compare: how an answer is compared with the reference")
+    math_timeout_seconds: int = Field(
+        description="verify.math_timeout_seconds: time limit of one math-verify call")
+
+    @classmethod
+    def from_config(cls, config: RunConfig) -> AnswerChecking:
+        verify = config.verify
+        return cls(extract=verify.extract, answer_regex=verify.answer_regex,
+                   compare=verify.compare, math_timeout_seconds=verify.math_timeout_seconds)
+
+
+class DomainSettings(StageSettings):
+    """What defines the domain's behaviour (domains.get_domain): its section, the answer
+    checking, the prompts and the sandbox; part of every stage that uses the domain, whole and
+    in every domain (a key another domain reads reruns this one's stages too)."""
+
+    domain: DomainConfig = Field(description="[domain]: the domain, its levels and generator")
+    answer_checking: AnswerChecking = Field(description="[verify] without labels")
+    prompt: PromptConfig = Field(description="[prompt]: chat templates and stop strings")
+    sandbox: SandboxConfig = Field(description="[sandbox]: how python_io runs programs")
+    model_path: str | None = Field(
+        description="model.path: its tokenizer's chat template renders the prompts")
+
+    @classmethod
+    def from_config(cls, config: RunConfig) -> DomainSettings:
+        return cls(domain=config.domain, answer_checking=AnswerChecking.from_config(config),
+                   prompt=config.prompt, sandbox=config.sandbox, model_path=config.model.path)
+
+    def domain_config(self) -> RunConfig:
+        """A run config holding these sections (the others at their defaults, unchecked
+        against them), to build the domain from (`get_domain(name, config)`) where no run
+        config travels, e.g. in a launched training process."""
+        verify = VerifyConfig(**self.answer_checking.model_dump())
+        return RunConfig.model_construct(model=ModelConfig(path=self.model_path),
+                                         domain=self.domain, verify=verify, prompt=self.prompt,
+                                         sandbox=self.sandbox)
+
+
+class BackendSettings(StageSettings):
+    """The `[rollout]` keys that decide how a checkpoint is sampled besides the sampling
+    parameters (models/backends.py `backend_for` reads them)."""
+
+    backend: Literal["transformers", "vllm"] = Field(description="rollout.backend")
+    batch_size: int = Field(description="rollout.batch_size: sequences per generate call")
+    dtype: Dtype = Field(description="rollout.dtype: the sampled weights' precision")
+    tensor_parallel_size: int = Field(description="rollout.tensor_parallel_size (vllm)")
+    gpu_memory_utilization: float = Field(description="rollout.gpu_memory_utilization (vllm)")
+    cpu_kv_cache_gib: float = Field(description="rollout.cpu_kv_cache_gib (vllm on CPU)")
+    enforce_eager: bool = Field(description="rollout.enforce_eager (vllm)")
+
+    @classmethod
+    def from_config(cls, config: RunConfig) -> BackendSettings:
+        return cls(**{name: getattr(config.rollout, name) for name in cls.model_fields})
+
+
+class BaseModelSettings(StageSettings):
+    """The `base` stage: the built-in tiny model it builds when `model.path` is unset
+    (tasks/incumbent.py; a `model.path` folder is the base checkpoint itself, no stage)."""
+
+    hidden_size: int = Field(description="model.hidden_size: residual stream width")
+    num_layers: int = Field(description="model.num_layers: transformer blocks")
+    head_dim: int = Field(description="model.head_dim: width of one attention head")
+    intermediate_size: int = Field(description="model.intermediate_size: width of the MLP")
+    init_seed: int = Field(description="model.init_seed: seed of the initial weights")
+
+    @classmethod
+    def from_config(cls, config: RunConfig) -> BaseModelSettings:
+        return cls(**{name: getattr(config.model, name) for name in cls.model_fields})
+
+
+class SeedSynthesizeSettings(StageSettings):
+    """Round 0's synthesize: the domain generator's seed problems, admitted."""
+
+    domain: DomainSettings = Field(description="the domain (its seed generator)")
+    near_duplicate_threshold: float = Field(
+        description="synthesize.near_duplicate_threshold: the admission's near-duplicate bar")
+    ngram: int = Field(description="synthesize.ngram: n-gram size of the near-duplicate check")
+
+    @classmethod
+    def from_config(cls, config: RunConfig) -> SeedSynthesizeSettings:
+        return cls(domain=DomainSettings.from_config(config),
+                   near_duplicate_threshold=config.synthesize.near_duplicate_threshold,
+                   ngram=config.synthesize.ngram)
+
+
+class SynthesizeSettings(StageSettings):
+    """Rounds >= 1's synthesize: the proposer (or a baseline's generator) and the admission."""
+
+    domain: DomainSettings = Field(description="the domain")
+    synthesize: SynthesizeConfig = Field(description="[synthesize] with its bandit")
+    backend: BackendSettings = Field(description="the backend the proposer samples on")
+
+    @classmethod
+    def from_config(cls, config: RunConfig) -> SynthesizeSettings:
+        return cls(domain=DomainSettings.from_config(config), synthesize=config.synthesize,
+                   backend=BackendSettings.from_config(config))
+
+
+class RolloutSettings(StageSettings):
+    """The rollout stage: the solver's k samples per problem."""
+
+    domain: DomainSettings = Field(description="the domain (the solver's prompts)")
+    rollout: RolloutConfig = Field(description="[rollout]: sampling and backend")
+
+    @classmethod
+    def from_config(cls, config: RunConfig) -> RolloutSettings:
+        return cls(domain=DomainSettings.from_config(config), rollout=config.rollout)
+
+
+class VerifySettings(StageSettings):
+    """The verify stage: the domain's verdict on every rollout."""
+
+    domain: DomainSettings = Field(description="the domain (its verifier)")
+    labels: Literal["reference", "majority"] = Field(
+        description="verify.labels: what a rollout's reward compares against")
+
+    @classmethod
+    def from_config(cls, config: RunConfig) -> VerifySettings:
+        return cls(domain=DomainSettings.from_config(config), labels=config.verify.labels)
+
+
+class WarmupCurateSettings(StageSettings):
+    """Round 0's curate: the seed problems' reference rows and the proposer's format rows."""
+
+    domain: DomainSettings = Field(
+        description="the domain (domain.seed_max_level: the hardest level the solver keeps)")
+    curate: CurateConfig = Field(description="[curate]")
+    algorithm: Literal["sft", "grpo", "dpo"] = Field(
+        description="train.algorithm: the form of the solver rows")
+
+    @classmethod
+    def from_config(cls, config: RunConfig) -> WarmupCurateSettings:
+        return cls(domain=DomainSettings.from_config(config), curate=config.curate,
+                   algorithm=config.train.algorithm)
+
+
+class CurateSettings(WarmupCurateSettings):
+    """Rounds >= 1's curate: the difficulty band, the solver rows of the algorithm (DPO pairs
+    included) and the proposer rows."""
+
+    max_pairs_per_problem: int = Field(
+        description="train.dpo.max_pairs_per_problem: chosen/rejected pairs per kept problem")
+
+    @classmethod
+    def from_config(cls, config: RunConfig) -> CurateSettings:
+        return cls(**dict(WarmupCurateSettings.from_config(config)),
+                   max_pairs_per_problem=config.train.dpo.max_pairs_per_problem)
+
+
+class WarmupTrainSettings(StageSettings):
+    """Round 0's train: one SFT pass on the seed rows with `[train.warmup]`."""
+
+    domain: DomainSettings = Field(description="the domain (the rows' prompts)")
+    dtype: Dtype = Field(
+        description="the training dtype, resolved on this machine (models/runtime.py): a run "
+                    "resumed on other hardware retrains")
+    batch_size: int = Field(description="train.batch_size: rows per optimizer step")
+    max_length: int = Field(description="train.max_length: longest training sequence, tokens")
+    replay_ratio: float = Field(description="train.replay_ratio: replayed rows per new row")
+    replay_proposer_rows: bool = Field(
+        description="train.replay_proposer_rows: replay the proposer rows too")
+    warmup: WarmupConfig = Field(description="[train.warmup]: the warm-up's SFT settings")
+    lora: LoraConfig = Field(description="[train.lora]: LoRA instead of full fine-tuning")
+
+    @classmethod
+    def from_config(cls, config: RunConfig, *, dtype: str) -> WarmupTrainSettings:
+        """`dtype`: the resolved training dtype (models.runtime.resolve_precision)."""
+        train = config.train
+        return cls(domain=DomainSettings.from_config(config), dtype=dtype,
+                   batch_size=train.batch_size, max_length=train.max_length,
+                   replay_ratio=train.replay_ratio, replay_proposer_rows=train.replay_proposer_rows,
+                   warmup=train.warmup, lora=train.lora)
+
+
+class TrainSettings(WarmupTrainSettings):
+    """Rounds >= 1's train: the algorithm's pass, the proposer's pass and an SFT pass.
+
+    `rollout`, `curate`, `labels` and `proposal_max_new_tokens` are what the proposer's GRPO
+    pass samples and rewards with (tasks/curriculum/online.py), and `rollout` the backend of the
+    solver's GRPO generation (models/grpo.py `grpo_generation`)."""
+
+    algorithm: Literal["sft", "grpo", "dpo"] = Field(description="train.algorithm")
+    learning_rate: float = Field(description="train.learning_rate: SFT learning rate")
+    epochs: float = Field(description="train.epochs: passes over the round's rows")
+    max_steps: int = Field(description="train.max_steps: step cap of the round's training")
+    grpo: GrpoConfig = Field(description="[train.grpo]")
+    dpo: DpoConfig = Field(description="[train.dpo]")
+    proposer: ProposerTrainConfig = Field(description="[train.proposer]")
+    rollout: RolloutConfig = Field(description="[rollout]: the solver's sampling and backend")
+    curate: CurateConfig = Field(description="[curate]: the proposer's reward")
+    labels: Literal["reference", "majority"] = Field(description="verify.labels")
+    proposal_max_new_tokens: int = Field(
+        description="synthesize.max_new_tokens: the longest proposal of the proposer's GRPO pass")
+
+    @classmethod
+    def from_config(cls, config: RunConfig, *, dtype: str) -> TrainSettings:
+        """`dtype`: the resolved training dtype (models.runtime.resolve_precision)."""
+        train = config.train
+        return cls(**dict(WarmupTrainSettings.from_config(config, dtype=dtype)),
+                   algorithm=train.algorithm, learning_rate=train.learning_rate,
+                   epochs=train.epochs, max_steps=train.max_steps, grpo=train.grpo,
+                   dpo=train.dpo, proposer=train.proposer, rollout=config.rollout,
+                   curate=config.curate, labels=config.verify.labels,
+                   proposal_max_new_tokens=config.synthesize.max_new_tokens)
+
+
+class TrainOperations(StageSettings):
+    """How the train stage runs, never what it computes: part of no fingerprint (configs/train.py
+    marks these keys), so changing one (say, after an out-of-memory crash) keeps finished work.
+    The device, dtype, activation recomputation, process count and reporting reach the trainers
+    as their runtime (models/runtime.py `train_runtime`)."""
+
+    save_steps: int = Field(description="train.save_steps: trainer checkpoint cadence")
+    oom_retry_batch_size: int | None = Field(
+        description="train.oom_retry_batch_size: the per-step batch after running out of memory")
+
+    @classmethod
+    def from_config(cls, config: RunConfig) -> TrainOperations:
+        return cls(save_steps=config.train.save_steps,
+                   oom_retry_batch_size=config.train.oom_retry_batch_size)
+
+
+class EvaluateSettings(StageSettings):
+    """The evaluate stage (and the base model's baseline): greedy answers to the held-out set."""
+
+    domain: DomainSettings = Field(
+        description="the domain (its held-out set: domain.heldout_per_level)")
+    max_new_tokens: int = Field(description="evaluate.max_new_tokens: longest held-out answer")
+    backend: BackendSettings = Field(description="the backend the answers are sampled on")
+
+    @classmethod
+    def from_config(cls, config: RunConfig) -> EvaluateSettings:
+        return cls(domain=DomainSettings.from_config(config),
+                   max_new_tokens=config.evaluate.max_new_tokens,
+                   backend=BackendSettings.from_config(config))
+
+
+class PromoteSettings(StageSettings):
+    """The promote stage: the rule that replaces the incumbent."""
+
+    promote: PromoteConfig = Field(description="[promote]")
+
+    @classmethod
+    def from_config(cls, config: RunConfig) -> PromoteSettings:
+        return cls(promote=config.promote)
+
+
+def stage_settings(config: RunConfig, stage: str, round_index: int, *,
+                   dtype: str | None = None) -> StageSettings:
+    """The settings of `stage` in `round_index` (round 0 is the warm-up), built from `config`.
+
+    Parameters
+    ----------
+    config
+        The run's config.
+    stage
+        base, synthesize, rollout, verify, curate, train, evaluate (or baseline), promote.
+    round_index
+        The round; round 0's synthesize, curate and train have settings models of their own.
+    dtype
+        The train stage's resolved training dtype (models.runtime.resolve_precision); the
+        train stage only.
+
+    Returns
+    -------
+    StageSettings
+        The stage's frozen settings object.
+    """
+    warmup = round_index == 0
+    if stage == "train":
+        if dtype is None:
+            msg = "the train stage's settings need its resolved training dtype (dtype=...)"
+            raise ValueError(msg)
+        return (WarmupTrainSettings if warmup else TrainSettings).from_config(config, dtype=dtype)
+    builders: dict[str, type[StageSettings]] = {
+        "base": BaseModelSettings,
+        "synthesize": SeedSynthesizeSettings if warmup else SynthesizeSettings,
+        "rollout": RolloutSettings, "verify": VerifySettings,
+        "curate": WarmupCurateSettings if warmup else CurateSettings,
+        "evaluate": EvaluateSettings, "baseline": EvaluateSettings, "promote": PromoteSettings}
+    if stage not in builders:
+        msg = f"no stage {stage!r}: one of {', '.join([*builders, 'train'])}"
+        raise ValueError(msg)
+    return builders[stage].from_config(config)
