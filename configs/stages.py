@@ -278,6 +278,11 @@ class GatesConfig(Section):
         0.05, ge=0, le=1, description="distinct texts / proposer samples (proposals)")
     min_distinct_problem_share: float = Field(
         0.9, ge=0, le=1, description="distinct texts / problems (problems)")
+    max_verifier_failure_share: float = Field(
+        0.05, ge=0, le=1,
+        description="most verdicts the verifier itself failed on (method verifier_timeout or "
+                    "verifier_error: an infrastructure failure, never a 0) over all verdicts of "
+                    "a round (verdicts, every round)")
     min_answer_spread: float = Field(
         0.02, ge=0, le=1,
         description="mean over problems of (distinct answers - 1) / (samples - 1): 0 when every "

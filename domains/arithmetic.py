@@ -120,6 +120,9 @@ class ArithmeticDomain(Domain):
         match = _ANSWER.match(completion)
         return str(int(match.group(1))) if match else None
 
+    def verifier(self) -> str:
+        return "arithmetic/integer@1"
+
     def judge(self, completions: list[str], problems: list[ProblemRow]) -> list[Judgement]:
         """1 when the leading integer is the reference, else 0 (no integer is a wrong answer);
         None ("none") where there is no reference."""

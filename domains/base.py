@@ -199,6 +199,11 @@ class Domain(ABC):
         be judged (never 0 for "cannot judge").
         """
 
+    @abstractmethod
+    def verifier(self) -> str:
+        """The verifier's id as verdicts record it (`verdicts.verifier`): the domain, how it
+        judges, and a version bumped when its judgements change, e.g. `arithmetic/integer@1`."""
+
     def score(self, completions: list[str], problems: list[ProblemRow]) -> list[float | None]:
         """The rewards of `judge` alone."""
         return [j.reward for j in self.judge(completions, problems)]

@@ -197,5 +197,8 @@ class ChatDomain(Domain):
     def extract(self, completion: str) -> str | None:
         return self.domain.extract(completion)
 
+    def verifier(self) -> str:
+        return self.domain.verifier()
+
     def judge(self, completions: list[str], problems: list[ProblemRow]) -> list[Judgement]:
         return self.domain.judge(completions, problems)

@@ -66,6 +66,11 @@ class AnswerChecker:
         return cls(extract=verify.extract, compare=compare, pattern=verify.answer_regex,
                    timeout=verify.math_timeout_seconds)
 
+    def describe(self) -> str:
+        """`<compare>[<extractors>]`, e.g. `math[boxed+last_number]` (a verifier id's middle)."""
+        pattern = f"/{self.pattern.pattern}/" if self.pattern else ""
+        return f"{self.compare}[{'+'.join(self.methods)}{pattern}]"
+
     def extract(self, completion: str) -> str | None:
         return extract_answer(completion, self.methods, self.pattern).answer
 

@@ -159,6 +159,9 @@ class DatasetDomain(Domain):
     def extract(self, completion: str) -> str | None:
         return self.checker.extract(completion)
 
+    def verifier(self) -> str:
+        return f"dataset/{self.checker.describe()}@1"
+
     def judge(self, completions: list[str], problems: list[ProblemRow]) -> list[Judgement]:
         """`[verify]`'s extraction and comparison against each row's reference."""
         return [self.checker.judge(c, p["reference"])

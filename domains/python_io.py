@@ -212,6 +212,9 @@ class PythonIODomain(Domain):
         spec = json.loads(reference)
         return spec["input"] + ")" if spec["mode"] == "abduction" else spec["program"]
 
+    def verifier(self) -> str:
+        return "python_io/literal+sandbox@1"
+
     def judge(self, completions: list[str], problems: list[ProblemRow]) -> list[Judgement]:
         """A verdict per completion, with the sandbox outcome where the answer ran: deduction
         answers (and majority labels) are compared as canonical literals; abduction and

@@ -285,6 +285,10 @@ class ReasoningGymDomain(Domain):
 
         return score
 
+    def verifier(self) -> str:
+        """`@2`: scored on the item rebuilt from the stored row, by its level's dataset."""
+        return f"reasoning_gym/{self.checker.describe()}@2"
+
     def judge(self, completions: list[str], problems: list[ProblemRow]) -> list[Judgement]:
         """A verdict per completion: `[verify]`'s extraction, then its comparison; with the
         task's scorer (`compare = "task"`), on the item rebuilt from the stored row."""

@@ -426,7 +426,7 @@ def checkpoint(
 def audit(
     run_id: Annotated[str, typer.Argument(help="the run to audit")],
     query: Annotated[str | None, typer.Argument(
-        help="funnel | drops | lineage ID | drift | labels | samples VIEW")] = None,
+        help="funnel | drops | lineage ID | drift | labels | verifier | samples VIEW")] = None,
     args: Annotated[list[str] | None, typer.Argument(
         help="lineage: a train row / rollout / problem / proposal id or a checkpoint; "
              "samples: a view")] = None,

@@ -23,14 +23,16 @@ A sample record per kind (columns beyond these are allowed only by adding them h
                  "completion_tokens": 3, "checkpoint": "5d.."}
     verdicts    {"rollout_id": "c3..", "run_id": "demo", "round": 1, "problem_id": "a1..",
                  "answer": "42", "reward": 1.0, "method": "reference",  # reward None: cannot judge
-                 "label": "42", "agreement": 0.75, "outcome": None}
+                 "label": "42", "agreement": 0.75, "outcome": None,
+                 "verifier": "arithmetic/integer@1"}
                                 # label: what the reward compared against (method reference:
                                 # the reference; majority: the problem's majority answer);
                                 # agreement: share of the problem's samples giving its majority
                                 # answer (both modes); outcome: how the sandbox run of the
                                 # answer ended (ok, timeout, crash, ...: domains/sandbox) where
                                 # the domain ran it, else null; null in files written without
-                                # these columns
+                                # these columns; verifier: the id of the verifier that
+                                # judged it (`Domain.verifier`: domain, method, version)
     curriculum  {"problem_id": "a1..", "run_id": "demo", "round": 1, "level": 2, "samples": 8,
                  "judged": 8, "pass_rate": 0.25, "reward_std": 0.43, "kept": True,
                  "drop_reason": None}          # too_easy | too_hard | zero_variance | unjudged
@@ -86,7 +88,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     "verdicts": pa.schema(
         [("rollout_id", STRING), ("run_id", STRING), ("round", INT64), ("problem_id", STRING),
          ("answer", STRING), ("reward", FLOAT64), ("method", STRING), ("label", STRING),
-         ("agreement", FLOAT64), ("outcome", STRING)]
+         ("agreement", FLOAT64), ("outcome", STRING), ("verifier", STRING)]
     ),
     "curriculum": pa.schema(
         [("problem_id", STRING), ("run_id", STRING), ("round", INT64), ("level", INT64),
@@ -112,7 +114,7 @@ KINDS = tuple(SCHEMAS)
 # outcome only where the sandbox ran the answer (python_io); a problem has a task and a payload
 # only in the domains whose verifier reads them; proposer training rows have no problem.
 OPTIONAL: dict[str, frozenset[str]] = {"proposals": frozenset({"checkpoint", "backend"}),
-                                       "verdicts": frozenset({"outcome"}),
+                                       "verdicts": frozenset({"outcome", "verifier"}),
                                        "problems": frozenset({"task", "payload"}),
                                        "train_rows": frozenset({"problem"}),
                                        "evals": frozenset({"reward", "method"})}

@@ -124,7 +124,8 @@ def verdict_frame(domain: Domain, rollouts: Any, problems: Any,
         "rollout_id", "run_id", "round", "problem_id", "answer",
         pl.Series("reward", scores, dtype=pl.Float64), pl.Series("method", methods,
                                                                   dtype=pl.String),
-        compared.alias("label"), "agreement", pl.Series("outcome", outcomes, dtype=pl.String))
+        compared.alias("label"), "agreement", pl.Series("outcome", outcomes, dtype=pl.String),
+        pl.lit(domain.verifier(), dtype=pl.String).alias("verifier"))
 
 
 def problem_rows(joined: pl.DataFrame) -> list[dict[str, Any]]:

@@ -249,13 +249,18 @@ def rollout_checks(gates: GatesConfig, context: SuiteContext) -> KindChecks:
 
 def verdict_checks(gates: GatesConfig, context: SuiteContext) -> KindChecks:
     """Rewards in [0, 1], judged unless the method names why not (none, no_answer, ...: the
-    reasons of domains/checking.py); a sandbox outcome (domains/sandbox) or null; per problem
-    from round 1 on."""
+    reasons of domains/checking.py); at most `max_verifier_failure_share` verifier failures; a
+    sandbox outcome (domains/sandbox) or null; per problem from round 1 on."""
     import great_expectations.expectations as gxe
     from great_expectations.expectations.row_conditions import Column
 
     unjudged = list(UNJUDGED_REASONS)
+    failures = ["verifier_timeout", "verifier_error"]  # the verifier's own, not the answer's
+    limit = gates.max_verifier_failure_share
     rows = [
+        _check(gxe.ExpectColumnValuesToNotBeInSet,
+               f"at most {limit:g} of verdicts are verifier failures ({', '.join(failures)})",
+               column="method", value_set=failures, mostly=1.0 - limit),
         _between("reward", 0.0, 1.0),
         _not_null("reward", f" where method is not one of {', '.join(unjudged)}",
                   row_condition=Column("method").is_not_in(unjudged)),

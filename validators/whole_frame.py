@@ -121,6 +121,8 @@ def _unexpected_rows(lf: pl.LazyFrame, expectation: str, kwargs: dict[str, Any])
         return _numeric(lf, column).is_null() & _condition(kwargs)
     if expectation == "expect_column_values_to_be_in_set":
         return _not_in(pl.col(column), kwargs["value_set"])
+    if expectation == "expect_column_values_to_not_be_in_set":
+        return pl.col(column).is_in(list(kwargs["value_set"]))
     if expectation == "expect_column_values_to_be_between":
         return _outside(_numeric(lf, column), kwargs)
     if expectation == "expect_column_value_lengths_to_be_between":
@@ -134,6 +136,7 @@ def _unexpected_rows(lf: pl.LazyFrame, expectation: str, kwargs: dict[str, Any])
 
 
 MAP_CHECKS = ("expect_column_values_to_not_be_null", "expect_column_values_to_be_in_set",
+              "expect_column_values_to_not_be_in_set",
               "expect_column_values_to_be_between", "expect_column_value_lengths_to_be_between",
               "expect_column_pair_values_a_to_be_greater_than_b")
 AGGREGATE_CHECKS = ("expect_table_row_count_to_be_between",
@@ -180,9 +183,13 @@ def _map_check(lf: pl.LazyFrame, spec: tuple[int, str, dict[str, Any]],
                values: dict[str, Any]) -> WholeFrameCheck:
     index, expectation, kwargs = spec
     unexpected = int(values[f"{index}.unexpected"] or 0)
-    result: dict[str, Any] = {"element_count": int(values[f"{index}.rows"]),
+    rows = int(values[f"{index}.rows"])
+    result: dict[str, Any] = {"element_count": rows,
                               "unexpected_count": unexpected, "partial_unexpected_list": []}
-    check = WholeFrameCheck(index, expectation, kwargs, unexpected == 0, result)
+    mostly = kwargs.get("mostly")  # GX: the share of rows that must pass (None: all)
+    passed = unexpected == 0 if mostly is None else (not rows
+                                                     or (rows - unexpected) / rows >= mostly)
+    check = WholeFrameCheck(index, expectation, kwargs, passed, result)
     if unexpected:
         check.rows = _examples(lf, _unexpected_rows(lf, expectation, kwargs).fill_null(False))
         column = kwargs.get("column") or kwargs["column_A"]

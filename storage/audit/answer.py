@@ -6,10 +6,18 @@ from __future__ import annotations
 import duckdb
 
 from storage.audit.lineage import lineage
-from storage.audit.queries import drift, drops_with_outcomes, funnel, labels, samples, sql
+from storage.audit.queries import (
+    drift,
+    drops_with_outcomes,
+    funnel,
+    labels,
+    samples,
+    sql,
+    verifier,
+)
 from storage.audit.snapshot import AuditError, Result
 
-QUERIES = ("funnel", "drops", "lineage", "drift", "labels", "samples")
+QUERIES = ("funnel", "drops", "lineage", "drift", "labels", "verifier", "samples")
 
 
 def answer(con: duckdb.DuckDBPyConnection, query: str | None, args: list[str], *,
@@ -33,7 +41,7 @@ def answer(con: duckdb.DuckDBPyConnection, query: str | None, args: list[str], *
     limit
         The most rows `samples` returns (`--limit`).
     round_index
-        Only this round, for funnel, drops, drift and labels (`--round`).
+        Only this round, for funnel, drops, drift, labels and verifier (`--round`).
     rows
         List each training row a checkpoint saw, for `lineage CHECKPOINT` (`--rows`).
 
@@ -63,7 +71,8 @@ def answer(con: duckdb.DuckDBPyConnection, query: str | None, args: list[str], *
     if where is not None and query != "samples":
         raise AuditError(f"--where works with `samples VIEW`, not with {query}")
     if round_index is not None and query in ("lineage", "samples"):
-        msg = f"--round works with funnel, drops, drift and labels; for {query} use --where"
+        msg = (f"--round works with funnel, drops, drift, labels and verifier; for {query} use "
+               "--where")
         raise AuditError(msg)
     if rows and query != "lineage":
         raise AuditError("--rows works with `lineage CHECKPOINT`")
@@ -75,5 +84,5 @@ def answer(con: duckdb.DuckDBPyConnection, query: str | None, args: list[str], *
     if query == "samples":
         return samples(con, args[0] if args else None, where=where, limit=limit)
     return {"funnel": funnel, "drops": drops_with_outcomes, "drift": drift,
-            "labels": labels}[query](
+            "labels": labels, "verifier": verifier}[query](
         con, round_index=round_index)

@@ -35,7 +35,7 @@ from storage.audit.snapshot import Result, fetch, format_cell
 
 __all__ = ["FUNNEL_COLUMNS", "TASK_ACCURACY_SQL", "VIEWS", "drift", "drops", "drops_with_outcomes",
            "funnel", "heldout_accuracy_metrics", "labels", "pass_rate_counts", "round_promotions",
-           "round_states", "samples", "sql", "task_accuracy"]
+           "round_states", "samples", "sql", "task_accuracy", "verifier"]
 
 FUNNEL_COLUMNS = ["round", "proposed", "valid", "novel", "judged", "kept", "trained",
                   "train_rows", "solver_rows", "proposer_rows", "replayed_rows", "heldout_accuracy",
@@ -255,6 +255,57 @@ def drift(con: duckdb.DuckDBPyConnection, *, round_index: int | None = None) -> 
                "pass_rate_p75", "share_p0", "share_p1", "kept_pass_rate_mean"]
     notes = ["level_N: share of the round's problems at level N; pass rates over judged problems"]
     return Result("drift", columns, rows, notes)
+
+
+def verifier(con: duckdb.DuckDBPyConnection, *, round_index: int | None = None) -> Result:
+    """How each round's verdicts were judged: by which verifier, how many were judged, why the
+    rest were not (`method`: none, no_answer, verifier_timeout, verifier_error), the reward
+    distribution, and one example answer per reason it could not judge.
+
+    Parameters
+    ----------
+    con
+        A snapshot from `open_run`.
+    round_index
+        Only this round; None: every round.
+
+    Returns
+    -------
+    One row per (round, verifier): verdicts, judged, unjudged by reason, the mean reward and the
+    shares of rewards 0, 1 and in between (over judged verdicts), and the sandbox outcomes.
+    """
+    where, params = _round_filter("round", round_index)
+    has_verifier = _has_columns(con, "verdicts", "verifier")
+    name = "coalesce(verifier, '(not recorded)')" if has_verifier else "'(not recorded)'"
+    rows = fetch(con, f"""
+        SELECT round, {name} AS verifier, count(*) AS verdicts, count(reward) AS judged,
+               count(*) FILTER (WHERE reward IS NULL AND method = 'none') AS no_label,
+               count(*) FILTER (WHERE reward IS NULL AND method = 'no_answer') AS no_answer,
+               count(*) FILTER (WHERE reward IS NULL AND method = 'verifier_timeout')
+                   AS verifier_timeout,
+               count(*) FILTER (WHERE reward IS NULL AND method = 'verifier_error')
+                   AS verifier_error,
+               avg(reward) AS mean_reward,
+               count(*) FILTER (WHERE reward = 0) / nullif(count(reward), 0) AS share_0,
+               count(*) FILTER (WHERE reward = 1) / nullif(count(reward), 0) AS share_1,
+               count(*) FILTER (WHERE reward > 0 AND reward < 1) / nullif(count(reward), 0)
+                   AS share_partial,
+               string_agg(DISTINCT outcome, ',' ORDER BY outcome) AS outcomes
+        FROM verdicts{where} GROUP BY ALL ORDER BY round, verifier""", params)
+    examples = fetch(con, f"""
+        SELECT round, method, any_value(answer) AS answer, any_value(rollout_id) AS rollout_id
+        FROM verdicts WHERE reward IS NULL{where.replace(' WHERE', ' AND')}
+        GROUP BY ALL ORDER BY round, method""", params)
+    notes = ["judged: verdicts with a reward; unjudged by reason: no_label (no reference or "
+             "majority answer), no_answer (none extracted), verifier_timeout and verifier_error "
+             "(the verifier failed: an infrastructure failure, never a 0; gated by "
+             "gates.max_verifier_failure_share); shares over judged verdicts"]
+    notes += [f"round {e['round']} {e['method']}: e.g. rollout {e['rollout_id']} answer "
+              f"{e['answer']!r}" for e in examples]
+    columns = ["round", "verifier", "verdicts", "judged", "no_label", "no_answer",
+               "verifier_timeout", "verifier_error", "mean_reward", "share_0", "share_1",
+               "share_partial", "outcomes"]
+    return Result("verifier", columns, rows, notes)
 
 
 def labels(con: duckdb.DuckDBPyConnection, *, round_index: int | None = None) -> Result:

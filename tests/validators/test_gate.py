@@ -145,6 +145,12 @@ def _duplicate_id(column):
     return mutate
 
 
+def _verifier_failures(rows):
+    """Every fourth verdict unjudged because the verifier itself failed (over the 5% limit)."""
+    return [dict(r, reward=None, method="verifier_error") if i % 4 == 0 else r
+            for i, r in enumerate(rows)]
+
+
 def _identical_proposals(rows):
     """The proposer wrote the same problem every time: admitted by the real `admit`."""
     pairs = [(r["prompt"], "12+7") for r in rows]
@@ -173,6 +179,8 @@ FAULTS = {
     "wrong-round": ("evals", _set("round", 7, 2), "expect_column_values_to_be_in_set", "round"),
     "every-answer-identical": ("verdicts", _set_all("answer", "7"),
                                "expect_column_mean_to_be_between", "answer_spread"),
+    "verifier-failing": ("verdicts", _verifier_failures,
+                         "expect_column_values_to_not_be_in_set", "method"),
 }
 
 
