@@ -8,6 +8,7 @@ import pytest
 
 from configs import load_config
 from domains import get_domain
+from domains.base import problem_row
 from domains.reasoning_gym import GENERATOR_SEED, HELDOUT_SEED, split_text
 from tasks.evaluate import accuracy, heldout_tasks
 from tasks.verify import verdict_metrics, verdict_rows
@@ -82,7 +83,7 @@ def test_partial_credit_passes_through_unchanged(domain):
 
 def test_verdicts_record_why_an_answer_was_not_judged(domain):
     problem = domain.generate(random.Random(1), 1)
-    problems = [{"problem_id": "p", "text": problem.text, "reference": problem.reference}]
+    problems = [{"problem_id": "p", **problem_row(problem)}]
     rollouts = [{"rollout_id": f"r{i}", "run_id": "run", "round": 1, "problem_id": "p",
                  "completion": c} for i, c in enumerate([problem.reference, "", "zzz"])]
     rows = verdict_rows(domain, rollouts, problems)
