@@ -11,7 +11,8 @@ from storage.fingerprint import file_checksum, row_id, stable_hash, stage_finger
 
 def _problem(i):
     return {"problem_id": f"p{i}", "run_id": "r", "round": 1, "text": f"{i}+1",
-            "reference": str(i + 1), "level": 1, "source": "seed", "proposal_id": f"q{i}"}
+            "reference": str(i + 1), "level": 1, "source": "seed", "proposal_id": f"q{i}",
+            "task": None, "payload": None}
 
 
 def test_write_atomic_roundtrip_and_checksum(tmp_path):
