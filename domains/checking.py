@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 
 # The reasons a verdict carries no reward (the verdicts' `method` column records them).
 UNJUDGED_REASONS = ("none", "no_answer", "verifier_timeout", "verifier_error")
+# Of those, the verifier's own failures (not the answer's): gated by
+# `gates.max_verifier_failure_share`.
+VERIFIER_FAILURES = ("verifier_timeout", "verifier_error")
 
 TaskScore = Callable[[str, str], float]  # (answer, reference) -> reward in [0, 1]
 

@@ -40,7 +40,7 @@ import pyarrow as pa
 
 from configs import GatesConfig
 from domains.base import EXECUTION_REASONS
-from domains.checking import UNJUDGED_REASONS
+from domains.checking import UNJUDGED_REASONS, VERIFIER_FAILURES
 from storage.datasets import SCHEMAS
 
 # pandas dtypes a Parquet type may arrive as from DuckDB: numpy int64/bool without nulls (kept:
@@ -255,7 +255,7 @@ def verdict_checks(gates: GatesConfig, context: SuiteContext) -> KindChecks:
     from great_expectations.expectations.row_conditions import Column
 
     unjudged = list(UNJUDGED_REASONS)
-    failures = ["verifier_timeout", "verifier_error"]  # the verifier's own, not the answer's
+    failures = list(VERIFIER_FAILURES)
     limit = gates.max_verifier_failure_share
     rows = [
         _check(gxe.ExpectColumnValuesToNotBeInSet,
