@@ -19,7 +19,9 @@ another data root format (written by an earlier Flywheel, storage/catalog/schema
 the same way by every command that opens its catalog (`_Group`), and so is a run id that breaks
 the one rule of storage/paths.py (1 to 100 letters, digits, '.', '_', '-', starting with a
 letter or digit), checked by every command that takes one before anything else. `status` imports
-neither torch nor Prefect. Exit statuses: flows/exit_codes.py.
+neither torch nor Prefect. Exit statuses: flows/exit_codes.py. The commands that read a run
+back live in flows/inspect_cli.py (status, runs, checkpoint) and flows/audit_cli.py (audit,
+report, validate); what they share in flows/cli_common.py.
 `run` and `resume` hold the run's lock (storage/lock.py): a run id that another live
 process is running is refused in one line naming its pid and start time (exit status 3); what
 a killed run left half written is reported one line per file, discarded and recomputed
@@ -38,7 +40,8 @@ import click
 import typer
 from typer.core import TyperGroup
 
-from flows import exit_codes
+from flows import audit_cli, exit_codes, inspect_cli
+from flows.cli_common import DataRoot, check_data_root, check_run_id, fail, print_summary
 from flows.config_cli import SetOpt, config_app, parse_sets  # light: typer only
 from flows.schedule_cli import schedule_app
 
@@ -88,31 +91,6 @@ def _main(version: Annotated[bool, typer.Option(
         help="print the version and exit")] = False) -> None:
     """Flywheel: self-improving model rounds as a resumable data pipeline."""
 
-DataRoot = Annotated[
-    Path,
-    typer.Option("--data-root", envvar="FLYWHEEL_DATA_ROOT",
-                 help="where the catalog and datasets live"),
-]
-
-
-def fail(message: str, code: int = 2) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
-
-
-def check_run_id(run_id: str, what: str = "run id") -> str:
-    """The run id of a command, checked before anything is read or written (the one rule of
-    storage/paths.py): a bad one is one line naming it and the rule, exit 2."""
-    from storage.paths import InvalidRunId
-    from storage.paths import check_run_id as check
-
-    try:
-        return check(run_id, what)
-    except InvalidRunId as exc:
-        fail(str(exc))
-        raise  # unreachable: fail() exits
-
-
 def _quiet_environment() -> None:
     """Defaults for a clean, offline, reproducible CPU run (flows/environment.py)."""
     from flows.environment import CLI_DEFAULTS, set_defaults
@@ -133,35 +111,6 @@ def _quit_on_signals() -> None:
         signal.signal(sig, quit_now)
 
 
-def _print_summary(data_root: Path, run_id: str) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    from storage.audit.snapshot import SUMMARY_COLUMNS, format_cell, round_summary
-    from storage.catalog import Catalog
-
-    table = Table(title=f"run {run_id}", box=None, header_style="bold")
-    for column in SUMMARY_COLUMNS:
-        table.add_column(column, justify="right")
-    for row in round_summary(Catalog(data_root), run_id):
-        table.add_row(*(format_cell(row[c]) for c in SUMMARY_COLUMNS))
-    Console(width=None if sys.stdout.isatty() else 120).print(table)
-
-
-def _check_data_root(data_root: Path) -> None:
-    """The data root and its catalog, each failure one line: exit 3 when another process holds
-    the catalog, else 2."""
-    from storage.preflight import CatalogLocked, DataRootUnusable, check_catalog, check_data_root
-
-    try:
-        check_data_root(data_root)
-        check_catalog(data_root)
-    except CatalogLocked as exc:
-        fail(str(exc), code=exit_codes.LOCKED)
-    except DataRootUnusable as exc:
-        fail(str(exc))
-
-
 def _check_before_start(data_root: Path, config: Any) -> None:
     """What can be checked before anything is written, each failure one line (exit 2): the
     data root and its catalog, the model, the rollout backend, the task runner and the training
@@ -170,7 +119,7 @@ def _check_before_start(data_root: Path, config: Any) -> None:
     from models.backends import BackendUnavailable, check_backend
     from models.preflight import ModelUnfit, check_model_folder, check_tiny_model_fits
 
-    _check_data_root(data_root)
+    check_data_root(data_root)
     model = config.model
     try:
         if model.path is not None:
@@ -222,7 +171,7 @@ def _execute(data_root: Path, run_id: str, config: Any) -> None:
                    echo=lambda line: typer.echo(line, err=True))
     if code != exit_codes.OK:
         raise typer.Exit(code)
-    _print_summary(data_root, run_id)
+    print_summary(data_root, run_id)
     typer.echo(f"run {run_id} finished in {time.time() - started:.0f} s; "
                f"data in {run_folder(data_root, run_id)}")
 
@@ -277,7 +226,7 @@ def resume(
     from storage.catalog import Catalog
     from storage.paths import run_folder
 
-    _check_data_root(data_root)
+    check_data_root(data_root)
     catalog = Catalog(data_root)
     recorded = recorded_config(data_root, run_id)  # killed before its catalog row: its record
     if recorded is None and config is None:
@@ -296,210 +245,10 @@ def resume(
     _execute(data_root, run_id, cfg)
 
 
-@app.command()
-def status(
-    run_id: Annotated[str, typer.Argument(help="the run to show")],
-    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
-    data_root: DataRoot = Path("flywheel-data"),
-) -> None:
-    """Show a run's stages and its per-round summary; a stopped run exits 1, 4 or 130."""
-    check_run_id(run_id)
-    from flows.execution import log_path
-    from flows.status_view import effective_status, print_task_accuracy, stop_line
-    from storage.audit.snapshot import round_summary
-    from storage.catalog import Catalog
-    from storage.lock import live_holder
-
-    catalog = Catalog(data_root)
-    if not catalog.path.exists():
-        fail(f"no catalog at {catalog.path} (check --data-root)")
-    run_status = catalog.run_status(run_id)
-    if run_status is None:
-        fail(f"unknown run id {run_id!r} in {catalog.path} (`flywheel runs` lists them)")
-    stages = catalog.stage_rows(run_id)
-    run_status = effective_status(run_status, stages[-1]["status"] if stages else None,
-                                  live=live_holder(data_root, run_id) is not None)
-    line, code = stop_line(run_id, run_status, stages, log_path(data_root, run_id))
-    if as_json:
-        payload = {"run_id": run_id, "status": run_status, "exit_status": code, "stopped": line,
-                   "stages": stages, "rounds": round_summary(catalog, run_id)}
-        typer.echo(json.dumps(payload, indent=2, default=str))
-        raise typer.Exit(code)
-    typer.echo(line or f"run {run_id}: {run_status}")  # the first line says what to do
-    for s in stages:
-        typer.echo(f"  round {s['round']:>3}  {s['stage']:<10} {s['status']:<11} "
-                   f"{s['fingerprint'][:12]}  "
-                   f"rows={s['rows'] if s['rows'] is not None else '-':<6} "
-                   f"{s['seconds']:.1f}s" + (f"  {_clip(s['error'])}" if s["error"] else ""))
-    _print_summary(data_root, run_id)
-    print_task_accuracy(catalog, run_id, typer.echo)  # reasoning_gym: per task and level
-    raise typer.Exit(code)
-
-
-def _clip(error: str) -> str:
-    from flows.status_view import one_line
-
-    return one_line(error, 100)
-
-
-def _open_catalog(data_root: Path) -> Any:
-    from storage.catalog import Catalog
-
-    catalog = Catalog(data_root)
-    if not catalog.path.exists():
-        fail(f"no catalog at {catalog.path} (check --data-root)")
-    return catalog
-
-
-@app.command()
-def runs(
-    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
-    data_root: DataRoot = Path("flywheel-data"),
-) -> None:
-    """List the data root's runs: status, rounds, best held-out accuracy, promoted checkpoint."""
-    from dataclasses import asdict
-
-    from flows.status_view import effective_status
-    from storage.lock import live_holder
-    from storage.runs import runs_overview
-
-    overview = runs_overview(_open_catalog(data_root))
-    for row in overview:
-        row["status"] = effective_status(row["status"], row.pop("last_stage_status"),
-                                         live=live_holder(data_root, row["run_id"]) is not None)
-    if as_json:
-        typer.echo(json.dumps([{**r, "incumbent": r["incumbent"] and asdict(r["incumbent"])}
-                               for r in overview], indent=2))
-        return
-    _print_runs(overview)
-
-
-def _print_runs(overview: list[dict[str, Any]]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    from storage.audit.snapshot import format_cell
-
-    table = Table(box=None, header_style="bold")
-    for column in ("run", "status", "rounds", "best acc", "incumbent", "acc", "checkpoint",
-                   "updated"):
-        table.add_column(column, justify="left" if column in ("run", "status", "checkpoint")
-                         else "right", overflow="fold")
-    for r in overview:
-        winner = r["incumbent"]
-        round_name = "-" if winner is None else "base" if winner.round is None else winner.round
-        table.add_row(r["run_id"], r["status"], f"{r['decided_rounds']}/{r['planned_rounds']}",
-                      format_cell(r["best_accuracy"]), format_cell(round_name),
-                      format_cell(winner and winner.accuracy), (winner and winner.path) or "-",
-                      time.strftime("%Y-%m-%d %H:%M", time.localtime(r["updated_at"])))
-    if not overview:
-        typer.echo("no runs yet (`flywheel run` starts one)")
-        return
-    Console(width=None if sys.stdout.isatty() else 160).print(table)
-
-
-@app.command()
-def checkpoint(
-    run_id: Annotated[str, typer.Argument(help="the run")],
-    round_index: Annotated[int | None, typer.Option(
-        "--round", help="the incumbent after this round (default: the last decided one)")] = None,
-    data_root: DataRoot = Path("flywheel-data"),
-) -> None:
-    """Print the folder of the run's promoted checkpoint (its incumbent), for scripts."""
-    check_run_id(run_id)
-    from storage.runs import incumbent
-
-    catalog = _open_catalog(data_root)
-    if catalog.run_status(run_id) is None:
-        fail(f"unknown run id {run_id!r} in {catalog.path} (`flywheel runs` lists them)")
-    winner = incumbent(catalog, run_id, round_index)
-    if winner is None or winner.path is None:
-        fail(f"run {run_id!r} has no checkpoint yet"
-             + (f" at round {round_index}" if round_index is not None else ""))
-    if not Path(winner.path).is_dir():
-        fail(f"run {run_id!r}: its checkpoint {winner.path} is missing "
-             f"(`flywheel resume {run_id}` recomputes it)")
-    typer.echo(winner.path)
-
-
-@app.command()
-def audit(
-    run_id: Annotated[str, typer.Argument(help="the run to audit")],
-    query: Annotated[str | None, typer.Argument(
-        help="funnel | drops | lineage ID | drift | labels | verifier | samples VIEW")] = None,
-    args: Annotated[list[str] | None, typer.Argument(
-        help="lineage: a train row / rollout / problem / proposal id or a checkpoint; "
-             "samples: a view")] = None,
-    sql: Annotated[str | None, typer.Option(
-        "--sql", help="run this SQL over the views instead")] = None,
-    where: Annotated[str | None, typer.Option("--where", help="samples: a SQL condition")] = None,
-    limit: Annotated[int, typer.Option("--limit", help="samples: most rows shown")] = 20,
-    round_index: Annotated[int | None, typer.Option("--round", help="only this round")] = None,
-    rows: Annotated[bool, typer.Option(
-        "--rows", help="lineage CHECKPOINT: list every row")] = False,
-    fmt: Annotated[str, typer.Option("--format", help="table | json | csv")] = "table",
-    data_root: DataRoot = Path("flywheel-data"),
-) -> None:
-    """Audit a run's data: funnel, drops, lineage, drift, labels, samples, or --sql."""
-    check_run_id(run_id)
-    from storage.audit.answer import answer
-    from storage.audit.snapshot import FORMATS, AuditError, open_run, render
-
-    if fmt not in FORMATS:
-        fail(f"--format {fmt!r}: use one of {', '.join(FORMATS)}")
-    try:
-        con = open_run(data_root, run_id)
-        result = answer(con, query, args or [], sql_text=sql, where=where, limit=limit,
-                        round_index=round_index, rows=rows)
-    except AuditError as exc:
-        fail(str(exc))
-    typer.echo(render(result, fmt))
-
-
-@app.command()
-def report(
-    run_id: Annotated[str, typer.Argument(help="the run to report on")],
-    out: Annotated[Path | None, typer.Option(
-        "--out", help="folder (default: the run's folder)")] = None,
-    data_root: DataRoot = Path("flywheel-data"),
-) -> None:
-    """Write a self-contained HTML report of a run: plots and the tables behind them."""
-    check_run_id(run_id)
-    from storage.audit.report import write_report
-    from storage.audit.snapshot import AuditError
-
-    try:
-        path = write_report(data_root, run_id, out)
-    except AuditError as exc:
-        fail(str(exc))
-    typer.echo(f"report written to {path}")
-
-
-@app.command()
-def validate(
-    run_id: Annotated[str, typer.Argument(help="the run whose stored outputs to check")],
-    round_index: Annotated[int | None, typer.Option("--round", help="only this round")] = None,
-    stage: Annotated[str | None, typer.Option(
-        "--stage", help="only this stage (e.g. verify)")] = None,
-    config: Annotated[Path | None, typer.Option(
-        "--config", help="thresholds from this config instead of the run's recorded one")] = None,
-    data_root: DataRoot = Path("flywheel-data"),
-) -> None:
-    # Two adjacent literals, not a wrapped docstring: `flywheel --help` would show the break
-    ("""Re-run the data gates on a run's stored outputs and print the report (exit 5 on a """
-     """failure).""")
-    check_run_id(run_id)
-    from configs import ConfigError
-    from configs.presets import config_file
-    from validators.summary import ValidateError, validate_run
-
-    try:
-        ok = validate_run(data_root, run_id, round_index=round_index, stage=stage,
-                          config_path=config_file(config), echo=typer.echo)
-    except (ValidateError, ConfigError) as exc:
-        fail(str(exc))
-    if not ok:
-        raise typer.Exit(exit_codes.VALIDATE_FAILED)
+# Registered after run and resume, so `flywheel --help` lists the commands in this order.
+for _command in (inspect_cli.status, inspect_cli.runs, inspect_cli.checkpoint,
+                 audit_cli.audit, audit_cli.report, audit_cli.validate):
+    app.command()(_command)
 
 
 def main() -> None:

@@ -1,0 +1,128 @@
+"""`flywheel status`, `runs` and `checkpoint`: what a data root's runs did and where their
+models are. None of them imports torch or Prefect."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from flows.cli_common import DataRoot, check_run_id, fail, open_catalog, print_summary
+
+
+def status(
+    run_id: Annotated[str, typer.Argument(help="the run to show")],
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    data_root: DataRoot = Path("flywheel-data"),
+) -> None:
+    """Show a run's stages and its per-round summary; a stopped run exits 1, 4 or 130."""
+    check_run_id(run_id)
+    from flows.execution import log_path
+    from flows.status_view import effective_status, print_task_accuracy, stop_line
+    from storage.audit.snapshot import round_summary
+    from storage.catalog import Catalog
+    from storage.lock import live_holder
+
+    catalog = Catalog(data_root)
+    if not catalog.path.exists():
+        fail(f"no catalog at {catalog.path} (check --data-root)")
+    run_status = catalog.run_status(run_id)
+    if run_status is None:
+        fail(f"unknown run id {run_id!r} in {catalog.path} (`flywheel runs` lists them)")
+    stages = catalog.stage_rows(run_id)
+    run_status = effective_status(run_status, stages[-1]["status"] if stages else None,
+                                  live=live_holder(data_root, run_id) is not None)
+    line, code = stop_line(run_id, run_status, stages, log_path(data_root, run_id))
+    if as_json:
+        payload = {"run_id": run_id, "status": run_status, "exit_status": code, "stopped": line,
+                   "stages": stages, "rounds": round_summary(catalog, run_id)}
+        typer.echo(json.dumps(payload, indent=2, default=str))
+        raise typer.Exit(code)
+    typer.echo(line or f"run {run_id}: {run_status}")  # the first line says what to do
+    for s in stages:
+        typer.echo(f"  round {s['round']:>3}  {s['stage']:<10} {s['status']:<11} "
+                   f"{s['fingerprint'][:12]}  "
+                   f"rows={s['rows'] if s['rows'] is not None else '-':<6} "
+                   f"{s['seconds']:.1f}s" + (f"  {_clip(s['error'])}" if s["error"] else ""))
+    print_summary(data_root, run_id)
+    print_task_accuracy(catalog, run_id, typer.echo)  # reasoning_gym: per task and level
+    raise typer.Exit(code)
+
+
+def _clip(error: str) -> str:
+    from flows.status_view import one_line
+
+    return one_line(error, 100)
+
+
+def runs(
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    data_root: DataRoot = Path("flywheel-data"),
+) -> None:
+    """List the data root's runs: status, rounds, best held-out accuracy, promoted checkpoint."""
+    from dataclasses import asdict
+
+    from flows.status_view import effective_status
+    from storage.lock import live_holder
+    from storage.runs import runs_overview
+
+    overview = runs_overview(open_catalog(data_root))
+    for row in overview:
+        row["status"] = effective_status(row["status"], row.pop("last_stage_status"),
+                                         live=live_holder(data_root, row["run_id"]) is not None)
+    if as_json:
+        typer.echo(json.dumps([{**r, "incumbent": r["incumbent"] and asdict(r["incumbent"])}
+                               for r in overview], indent=2))
+        return
+    _print_runs(overview)
+
+
+def _print_runs(overview: list[dict[str, Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from storage.audit.snapshot import format_cell
+
+    table = Table(box=None, header_style="bold")
+    for column in ("run", "status", "rounds", "best acc", "incumbent", "acc", "checkpoint",
+                   "updated"):
+        table.add_column(column, justify="left" if column in ("run", "status", "checkpoint")
+                         else "right", overflow="fold")
+    for r in overview:
+        winner = r["incumbent"]
+        round_name = "-" if winner is None else "base" if winner.round is None else winner.round
+        table.add_row(r["run_id"], r["status"], f"{r['decided_rounds']}/{r['planned_rounds']}",
+                      format_cell(r["best_accuracy"]), format_cell(round_name),
+                      format_cell(winner and winner.accuracy), (winner and winner.path) or "-",
+                      time.strftime("%Y-%m-%d %H:%M", time.localtime(r["updated_at"])))
+    if not overview:
+        typer.echo("no runs yet (`flywheel run` starts one)")
+        return
+    Console(width=None if sys.stdout.isatty() else 160).print(table)
+
+
+def checkpoint(
+    run_id: Annotated[str, typer.Argument(help="the run")],
+    round_index: Annotated[int | None, typer.Option(
+        "--round", help="the incumbent after this round (default: the last decided one)")] = None,
+    data_root: DataRoot = Path("flywheel-data"),
+) -> None:
+    """Print the folder of the run's promoted checkpoint (its incumbent), for scripts."""
+    check_run_id(run_id)
+    from storage.runs import incumbent
+
+    catalog = open_catalog(data_root)
+    if catalog.run_status(run_id) is None:
+        fail(f"unknown run id {run_id!r} in {catalog.path} (`flywheel runs` lists them)")
+    winner = incumbent(catalog, run_id, round_index)
+    if winner is None or winner.path is None:
+        fail(f"run {run_id!r} has no checkpoint yet"
+             + (f" at round {round_index}" if round_index is not None else ""))
+    if not Path(winner.path).is_dir():
+        fail(f"run {run_id!r}: its checkpoint {winner.path} is missing "
+             f"(`flywheel resume {run_id}` recomputes it)")
+    typer.echo(winner.path)
