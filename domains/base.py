@@ -101,9 +101,18 @@ class Rejected:
     reason: str
 
 
+class DomainInputError(ValueError):
+    """The domain's own input cannot be used (a file of `[domain.dataset]`, a task of
+    `[domain.reasoning_gym]`); the message is one line naming the file and line or the key, and
+    the fix. A domain raises it while it is built, and the CLI builds the run's domain before
+    anything is written (flows/cli.py `_check_before_start`), so such input is a user error
+    (exit 2) and never a failed stage."""
+
+
 class Domain(ABC):
     """What the stages ask of a domain; a new domain is one module deriving from it plus its
-    line in `configs.domain.DOMAINS` (docs/domains.md)."""
+    line in `configs.domain.DOMAINS` (docs/domains.md). Its constructor checks the domain's
+    own input, raising `DomainInputError`."""
 
     name: str
     levels: tuple[int, ...]

@@ -110,10 +110,12 @@ def cut_at_stop(text: str, stop: list[str]) -> str:
 class ChatDomain(Domain):
     """A domain whose prompts go through `model_path`'s chat template (module docstring)."""
 
-    def __init__(self, domain: Domain, prompt: PromptConfig, model_path: str | None) -> None:
+    def __init__(self, domain: Domain, prompt: PromptConfig, model_path: str | None,
+                 revision: str | None = None) -> None:
         self.domain = domain
         self.prompt = prompt
         self.model_path = model_path
+        self.revision = revision  # model.revision: a hub id's snapshot (models/hub.py)
         self.name, self.levels = domain.name, domain.levels
         self.tasks, self.weights = domain.tasks, domain.weights
         self._tokenizer: Any = None
@@ -129,7 +131,10 @@ class ChatDomain(Domain):
             if self.model_path is not None and self.prompt.chat_template == "auto":
                 from transformers import AutoTokenizer
 
-                loaded = AutoTokenizer.from_pretrained(self.model_path)
+                from models.hub import locate_model
+
+                folder = locate_model(self.model_path, self.revision).folder
+                loaded = AutoTokenizer.from_pretrained(folder)
                 self._tokenizer = loaded if has_chat_template(loaded) else None
         return self._tokenizer
 

@@ -4,17 +4,25 @@
     problem   "What is 7 * 6?"   reference "42"   level 2
     solver    "<solve>What is 7 * 6? Answer: "  ->  "... the answer is \\boxed{42}"
 
-Columns are named in `[domain.dataset]` (question_column, answer_column; optional level_column,
-read as `difficulty` when absent, integers 1..5, else every row is level 1; optional id_column,
+Columns are named in `[domain.dataset]` (question_column, answer_column; optional level_column, read
+as `difficulty` when no row has it, integers 1..5, else every row is level 1; optional id_column,
 whose values must be unique; optional split_column). Held-out rows: the `heldout_path` file, else
 the rows whose split column equals `heldout_split`, else a `heldout_fraction` drawn with
 `heldout_seed`. Held-out questions never enter training or proposer output: a training row whose
 question equals a held-out one after normalisation (whitespace collapsed, case folded) is dropped
 from the pool, and a proposer text that normalises to a held-out question parses to that question,
-so synthesize drops it as `heldout`. The generator draws pool rows of the requested level (any
-row when the level has none). Answers are extracted and compared by `[verify]` (default
-math-verify equivalence). A file that cannot be used (missing, unreadable, empty, no such column,
-duplicate ids) is a one-line error when the run starts, before anything runs.
+so synthesize drops it as `heldout`. The generator draws pool rows of the requested level (any row
+when the level has none). Answers are extracted and compared by `[verify]` (default math-verify
+equivalence).
+
+Checks: the CLI builds the domain before a run writes anything (flows/cli.py
+`_check_before_start`), so a file that cannot be used is one line (`DatasetFileError`, exit 2)
+naming the file, the 1-based line (JSONL) or row (Parquet) and the fix: missing, unreadable, not
+UTF-8, a line that is not JSON or not a JSON object (`42`, `null`), empty, no such column,
+duplicate or odd ids, a question that is not a string (an object is never used as its repr),
+an answer that is not a string or a finite number, a level outside 1..5, a question longer than
+`max_question_chars` or an answer longer than `max_answer_chars`, a `heldout_path` that is a
+training file, or held-out rows that leave nothing to train on.
 
 Departures: a proposer-written question that is not in the files has no reference (use
 `verify.labels = "majority"`) and counts as level 1.
@@ -22,101 +30,215 @@ Departures: a proposer-written question that is not in the files has no referenc
 
 from __future__ import annotations
 
+import codecs
+import json
+import math
+import os
 import random
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from domains.base import SOLVE_TAG, Domain, Problem, ProblemRow, Rejected
+from domains.base import SOLVE_TAG, Domain, DomainInputError, Problem, ProblemRow, Rejected
 from domains.checking import AnswerChecker, Judgement
 
 if TYPE_CHECKING:
     from configs import DatasetConfig, RunConfig
 
 _SPACES = re.compile(r"\s+")
+_ONE_OBJECT = 'write one JSON object per line, e.g. {"question": "What is 7 * 6?", "answer": "42"}'
 
 
-class DatasetFileError(ValueError):
-    """A question/answer file cannot be used; the message is one line naming the file and fix."""
+class DatasetFileError(DomainInputError):
+    """A question/answer file cannot be used; the message is one line naming the file (and the
+    line or row) and the fix."""
 
 
 def normalise_question(text: str) -> str:
     return _SPACES.sub(" ", text.strip()).casefold()
 
 
-def read_file(path: str) -> list[dict[str, Any]]:
-    """The rows of one .jsonl or .parquet file, or a one-line `DatasetFileError`."""
+def _kind(value: Any) -> str:
+    """What a parsed value is, in JSON's words: `42` is a number, `None` is null."""
+    if isinstance(value, bool):
+        return "a boolean"
+    kinds = {dict: "a JSON object", list: "a JSON array", str: "a string", int: "a number",
+             float: "a number", type(None): "null"}
+    return kinds.get(type(value), f"a {type(value).__name__} value")
+
+
+def _shown(value: Any) -> str:
+    """A bad value as an error message shows it: its repr, cut to a readable length."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
+def _read_jsonl(path: str) -> list[tuple[str, dict[str, Any]]]:
+    """(where, row) of each non-blank line of a JSON Lines file; `where` is `path line N`, N the
+    1-based line of the file (blank lines counted; lines end at a newline only, since a JSON
+    string may hold U+2028). A line that is not UTF-8, not JSON or not a JSON object is a
+    one-line error."""
+    try:
+        data = Path(path).read_bytes().removeprefix(codecs.BOM_UTF8)
+    except OSError as exc:
+        raise DatasetFileError(f"dataset error: {path}: cannot read it ({exc.strerror}); check "
+                               "its permissions") from None
+    rows = []
+    for number, line in enumerate(data.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        where = f"{path} line {number}"
+        try:
+            row = json.loads(line.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise DatasetFileError(f"dataset error: {where}: not UTF-8 text at byte offset "
+                                   f"{exc.start} of the line; save the file as UTF-8") from None
+        except json.JSONDecodeError as exc:
+            raise DatasetFileError(f"dataset error: {where}: not JSON ({exc.msg} at column "
+                                   f"{exc.colno}); {_ONE_OBJECT}") from None
+        except (ValueError, RecursionError) as exc:  # nested too deeply, a 5000-digit number
+            raise DatasetFileError(f"dataset error: {where}: unusable JSON "
+                                   f"({str(exc) or type(exc).__name__}); {_ONE_OBJECT}") from None
+        if not isinstance(row, dict):
+            raise DatasetFileError(f"dataset error: {where}: {_kind(row)}, not a JSON "
+                                   f"object; {_ONE_OBJECT}")
+        rows.append((where, row))
+    return rows
+
+
+def read_file(path: str) -> list[tuple[str, dict[str, Any]]]:
+    """(where, row) of each row of one .jsonl or .parquet file, `where` naming the file and the
+    row's line (JSONL) or 1-based row (Parquet) for the errors; a file that cannot be read is a
+    one-line `DatasetFileError`."""
     file = Path(path)
     if not file.is_file():
         raise DatasetFileError(f"dataset error: {path}: no such file (check domain.dataset.paths)")
+    if file.suffix in (".jsonl", ".ndjson"):
+        return _read_jsonl(path)
+    if file.suffix != ".parquet":
+        raise DatasetFileError(f"dataset error: {path}: unknown file type {file.suffix!r}; use "
+                               ".jsonl or .parquet")
+    import pyarrow.parquet as pq
+
     try:
-        if file.suffix == ".parquet":
-            import pyarrow.parquet as pq
-
-            return pq.read_table(file).to_pylist()
-        if file.suffix in (".jsonl", ".ndjson"):
-            import json
-
-            return [json.loads(line) for line in file.read_text().splitlines() if line.strip()]
-    except (OSError, ValueError) as exc:
+        table = pq.read_table(file).to_pylist()
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise DatasetFileError(f"dataset error: {path}: unreadable ({first}); write one JSON "
-                               "object per line, or a Parquet file") from None
-    raise DatasetFileError(f"dataset error: {path}: unknown file type {file.suffix!r}; use "
-                           ".jsonl or .parquet")
+        raise DatasetFileError(f"dataset error: {path}: not a readable Parquet file ({first}); "
+                               "write it with pyarrow or polars, or use .jsonl") from None
+    return [(f"{path} row {index}", row) for index, row in enumerate(table, start=1)]
+
+
+def _text(where: str, row: dict[str, Any], column: str, what: str, limit: tuple[str, int]
+          ) -> str:
+    """The row's question or answer as stripped text: present, a string (an answer may be a
+    number), not empty, at most `limit` = (its key, its value) characters."""
+    value = row.get(column)
+    if value is None:
+        raise DatasetFileError(f"dataset error: {where}: no {what} (column {column!r} is missing "
+                               f"or null); give every row a {what}, or set "
+                               f"domain.dataset.{what}_column")
+    number = what == "answer" and isinstance(value, int | float) and not isinstance(value, bool)
+    if number and not math.isfinite(value):
+        raise DatasetFileError(f"dataset error: {where}: the answer {value!r} is not a finite "
+                               "number; write the answer as text")
+    if not (number or isinstance(value, str)):
+        kinds = "text or a number" if what == "answer" else "text"
+        raise DatasetFileError(f"dataset error: {where}: the {what} (column {column!r}) is "
+                               f"{_kind(value)}, not {kinds}; write it as one string")
+    text = str(value).strip()
+    if not text:
+        raise DatasetFileError(f"dataset error: {where}: empty {what} (column {column!r})")
+    key, most = limit
+    if len(text) > most:
+        raise DatasetFileError(f"dataset error: {where}: the {what} is {len(text):,} characters, "
+                               f"more than domain.dataset.{key} = {most:,}; shorten it, leave the "
+                               f"row out, or raise domain.dataset.{key}")
+    return text
+
+
+def _checked_row(where: str, row: dict[str, Any], cfg: DatasetConfig, level_key: str
+                 ) -> dict[str, Any]:
+    """One file row as {question, answer, level, split}, every value checked (one-line errors)."""
+    question = _text(where, row, cfg.question_column, "question",
+                     ("max_question_chars", cfg.max_question_chars))
+    answer = _text(where, row, cfg.answer_column, "answer",
+                   ("max_answer_chars", cfg.max_answer_chars))
+    level = row.get(level_key, 1)
+    if isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= 5:
+        raise DatasetFileError(f"dataset error: {where}: level {_shown(level)} (column "
+                               f"{level_key!r}) is not an integer 1..5")
+    return {"question": _SPACES.sub(" ", question), "answer": answer, "level": level,
+            "split": row.get(cfg.split_column)}
 
 
 def load_rows(paths: list[str], cfg: DatasetConfig) -> list[dict[str, Any]]:
-    """Rows {question, answer, level, id, split} of `paths`, checked (one-line errors)."""
+    """Rows {question, answer, level, split} of `paths`, checked (one-line errors naming the
+    file and line); ids (`id_column`) must be unique across all of `paths`."""
     rows, ids = [], set()
     for path in paths:
         raw = read_file(path)
         if not raw:
             raise DatasetFileError(f"dataset error: {path}: the file has no rows")
+        first_where, first = raw[0]
         for key, column in (("question", cfg.question_column), ("answer", cfg.answer_column)):
-            if column not in raw[0]:
+            if column not in first:
                 raise DatasetFileError(
-                    f"dataset error: {path}: no column {column!r} (columns: {sorted(raw[0])}); "
-                    f"set domain.dataset.{key}_column")
-        level_key = cfg.level_column if cfg.level_column in raw[0] else "difficulty"
-        for index, row in enumerate(raw):
-            question, answer = row.get(cfg.question_column), row.get(cfg.answer_column)
-            if question is None or answer is None or not str(question).strip():
-                raise DatasetFileError(f"dataset error: {path} row {index + 1}: empty question "
-                                       "or answer")
-            level = row.get(level_key, 1)
-            if not isinstance(level, int) or not 1 <= level <= 5:
-                raise DatasetFileError(f"dataset error: {path} row {index + 1}: level {level!r} "
-                                       "is not an integer 1..5")
+                    f"dataset error: {first_where}: no column {column!r} (columns: "
+                    f"{sorted(first)}); set domain.dataset.{key}_column")
+        has_level = any(cfg.level_column in row for _, row in raw)
+        level_key = cfg.level_column if has_level else "difficulty"
+        for where, row in raw:
             row_id = row.get(cfg.id_column)
             if row_id is not None:
+                if isinstance(row_id, bool) or not isinstance(row_id, str | int):
+                    raise DatasetFileError(f"dataset error: {where}: id {_shown(row_id)} (column "
+                                           f"{cfg.id_column!r}) is not text or an integer")
                 if row_id in ids:
-                    raise DatasetFileError(f"dataset error: {path} row {index + 1}: duplicate "
-                                           f"id {row_id!r} (ids must be unique)")
+                    raise DatasetFileError(f"dataset error: {where}: duplicate id {_shown(row_id)} "
+                                           "(ids must be unique)")
                 ids.add(row_id)
-            rows.append({"question": _SPACES.sub(" ", str(question).strip()),
-                         "answer": str(answer).strip(), "level": level,
-                         "split": row.get(cfg.split_column)})
+            rows.append(_checked_row(where, row, cfg, level_key))
     return rows
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def split_rows(rows: list[dict[str, Any]], cfg: DatasetConfig
                ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(pool, held-out): the heldout_path file, the split column, or a fixed-seed fraction; pool
-    rows whose normalised question is held out are dropped."""
+    rows whose normalised question is held out are dropped. An empty pool is an error naming
+    the key that decided the held-out rows."""
     if cfg.heldout_path is not None:
+        same = next((p for p in cfg.paths if _same_file(p, cfg.heldout_path)), None)
+        if same is not None:
+            raise DatasetFileError(
+                f"dataset error: domain.dataset.heldout_path = {cfg.heldout_path!r} is the "
+                f"training file {same!r} of domain.dataset.paths, so every row would be held "
+                "out; set domain.dataset.heldout_path to a separate file of held-out questions, "
+                "or remove it to hold out a fraction of the rows (heldout_fraction)")
         heldout = load_rows([cfg.heldout_path], cfg)
+        why = (f"every question of domain.dataset.paths is also in domain.dataset.heldout_path "
+               f"{cfg.heldout_path!r}; add training rows, or hold out other questions")
     elif any(r["split"] == cfg.heldout_split for r in rows):
         heldout = [r for r in rows if r["split"] == cfg.heldout_split]
+        why = (f"every row has {cfg.split_column} = {cfg.heldout_split!r} (domain.dataset."
+               "heldout_split); give training rows another split value")
     else:
         count = max(1, round(cfg.heldout_fraction * len(rows)))
         chosen = set(random.Random(cfg.heldout_seed).sample(range(len(rows)), count))
         heldout = [r for index, r in enumerate(rows) if index in chosen]
+        why = (f"holding out {count} of {len(rows)} rows (domain.dataset.heldout_fraction = "
+               f"{cfg.heldout_fraction}) leaves none whose question is not held out; add rows")
     held = {normalise_question(r["question"]) for r in heldout}
     pool = [r for r in rows if normalise_question(r["question"]) not in held]
     if not pool:
-        raise DatasetFileError("dataset error: every row is held out; add rows or lower "
-                               "domain.dataset.heldout_fraction")
+        raise DatasetFileError(f"dataset error: no training rows: {why}")
     return pool, heldout
 
 

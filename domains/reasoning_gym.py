@@ -44,6 +44,7 @@ a single long call into C, which ends first.
 from __future__ import annotations
 
 import ctypes
+import difflib
 import random
 import re
 import threading
@@ -52,7 +53,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from domains.base import SOLVE_TAG, Domain, Problem, ProblemRow, Rejected, read_payload
+from domains.base import (
+    SOLVE_TAG,
+    Domain,
+    DomainInputError,
+    Problem,
+    ProblemRow,
+    Rejected,
+    read_payload,
+)
 from domains.checking import AnswerChecker, Judgement
 
 if TYPE_CHECKING:
@@ -152,30 +161,33 @@ def split_text(text: str) -> tuple[str, int, str] | None:
 
 
 def check_tasks(tasks: dict[str, float]) -> None:
-    """One-line error naming an unknown task, a task without a curriculum (levels need one), or
-    one whose items cannot be verified from stored data (domains/reasoning_gym_unusable.py)."""
+    """One-line `DomainInputError` naming an unknown task, a task without a curriculum (levels
+    need one), or one whose items cannot be verified from stored data
+    (domains/reasoning_gym_unusable.py). The domain's constructor calls it, so the CLI refuses
+    such a task before a run starts (flows/cli.py `_check_before_start`)."""
     from reasoning_gym.factory import CURRICULA, DATASETS
 
     from domains.reasoning_gym_unusable import UNUSABLE_TASKS
 
     for task in tasks:
         if task not in DATASETS:
-            close = sorted(n for n in DATASETS if n.split("_")[0] == task.split("_")[0])[:5]
+            close = (difflib.get_close_matches(task, list(DATASETS), n=5)  # a typo, else kin
+                     or sorted(n for n in DATASETS if n.split("_")[0] == task.split("_")[0])[:5])
             msg = (f"config error: domain.reasoning_gym.tasks names {task!r}, which is not a "
                    f"reasoning-gym dataset{f' (close: {close})' if close else ''}; see "
                    "reasoning_gym.factory.DATASETS")
-            raise ValueError(msg)
+            raise DomainInputError(msg)
         if task not in CURRICULA:
             msg = (f"config error: domain.reasoning_gym.tasks names {task!r}, which has no "
                    "reasoning-gym curriculum (levels need one); pick a task in "
                    "reasoning_gym.factory.CURRICULA")
-            raise ValueError(msg)
+            raise DomainInputError(msg)
         why = REFUSED.get(UNUSABLE_TASKS.get(task, ""))
         if why is not None:
             msg = (f"config error: domain.reasoning_gym.tasks names {task!r}, {why} "
                    "(bench/reasoning_gym_sweep.py, docs/workloads.md); leave it out of "
                    "domain.reasoning_gym.tasks")
-            raise ValueError(msg)
+            raise DomainInputError(msg)
 
 
 class ReasoningGymDomain(Domain):

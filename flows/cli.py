@@ -6,9 +6,11 @@
     flywheel status RUN_ID [--json] [--data-root DIR]
     flywheel runs [--json] [--data-root DIR]
     flywheel checkpoint RUN_ID [--round N] [--data-root DIR]
+    flywheel catalog snapshot [--out FILE] [--data-root DIR]  (a copy to query while a run writes)
     flywheel config show [RUN_ID | --config F] [--set KEY=VALUE ...] | config diff A B
     flywheel audit RUN_ID QUERY [ARGS] [--format table|json|csv] [--data-root DIR]
     flywheel report RUN_ID [--out DIR] [--data-root DIR]
+    flywheel reverify RUN_ID [--round N] [--set verify.KEY=VALUE ...] [--json] [--data-root DIR]
     flywheel --version
     flywheel --install-completion | --show-completion     (bash, zsh, fish, powershell)
 
@@ -21,7 +23,9 @@ the one rule of storage/paths.py (1 to 100 letters, digits, '.', '_', '-', start
 letter or digit), checked by every command that takes one before anything else. `status` imports
 neither torch nor Prefect. Exit statuses: flows/exit_codes.py. The commands that read a run
 back live in flows/inspect_cli.py (status, runs, checkpoint) and flows/audit_cli.py (audit,
-report, validate); what they share in flows/cli_common.py.
+report, validate); what they share in flows/cli_common.py. Results (tables, JSON, the final
+line) go to stdout, log records and errors to stderr; when stdout's reader goes away (`| head`)
+a command stops quietly with 141 (`_Group`, flows/exit_codes.py).
 `run` and `resume` hold the run's lock (storage/lock.py): a run id that another live
 process is running is refused in one line naming its pid and start time (exit status 3); what
 a killed run left half written is reported one line per file, discarded and recomputed
@@ -30,9 +34,11 @@ a killed run left half written is reported one line per file, discarded and reco
 
 from __future__ import annotations
 
-import json
+import os
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -40,7 +46,7 @@ import click
 import typer
 from typer.core import TyperGroup
 
-from flows import audit_cli, exit_codes, inspect_cli
+from flows import audit_cli, exit_codes, inspect_cli, reverify_cli
 from flows.cli_common import DataRoot, check_data_root, check_run_id, fail, print_summary
 from flows.config_cli import SetOpt, config_app, parse_sets  # light: typer only
 from flows.schedule_cli import schedule_app
@@ -50,11 +56,18 @@ class _Group(TyperGroup):
     """The command group: an unusable data root (storage.catalog.errors.DataRootUnusable, e.g. a
     catalog in another data root format) or a bad run id (storage.paths.InvalidRunId), wherever
     a command (`schedule ...` included) meets it, is one line and exit 2 (3 when another process
-    holds the catalog), not a traceback."""
+    holds the catalog), not a traceback. A closed stdout (`flywheel status RUN | head -1`) ends
+    any command, `--help` and `--version` quietly with 141 (`_quiet_when_output_closed`)."""
+
+    def make_context(self, info_name: str | None, args: list[str],
+                     parent: click.Context | None = None, **extra: Any) -> click.Context:
+        with _quiet_when_output_closed():  # `flywheel --help`, `--version` print here
+            return super().make_context(info_name, args, parent, **extra)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            with _quiet_when_output_closed():
+                return super().invoke(ctx)
         except ValueError as exc:
             errors = sys.modules.get("storage.catalog.errors")  # not imported: not one of these
             paths = sys.modules.get("storage.paths")  # a bad run id met deeper down (the rule)
@@ -62,9 +75,37 @@ class _Group(TyperGroup):
                 fail(str(exc))
             if errors is None or not isinstance(exc, errors.DataRootUnusable):
                 raise
-            preflight = sys.modules.get("storage.preflight")
-            locked = preflight is not None and isinstance(exc, preflight.CatalogLocked)
+            locked = isinstance(exc, errors.CatalogLocked)  # raised where the catalog opens
             fail(str(exc), code=exit_codes.LOCKED if locked else exit_codes.USER_ERROR)
+
+
+@contextmanager
+def _quiet_when_output_closed() -> Iterator[None]:
+    """The reader of stdout (or stderr) went away: print nothing more and exit 141, as a shell
+    tool killed by SIGPIPE does (flows/exit_codes.py). Unhandled, click would exit 1 and rich's
+    console raises SystemExit(1) (`Console.on_broken_pipe`): a script would read a failed gate.
+    What is still buffered for a closed stream goes to /dev/null, so Python's own flush at exit
+    cannot fail with a second traceback."""
+    try:
+        yield
+    except SystemExit as exc:
+        if not isinstance(exc.__context__, BrokenPipeError):  # not rich meeting a closed pipe
+            raise
+    except BrokenPipeError:
+        pass
+    else:
+        return
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BrokenPipeError:
+            try:
+                os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+            except (OSError, ValueError):  # not a file descriptor (a test's captured stream)
+                pass
+        except (OSError, ValueError):  # already closed
+            pass
+    raise typer.Exit(exit_codes.OUTPUT_CLOSED)
 
 
 app = typer.Typer(cls=_Group, add_completion=True, no_args_is_help=True,
@@ -72,6 +113,7 @@ app = typer.Typer(cls=_Group, add_completion=True, no_args_is_help=True,
                   help="Flywheel: self-improving model rounds as a resumable data pipeline.")
 app.add_typer(schedule_app, name="schedule")  # flywheel schedule serve|deploy|show
 app.add_typer(config_app, name="config")  # flywheel config show|diff
+app.add_typer(inspect_cli.catalog_app, name="catalog")  # flywheel catalog snapshot
 
 
 def _print_version(value: bool) -> None:
@@ -111,10 +153,16 @@ def _quit_on_signals() -> None:
         signal.signal(sig, quit_now)
 
 
-def _check_before_start(data_root: Path, config: Any) -> None:
+def _check_before_start(data_root: Path, config: Any) -> Any:
     """What can be checked before anything is written, each failure one line (exit 2): the
-    data root and its catalog, the model, the rollout backend, the task runner and the training
-    device."""
+    data root and its catalog, the model, the rollout backend, the task runner, the domain's
+    own input and the training device. The domain is built here as a stage builds it, so its
+    constructor's checks (dataset files row by row, reasoning-gym task names) refuse bad input
+    now rather than fail a stage later; the CLI knows no domain. Returns `config` with a hub
+    id's snapshot pinned (`model.revision` = its commit hash, models/hub.py), the config the
+    run records, so a resume loads the same snapshot."""
+    from domains import get_domain
+    from domains.base import DomainInputError
     from flows.runners import RunnerUnavailable, check_task_runner
     from models.backends import BackendUnavailable, check_backend
     from models.preflight import ModelUnfit, check_model_folder, check_tiny_model_fits
@@ -123,12 +171,15 @@ def _check_before_start(data_root: Path, config: Any) -> None:
     model = config.model
     try:
         if model.path is not None:
-            check_model_folder(model.path)
+            source = check_model_folder(model.path, model.revision)
+            model = model.model_copy(update={"revision": source.revision})
+            config = config.model_copy(update={"model": model})
         else:
             check_tiny_model_fits(model.hidden_size, model.num_layers, model.intermediate_size)
         check_backend(config.rollout.backend)
         check_task_runner(config.scale)
-    except (ModelUnfit, BackendUnavailable, RunnerUnavailable) as exc:
+        get_domain(config.domain.name, config)
+    except (ModelUnfit, BackendUnavailable, RunnerUnavailable, DomainInputError) as exc:
         fail(str(exc))
     from models.runtime import check_runtime
     from models.trainer import check_reporter
@@ -138,25 +189,29 @@ def _check_before_start(data_root: Path, config: Any) -> None:
         check_reporter(config.train.report_to)
     except ValueError as exc:
         fail(str(exc))
+    return config
 
 
 def _log_handler() -> Any:
-    """Rich's handler on a terminal; elsewhere (cron, CI, a pipe) one plain line per record,
-    never wrapped, so each line of a log file is one whole record."""
+    """Log records go to stderr, so stdout holds only the results (the summary table, the final
+    line) for a script to read: Rich's handler when stderr is a terminal; elsewhere (cron, CI,
+    a pipe) one plain line per record, never wrapped, so each line of a log file is one whole
+    record."""
     import logging
 
-    if sys.stdout.isatty():
+    if sys.stderr.isatty():
+        from rich.console import Console
         from rich.logging import RichHandler
 
-        return RichHandler(show_path=False, show_time=False)
-    handler = logging.StreamHandler(sys.stdout)
+        return RichHandler(console=Console(stderr=True), show_path=False, show_time=False)
+    handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(levelname)-8s %(message)s"))
     return handler
 
 
 def _execute(data_root: Path, run_id: str, config: Any) -> None:
     _quiet_environment()
-    _check_before_start(data_root, config)
+    config = _check_before_start(data_root, config)
     import logging
 
     logging.basicConfig(level=logging.WARNING, format="%(message)s", handlers=[_log_handler()])
@@ -220,7 +275,7 @@ def resume(
     """Finish a run with its recorded config: done stages are skipped, the rest recomputed."""
     _quit_on_signals()
     check_run_id(run_id)
-    from configs import apply_overrides, load_config, validate_config
+    from configs import ConfigError, apply_overrides, load_config, validate_config
     from configs.presets import config_file
     from flows.config_cli import recorded_config
     from storage.catalog import Catalog
@@ -228,7 +283,10 @@ def resume(
 
     check_data_root(data_root)
     catalog = Catalog(data_root)
-    recorded = recorded_config(data_root, run_id)  # killed before its catalog row: its record
+    try:  # killed before its catalog row: its record; none is read when --config replaces it
+        recorded = recorded_config(data_root, run_id) if config is None else None
+    except ConfigError as exc:  # the record is not a JSON object (a busy catalog: _Group)
+        fail(str(exc))
     if recorded is None and config is None:
         if run_folder(data_root, run_id).is_dir():
             fail(f"run {run_id!r} stopped before it recorded its config; give it again: "
@@ -238,7 +296,7 @@ def resume(
     label = f"run {run_id}"
     try:
         overrides = parse_sets(sets)
-        cfg = (validate_config(apply_overrides(json.loads(recorded), overrides, label), label)
+        cfg = (validate_config(apply_overrides(recorded, overrides, label), label)
                if config is None else load_config(config_file(config), overrides))
     except ValueError as exc:  # a bad --set, or a ConfigError naming the key
         fail(str(exc))
@@ -247,7 +305,7 @@ def resume(
 
 # Registered after run and resume, so `flywheel --help` lists the commands in this order.
 for _command in (inspect_cli.status, inspect_cli.runs, inspect_cli.checkpoint,
-                 audit_cli.audit, audit_cli.report, audit_cli.validate):
+                 audit_cli.audit, audit_cli.report, audit_cli.validate, reverify_cli.reverify):
     app.command()(_command)
 
 

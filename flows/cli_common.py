@@ -64,12 +64,12 @@ def print_summary(data_root: Path, run_id: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from storage.audit.snapshot import SUMMARY_COLUMNS, format_cell, round_summary
+    from storage.audit.snapshot import SUMMARY_COLUMNS, round_summary, summary_cells
     from storage.catalog import Catalog
 
     table = Table(title=f"run {run_id}", box=None, header_style="bold")
     for column in SUMMARY_COLUMNS:
         table.add_column(column, justify="right")
     for row in round_summary(Catalog(data_root), run_id):
-        table.add_row(*(format_cell(row[c]) for c in SUMMARY_COLUMNS))
+        table.add_row(*summary_cells(row))
     Console(width=None if sys.stdout.isatty() else 120).print(table)

@@ -1,14 +1,17 @@
 """`flywheel config show|diff`: the resolved run config, and what differs between two.
 
     flywheel config show [RUN_ID | --config F] [--set KEY=VALUE ...] [--format toml|json]
-    flywheel config diff A B          A, B: a TOML file or a run id (its recorded config)
+    flywheel config diff A B          A, B: a TOML file, a preset name (tiny-cpu, r-zero, ...)
+                                      or a run id (its recorded config)
 
 `show` prints every key with its value, defaults included, as TOML that loads back to the same
-config (configs/dump.py); with a run id, the config the run was last started with. `diff`
-prints one line per dotted key whose value differs (`train.warmup.max_steps: 600 -> 60`) and
-exits 0 either way. `--set KEY=VALUE` (repeatable) is the override of `run` and `resume`: the
-value is read as TOML (`4`, `0.1`, `true`, `"text"`, `[1, 2]`), else as a plain string
-(`--set model.path=/models/qwen`). Light: no torch, no Prefect.
+config (configs/dump.py); with a run id, the config the run was last started with. A name that
+is no file but a shipped preset is that preset, as `run --config` reads it, unless a run of that
+id is recorded (the user's own run comes first). `diff` prints one line per dotted key whose
+value differs (`train.warmup.max_steps: 600 -> 60`) and exits 0 either way. `--set KEY=VALUE`
+(repeatable) is the override of `run` and `resume`: the value is read as TOML (`4`, `0.1`,
+`true`, `"text"`, `[1, 2]`), else as a plain string (`--set model.path=/models/qwen`). Light: no
+torch, no Prefect.
 """
 
 from __future__ import annotations
@@ -64,15 +67,60 @@ def _is_file(name: str) -> bool:
         return False
 
 
-def recorded_config(data_root: Path, run_id: str) -> str | None:
-    """The JSON config a run was last started with: its catalog row, else the record written
-    before the row existed (storage/run_record.py); None when neither exists."""
+def recorded_config(data_root: Path, run_id: str) -> dict[str, Any] | None:
+    """The config a run was last started with, as nested dicts: its catalog row, else the
+    record written before the row existed (storage/run_record.py); None when neither exists.
+
+    Raises
+    ------
+    ConfigError
+        The record is not UTF-8 text, not JSON or not a JSON object (damaged or edited by
+        hand): one line naming the file or catalog and the fix, so `resume` and `config show
+        RUN` refuse it before anything is written (validating its keys is the caller's).
+    """
+    from configs import ConfigError
     from storage.catalog import Catalog
-    from storage.run_record import read_run_config
+    from storage.run_record import read_run_config, run_config_path
 
     catalog = Catalog(data_root)
     recorded = catalog.run_config_json(run_id) if catalog.path.exists() else None
-    return recorded or read_run_config(data_root, run_id)
+    source = f"run {run_id}'s row in {catalog.path}"
+    fix = f"give the config again: `flywheel resume {run_id} --config FILE`"
+    if not recorded:
+        source = str(run_config_path(data_root, run_id))
+        fix = f"restore that file, or {fix}"
+        try:
+            recorded = read_run_config(data_root, run_id)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"config error in {source}: the recorded config cannot be read "
+                              f"({exc}); {fix}") from None
+        if recorded is None:
+            return None
+    try:
+        data = json.loads(recorded)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError names its line and column
+        raise ConfigError(f"config error in {source}: the recorded config is not JSON ({exc}); "
+                          f"{fix}") from None
+    if not isinstance(data, dict):
+        kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
+            type(data), "a number")
+        raise ConfigError(f"config error in {source}: the recorded config is {kind}, not a JSON "
+                          f"object; {fix}")
+    return data
+
+
+def _names_preset(name: str, data_root: Path) -> bool:
+    """Whether `name` is a shipped preset (configs/presets.py) and no run of that id is recorded
+    (a damaged record counts as recorded: reading it then says what is wrong)."""
+    from configs import ConfigError
+    from configs.presets import presets
+
+    if name not in presets():
+        return False
+    try:
+        return recorded_config(data_root, name) is None
+    except ConfigError:
+        return False
 
 
 def resolve(source: str | None, config: Path | None, sets: list[str] | None,
@@ -88,8 +136,9 @@ def resolve(source: str | None, config: Path | None, sets: list[str] | None,
         _fail(str(exc))
     if source is not None and config is not None:
         _fail("give a run id or --config FILE, not both")
-    if source is not None and (source.endswith(".toml") or _is_file(source)):
-        source, config = None, Path(source)
+    if source is not None and (source.endswith(".toml") or _is_file(source)
+                               or _names_preset(source, data_root)):
+        source, config = None, Path(source)  # config_file below finds a preset by its name
     try:
         if source is None:
             return load_config(config_file(config), overrides)
@@ -104,7 +153,7 @@ def resolve(source: str | None, config: Path | None, sets: list[str] | None,
             _fail(f"unknown run id {source!r} in {data_root} (`flywheel runs` lists them; a "
                   "config file needs --config or a .toml name)")
         label = f"run {source}"
-        return validate_config(apply_overrides(json.loads(recorded), overrides, label), label)
+        return validate_config(apply_overrides(recorded, overrides, label), label)
     except ConfigError as exc:
         _fail(str(exc))
 
@@ -130,11 +179,12 @@ def show(
 
 @config_app.command()
 def diff(
-    first: Annotated[str, typer.Argument(help="a TOML file or a run id")],
-    second: Annotated[str, typer.Argument(help="a TOML file or a run id")],
+    first: Annotated[str, typer.Argument(help="a TOML file, a preset name or a run id")],
+    second: Annotated[str, typer.Argument(help="a TOML file, a preset name or a run id")],
     data_root: DataRootOpt = Path("flywheel-data"),
 ) -> None:
-    """Print each key whose value differs between two configs (files or runs' recorded ones)."""
+    """Print each key whose value differs between two configs (files, presets or runs'
+    recorded ones)."""
     from configs.dump import flatten, toml_value
 
     a = flatten(resolve(first, None, None, data_root).model_dump(mode="json"))

@@ -9,11 +9,15 @@
          traceback); `flywheel resume RUN_ID` continues once the cause is fixed
     5    `flywheel validate` found a failed check in the stored outputs (a gate, a missing or
          damaged file); nothing was changed
+    124  `flywheel audit` stopped a query that ran past `--timeout` (as timeout(1) exits)
     130  interrupted by SIGINT (Ctrl-C); 143 by SIGTERM; `flywheel resume RUN_ID` continues
+    141  the reader of the output went away (`flywheel status RUN | head -1`): the command
+         stopped quietly, as a shell tool killed by SIGPIPE (128 + 13) does; never 1, which
+         would read as a failed gate
 
 `flywheel status RUN_ID` exits with the status of how the run stopped: 1 (its gate failed),
-4 (a stage failed) or 130 (interrupted, or killed: its lock has no live holder), after a line
-naming the stage, its error and the resume command.
+4 (a stage failed), 130 (interrupted by SIGINT, or killed: its lock has no live holder) or 143
+(terminated by SIGTERM), after a line naming the stage, its error and the resume command.
 """
 
 OK = 0
@@ -22,8 +26,11 @@ USER_ERROR = 2
 LOCKED = 3
 STAGE_FAILED = 4
 VALIDATE_FAILED = 5
-INTERRUPTED = 130  # SIGINT; a SIGTERM ends a run with 143 (128 + the signal's number)
+TIMED_OUT = 124  # an audit query past --timeout, stopped
+INTERRUPTED = 130  # SIGINT (128 + the signal's number)
+OUTPUT_CLOSED = 141  # SIGPIPE's number: stdout's reader went away (flows/cli.py `_Group`)
+TERMINATED = 143  # SIGTERM
 
 # `flywheel status`: the run's recorded status -> the exit status it reports
 STATUS_EXIT = {"completed": OK, "running": OK, "gate_failed": GATE_FAILED,
-               "failed": STAGE_FAILED, "interrupted": INTERRUPTED}
+               "failed": STAGE_FAILED, "interrupted": INTERRUPTED, "terminated": TERMINATED}

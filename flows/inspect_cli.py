@@ -1,9 +1,13 @@
-"""`flywheel status`, `runs` and `checkpoint`: what a data root's runs did and where their
-models are. None of them imports torch or Prefect."""
+"""`flywheel status`, `runs`, `checkpoint` and `catalog snapshot`: what a data root's runs did,
+where their models are, and a copy of the catalog to query while a run writes. None of them
+imports torch or Prefect. Their `--json` outputs share one shape (storage/json_output.py).
+
+    flywheel catalog snapshot [--out FILE] [--data-root DIR]
+        -> <data-root>/snapshots/catalog.duckdb     (its path, one line: `duckdb -readonly $(...)`)
+"""
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -19,7 +23,7 @@ def status(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
     data_root: DataRoot = Path("flywheel-data"),
 ) -> None:
-    """Show a run's stages and its per-round summary; a stopped run exits 1, 4 or 130."""
+    """Show a run's stages and summary; exit 1, 4, 130 or 143: it stopped; 5: files damaged."""
     check_run_id(run_id)
     from flows.execution import log_path
     from flows.status_view import effective_status, print_task_accuracy, stop_line
@@ -37,10 +41,20 @@ def status(
     run_status = effective_status(run_status, stages[-1]["status"] if stages else None,
                                   live=live_holder(data_root, run_id) is not None)
     line, code = stop_line(run_id, run_status, stages, log_path(data_root, run_id))
+    if run_status == "completed":  # its files still as recorded? (hashing the changed ones)
+        from flows import exit_codes
+        from storage.integrity import check_run, damaged_line
+
+        damaged = check_run(catalog, run_id, checksums="modified").damaged
+        if damaged:
+            run_status, code = "damaged", exit_codes.VALIDATE_FAILED
+            line = damaged_line(run_id, damaged)
     if as_json:
+        from storage.json_output import to_json
+
         payload = {"run_id": run_id, "status": run_status, "exit_status": code, "stopped": line,
                    "stages": stages, "rounds": round_summary(catalog, run_id)}
-        typer.echo(json.dumps(payload, indent=2, default=str))
+        typer.echo(to_json(payload))
         raise typer.Exit(code)
     typer.echo(line or f"run {run_id}: {run_status}")  # the first line says what to do
     for s in stages:
@@ -50,6 +64,10 @@ def status(
                    f"{s['seconds']:.1f}s" + (f"  {_clip(s['error'])}" if s["error"] else ""))
     print_summary(data_root, run_id)
     print_task_accuracy(catalog, run_id, typer.echo)  # reasoning_gym: per task and level
+    from storage.audit.snapshot import round_summary, verifier_rate_lines
+
+    for rate_line in verifier_rate_lines(round_summary(catalog, run_id)):  # verify.canary, votes
+        typer.echo(rate_line)
     raise typer.Exit(code)
 
 
@@ -64,9 +82,8 @@ def runs(
     data_root: DataRoot = Path("flywheel-data"),
 ) -> None:
     """List the data root's runs: status, rounds, best held-out accuracy, promoted checkpoint."""
-    from dataclasses import asdict
-
     from flows.status_view import effective_status
+    from storage.json_output import to_json
     from storage.lock import live_holder
     from storage.runs import runs_overview
 
@@ -75,8 +92,8 @@ def runs(
         row["status"] = effective_status(row["status"], row.pop("last_stage_status"),
                                          live=live_holder(data_root, row["run_id"]) is not None)
     if as_json:
-        typer.echo(json.dumps([{**r, "incumbent": r["incumbent"] and asdict(r["incumbent"])}
-                               for r in overview], indent=2))
+        typer.echo(to_json([{**r, "incumbent": r["incumbent"] and r["incumbent"].record()}
+                            for r in overview]))
         return
     _print_runs(overview)
 
@@ -113,12 +130,15 @@ def checkpoint(
 ) -> None:
     """Print the folder of the run's promoted checkpoint (its incumbent), for scripts."""
     check_run_id(run_id)
-    from storage.runs import incumbent
+    from storage.runs import UndecidedRound, incumbent
 
     catalog = open_catalog(data_root)
     if catalog.run_status(run_id) is None:
         fail(f"unknown run id {run_id!r} in {catalog.path} (`flywheel runs` lists them)")
-    winner = incumbent(catalog, run_id, round_index)
+    try:
+        winner = incumbent(catalog, run_id, round_index)
+    except UndecidedRound as exc:
+        fail(str(exc))
     if winner is None or winner.path is None:
         fail(f"run {run_id!r} has no checkpoint yet"
              + (f" at round {round_index}" if round_index is not None else ""))
@@ -126,3 +146,24 @@ def checkpoint(
         fail(f"run {run_id!r}: its checkpoint {winner.path} is missing "
              f"(`flywheel resume {run_id}` recomputes it)")
     typer.echo(winner.path)
+
+
+catalog_app = typer.Typer(no_args_is_help=True,
+                          help="The data root's catalog: a copy to query while a run writes.")
+
+
+@catalog_app.command("snapshot")
+def snapshot(
+    out: Annotated[Path | None, typer.Option(
+        "--out", help="the file to write (default: <data-root>/snapshots/catalog.duckdb)")] = None,
+    data_root: DataRoot = Path("flywheel-data"),
+) -> None:
+    """Copy the catalog to a read-only file for `duckdb -readonly FILE`, safe while a run
+    writes (opening catalog.duckdb itself is not); prints the copy's path."""
+    from storage.audit.catalog_copy import SnapshotUnwritable, snapshot_catalog
+
+    open_catalog(data_root)  # no catalog: one line
+    try:
+        typer.echo(snapshot_catalog(data_root, out))
+    except SnapshotUnwritable as exc:
+        fail(str(exc))

@@ -2,11 +2,16 @@
 
 The first signal raises `Interrupted` (a KeyboardInterrupt, storage/interruption.py, which also
 remembers it) in the main thread, wherever the run is: the stage in progress records a `failed`
-row, Prefect marks its flow run crashed, the run's status becomes `interrupted`, and the CLI
-prints one line with the resume command. A watchdog ends the process if that takes longer than
-`STOP_GRACE_SECONDS`; a second signal ends it at once. Either hard stop is as safe as kill -9
-(every file is written to a temporary name and renamed, every catalog write is one
-transaction, and `resume` sweeps what is left).
+row, Prefect marks its flow run crashed, the run's status becomes `interrupted` (SIGINT) or
+`terminated` (SIGTERM, exit 143 in `flywheel status` too), and the CLI prints one line with the
+resume command. Inside a flow a SIGTERM reaches Prefect's handler first, which raises its own
+`TerminationSignal` and hands the signal on to this one once the flow has ended; both are read
+as the same interruption (storage/interruption.py `interrupted_by`).
+
+A watchdog ends the process if stopping takes longer than `STOP_GRACE_SECONDS`; a second
+signal ends it at once. Either hard stop is as safe as kill -9 (every file is written to a
+temporary name and renamed, every catalog write is one transaction, and `resume` sweeps what
+is left).
 """
 
 from __future__ import annotations

@@ -1,8 +1,12 @@
 """The round flow and the multi-round flywheel flow. Flows only sequence tasks.
 
-Round 0 is the warm-up (seed problems from the domain generator, SFT on references); rounds
-1..N are self-improvement rounds. Every stage is skipped when its fingerprint is already done
-in the catalog, so running the same flow again resumes it.
+Round 0 is the warm-up (seed problems from the domain generator, SFT on their references or,
+under `[warmup] mode = "self_samples"`, on the model's own verified answers); rounds 1..N are
+self-improvement rounds. Under `mode = "none"` round 0 runs no stage of its own: its promote
+records the base model as the incumbent without a candidate (`NO_WARMUP`), so every reader of
+the `rounds` table sees a decided round 0, and round 1 starts from the model as it is. Every
+stage is skipped when its fingerprint is already done in the catalog, so running the same flow
+again resumes it.
 
 What the Prefect UI shows of a run `demo` (`run_flywheel`):
 
@@ -25,14 +29,16 @@ from pydantic import BaseModel, ConfigDict
 
 from configs import RunConfig
 from flows.runners import check_task_runner, scale_session
+from storage.interruption import stop_status
 from tasks.context import Checkpoint, RunContext
 from tasks.curate import curate
 from tasks.evaluate import Evaluation, evaluate
-from tasks.incumbent import base_model
+from tasks.incumbent import NO_WARMUP, base_model
 from tasks.promote import NO_TRAINING_ROWS, promote
 from tasks.rollout import rollout
 from tasks.stage import StageOutput
 from tasks.synthesize import synthesize
+from tasks.tracking import observed_round
 from tasks.train import train
 from tasks.verify import verify
 
@@ -177,15 +183,22 @@ def run_rounds(spec: RunSpec) -> Checkpoint:
             incumbent_eval = named(evaluate, "baseline", 0)(ctx, 0, incumbent, stage="baseline")
             problems: list[StageOutput] = []
             curated: list[StageOutput] = []
-            for round_index in range(spec.config.rounds + 1):
-                outcome = one_round(spec, round_index, incumbent, incumbent_eval, problems, curated)
+            first = spec.config.warmup.first_round  # 1 under [warmup] mode = "none"
+            if first:  # round 0 only decides: the base model stays the incumbent
+                with observed_round(spec.data_root, spec.run_id, 0, spec.config.train.report_to):
+                    named(promote, "promote", 0)(ctx, 0, incumbent, incumbent_eval,
+                                                 without_candidate=NO_WARMUP)
+            for round_index in range(first, spec.config.rounds + 1):
+                with observed_round(spec.data_root, spec.run_id, round_index,  # progress, tracker
+                                    spec.config.train.report_to):
+                    outcome = one_round(spec, round_index, incumbent, incumbent_eval, problems,
+                                        curated)
                 incumbent, incumbent_eval = outcome.incumbent, outcome.incumbent_eval
                 problems.append(outcome.problems)
                 curated.append(outcome.curated)
     except BaseException as exc:
-        status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
-        try:
-            ctx.catalog.set_run_status(spec.run_id, status)
+        try:  # interrupted (SIGINT), terminated (SIGTERM, which Prefect raises as its own)
+            ctx.catalog.set_run_status(spec.run_id, stop_status(exc))
         except Exception as record_exc:  # noqa: BLE001 - e.g. the disk is full: keep the cause
             exc.add_note(f"(the run's status could not be recorded: {record_exc})")
         raise

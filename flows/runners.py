@@ -7,7 +7,9 @@ Under `task_runner = "ray"` the shards of rollout and verify (tasks/shards.py) a
 Prefect tasks that prefect-ray's `RayTaskRunner` sends to Ray workers. One Ray session serves the
 whole run: a local instance (127.0.0.1 only, no dashboard, `ray_num_cpus` CPUs) is started here
 and shut down when the run ends; with `ray_address` the run connects to that cluster and leaves
-it running. Each round's runner finds Ray initialised and reuses it.
+it running. Each round's runner finds Ray initialised and reuses it. The vLLM engine actors of
+`rollout.backend = "vllm"` (models/vllm_actors.py) are started by the first rollout and live as
+long as this session: they are stopped when it ends, even where Ray stays up.
 
 Every Ray worker runs its task through Prefect's task engine, which reports to the Prefect API.
 Without PREFECT_API_URL each worker would start its own temporary server (69 s instead of 21 s
@@ -84,5 +86,10 @@ def scale_session(scale: ScaleConfig) -> Iterator[Any]:
     try:
         yield RayTaskRunner(address=scale.ray_address)
     finally:
-        if started:
-            ray.shutdown()
+        from models.vllm_actors import stop_engine_actors
+
+        try:
+            stop_engine_actors()  # their GPUs are free after the run, whoever started Ray
+        finally:
+            if started:
+                ray.shutdown()

@@ -11,6 +11,8 @@ command that continues it, in one line after the stage table:
                                                                               (exit 1)
     run x: interrupted during rollout (round 2); `flywheel resume x` continues from the last
     finished stage                                                            (exit 130)
+    run t: terminated by SIGTERM during train (round 1); `flywheel resume t` continues from
+    the last finished stage                                                   (exit 143)
 
 For a domain of several tasks (reasoning_gym) a table follows: held-out accuracy per task and
 level, for the base model and each round's candidate (`task_accuracy_lines`):
@@ -102,7 +104,8 @@ def stop_line(run_id: str, run_status: str, stages: list[dict[str, Any]],
     run_id
         The run.
     run_status
-        Its status as `effective_status` reports it ("interrupted" for a killed run too).
+        Its status as `effective_status` reports it ("interrupted" for a killed run too,
+        "terminated" for one stopped by SIGTERM: storage/interruption.py `stop_status`).
     stages
         Its stage rows, oldest first.
     log
@@ -114,9 +117,10 @@ def stop_line(run_id: str, run_status: str, stages: list[dict[str, Any]],
     where = stopped_at(stages)
     at = f"stage {where.stage} (round {where.round})" if where else None
     resume = f"`flywheel resume {run_id}`"
-    if run_status == "interrupted":
+    if run_status in ("interrupted", "terminated"):
+        how = "terminated by SIGTERM" if run_status == "terminated" else "interrupted"
         during = f"during {where.stage} (round {where.round})" if where else "between stages"
-        return (f"run {run_id}: interrupted {during}; {resume} continues from the last "
+        return (f"run {run_id}: {how} {during}; {resume} continues from the last "
                 "finished stage", code)
     if run_status == "gate_failed":
         return (f"run {run_id}: gate failed at {at}: {where.error}; fix the thresholds under "

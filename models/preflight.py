@@ -1,6 +1,8 @@
 """Checks of the model a run will load, made before anything is written (the CLI exits 2 with
-one line): a `model.path` that is not a complete Hugging Face folder, and a built-in tiny
-model too large to train in this machine's memory.
+one line): a `model.path` that is not a complete, well-formed Hugging Face folder (its JSON
+files parse, its weight files' headers read as safetensors or torch.save) or a hub id missing
+from the local hub cache (models/hub.py), and a built-in tiny model too large to train in this
+machine's memory.
 
 The memory check covers the tiny model only, which trains on the CPU: its training keeps the
 fp32 weights, their gradients and Adam's two moments, 16 bytes a parameter, plus activations.
@@ -11,48 +13,136 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from pathlib import Path
+from typing import Any
+
+from models.hub import ModelSource, locate_model
 
 BYTES_PER_TRAINED_PARAMETER = 16  # fp32 weights, gradients, Adam's first and second moments
 TINY_VOCABULARY = 100  # models/tiny.py: 5 special tokens and 95 printable characters
 WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin", "model.safetensors.index.json")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")
+# How a legacy (pre-zip) `torch.save` file starts: the pickled magic number torch writes first.
+_LEGACY_TORCH_HEAD = b"\x80\x02\x8a\nl\xfc\x9cF\xf9 j\xa8P\x19"
 
 
 class ModelUnfit(ValueError):
     """The configured model cannot be loaded or trained here; the message names the fix."""
 
 
-def check_model_folder(path: str) -> None:
-    """Check that `path` holds a Hugging Face checkpoint: config, weights and tokenizer.
+def check_model_folder(path: str, revision: str | None = None) -> ModelSource:
+    """Check that `path` holds a Hugging Face checkpoint: config, weights and tokenizer, each
+    present and well formed, without loading a tensor (a few KiB read per file), so a
+    truncated download or a file of random bytes fails before the run starts, naming
+    `model.path` and the file, instead of when the model loads. A hub id is checked in its
+    cached snapshot (models/hub.py), which is resolved here, once per run start.
 
     Parameters
     ----------
     path
-        `model.path`.
+        `model.path`: a local folder or a hub id.
+    revision
+        `model.revision`: a hub id's snapshot (None = `main`).
+
+    Returns
+    -------
+    ModelSource
+        The folder checked, and a hub id's snapshot commit hash (the run records it).
 
     Raises
     ------
     ModelUnfit
-        A part is missing, or config.json is not JSON.
+        A hub id not in the cache; a part is missing; config.json is not a JSON object with a
+        `model_type`; a weight file is not safetensors (its header and every tensor's bytes) or
+        a `torch.save` archive; an index names a shard that is not there; a JSON tokenizer file
+        is not a JSON object.
     """
-    folder = Path(path)
-    hint = "(point model.path at a Hugging Face model folder saved with save_pretrained)"
+    try:
+        source = locate_model(path, revision)
+    except ValueError as exc:  # models.hub.ModelNotCached, or a revision for a local folder
+        raise ModelUnfit(str(exc)) from None
+    _check_folder(path, source)
+    return source
+
+
+def _check_folder(path: str, source: ModelSource) -> None:
+    """`check_model_folder`'s checks of the folder `source` locates for `model.path`."""
+    folder = source.folder
+    hint = ("(point model.path at a Hugging Face model folder saved with save_pretrained)"
+            if source.revision is None else
+            f"(its cached snapshot {folder} is incomplete: `hf download {path}` again on a "
+            "machine with network)")
     if not folder.is_dir():
         raise ModelUnfit(f"model.path = {path!r}: no such folder {hint}")
-    config = folder / "config.json"
-    if not config.is_file():
+    if not (folder / "config.json").is_file():
         raise ModelUnfit(f"model.path = {path!r}: no config.json there {hint}")
-    try:
-        json.loads(config.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ModelUnfit(f"model.path = {path!r}: config.json is not valid JSON ({exc})") from None
-    if not any(next(folder.glob(pattern), None) for pattern in WEIGHT_FILES):
+    config = _json_object(path, folder / "config.json")
+    weights = sorted({file for pattern in WEIGHT_FILES for file in folder.glob(pattern)})
+    if not weights:
         raise ModelUnfit(f"model.path = {path!r}: no weights (*.safetensors or "
                          f"pytorch_model*.bin) {hint}")
     if not any((folder / name).is_file() for name in TOKENIZER_FILES):
         raise ModelUnfit(f"model.path = {path!r}: no tokenizer (tokenizer.json or "
                          f"tokenizer_config.json) {hint}")
+    if "model_type" not in config:
+        raise ModelUnfit(f"model.path = {path!r}: config.json has no model_type {hint}")
+    for file in weights:
+        _check_weight_file(path, file)
+    for name in TOKENIZER_FILES:
+        if name.endswith(".json") and (folder / name).is_file():
+            _json_object(path, folder / name)
+
+
+def _json_object(path: str, file: Path) -> dict[str, Any]:
+    """The JSON object in `file` of the model folder `path`, or ModelUnfit naming both."""
+    try:
+        data = json.loads(file.read_bytes())
+    except (OSError, ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError
+        raise ModelUnfit(f"model.path = {path!r}: {file.name} is not valid JSON ({exc}); "
+                         "save the model again or download the file again") from None
+    if not isinstance(data, dict):
+        raise ModelUnfit(f"model.path = {path!r}: {file.name} is not valid JSON: not an object; "
+                         "save the model again or download the file again")
+    return data
+
+
+def _check_weight_file(path: str, file: Path) -> None:
+    """One weight file of `path` read as its loader reads its head: a safetensors header that
+    covers the whole file (safetensors' own check), a `torch.save` zip archive or legacy pickle
+    (`pytorch_model*.bin`), an index whose shards are files of the folder."""
+    redo = "save the model again or download the file again"
+    if file.name.endswith(".index.json"):
+        weight_map = _json_object(path, file).get("weight_map")
+        if not isinstance(weight_map, dict) or not weight_map:
+            raise ModelUnfit(f"model.path = {path!r}: {file.name} has no weight_map; {redo}")
+        for shard in sorted(set(map(str, weight_map.values()))):
+            if Path(shard).name != shard or not (file.parent / shard).is_file():
+                raise ModelUnfit(f"model.path = {path!r}: {file.name} names the shard "
+                                 f"{shard!r}, which is not a file of the folder; {redo}")
+        return
+    if file.suffix == ".safetensors":
+        from safetensors import SafetensorError, safe_open
+
+        try:
+            with safe_open(str(file), framework="numpy") as weights:
+                weights.keys()
+        except (SafetensorError, OSError) as exc:
+            raise ModelUnfit(f"model.path = {path!r}: {file.name} is not a safetensors file "
+                             f"({exc}); {redo}") from None
+        return
+    try:
+        with file.open("rb") as handle:
+            usable = handle.read(len(_LEGACY_TORCH_HEAD)) == _LEGACY_TORCH_HEAD
+        if not usable and zipfile.is_zipfile(file):
+            with zipfile.ZipFile(file) as archive:
+                usable = any(name.endswith("/data.pkl") for name in archive.namelist())
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise ModelUnfit(f"model.path = {path!r}: {file.name} cannot be read ({exc}); "
+                         f"{redo}") from None
+    if not usable:
+        raise ModelUnfit(f"model.path = {path!r}: {file.name} is not a torch.save checkpoint "
+                         f"(neither a zip archive with data.pkl nor a legacy pickle); {redo}")
 
 
 def tiny_parameters(hidden_size: int, num_layers: int, intermediate_size: int) -> int:

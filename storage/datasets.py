@@ -47,8 +47,11 @@ A sample record per kind (columns beyond these are allowed only by adding them h
                                # null on proposer rows
     evals       {"run_id": "demo", "round": 1, "checkpoint": "5d..", "item_id": "h0..",
                  "level": 2, "prompt": "<solve>37+5=", "completion": "42", "answer": "42",
-                 "reference": "42", "correct": True, "reward": 1.0, "method": "reference"}
-                               # reward null: cannot judge, `method` says why (not correct)
+                 "reference": "42", "correct": True, "reward": 1.0, "method": "reference",
+                 "sample": 0}
+                               # reward null: cannot judge, `method` says why (not correct);
+                               # sample: the answer's index among the item's evaluate.samples
+                               # (one row per item and sample), null in files written without it
 """
 
 from __future__ import annotations
@@ -104,7 +107,8 @@ SCHEMAS: dict[str, pa.Schema] = {
     "evals": pa.schema(
         [("run_id", STRING), ("round", INT64), ("checkpoint", STRING), ("item_id", STRING),
          ("level", INT64), ("prompt", STRING), ("completion", STRING), ("answer", STRING),
-         ("reference", STRING), ("correct", BOOL), ("reward", FLOAT64), ("method", STRING)]
+         ("reference", STRING), ("correct", BOOL), ("reward", FLOAT64), ("method", STRING),
+         ("sample", INT64)]
     ),
 }
 
@@ -112,12 +116,13 @@ KINDS = tuple(SCHEMAS)
 # Columns a row may leave out (they are null then): proposals are sampled by a checkpoint on a
 # backend only when the proposer wrote them, not the domain's generator; verdicts have a sandbox
 # outcome only where the sandbox ran the answer (python_io); a problem has a task and a payload
-# only in the domains whose verifier reads them; proposer training rows have no problem.
+# only in the domains whose verifier reads them; proposer training rows have no problem; eval
+# rows of files written before several samples per item existed have no sample index.
 OPTIONAL: dict[str, frozenset[str]] = {"proposals": frozenset({"checkpoint", "backend"}),
                                        "verdicts": frozenset({"outcome", "verifier"}),
                                        "problems": frozenset({"task", "payload"}),
                                        "train_rows": frozenset({"problem"}),
-                                       "evals": frozenset({"reward", "method"})}
+                                       "evals": frozenset({"reward", "method", "sample"})}
 
 
 FRAME_SLICE_ROWS = 65536  # rows of a large polars frame converted and written at once

@@ -1,4 +1,4 @@
-"""Content hashes: row ids and stage fingerprints.
+"""Content hashes: row ids, stage fingerprints and file checksums (a checkpoint's: its weights').
 
 Ids are hashes of content, so the same problem text has the same `problem_id` in every round
 and every run. A stage fingerprint hashes everything the stage's output depends on (stage name
@@ -111,12 +111,53 @@ SINGLE_WEIGHTS = "model.safetensors"
 SHARD_INDEX = "model.safetensors.index.json"
 
 
+def weight_files(folder: Any) -> list[Any]:
+    """The weight files of a checkpoint folder as `save_pretrained` writes them: one
+    `model.safetensors`, or (with `max_shard_size`) `model.safetensors.index.json` and every
+    shard `model-00001-of-0000N.safetensors` ... it names, shards in name order after the index.
+
+    Parameters
+    ----------
+    folder
+        The checkpoint folder (a path).
+
+    Returns
+    -------
+    The paths; `[folder / "model.safetensors"]` for a whole save.
+
+    Raises
+    ------
+    FileNotFoundError
+        No weights, or a shard the index names is missing; the message names the file.
+    ValueError
+        The index is not JSON with a `weight_map` object (the message names it).
+    """
+    from pathlib import Path
+
+    folder = Path(folder)
+    if (folder / SINGLE_WEIGHTS).is_file():
+        return [folder / SINGLE_WEIGHTS]
+    index = folder / SHARD_INDEX
+    if not index.is_file():
+        msg = f"{folder}: no {SINGLE_WEIGHTS} and no {SHARD_INDEX}"
+        raise FileNotFoundError(msg)
+    try:
+        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        msg = f"{index}: not a safetensors index ({type(exc).__name__}: {exc})"
+        raise ValueError(msg) from None
+    for name in shards:
+        if not (folder / name).is_file():
+            msg = f"{folder}: weights shard {name} named in {SHARD_INDEX} is missing"
+            raise FileNotFoundError(msg)
+    return [index, *(folder / name for name in shards)]
+
+
 def checkpoint_checksum(folder: Any) -> str:
     """Hex sha256 of a checkpoint folder's weights, every shard of a sharded save included.
 
-    One `model.safetensors`: that file's `file_checksum`. Sharded (`save_pretrained` with
-    `max_shard_size`: `model-00001-of-0000N.safetensors` ... and `model.safetensors.index.json`):
-    the sha256 of the index's checksum and each shard's name and checksum, shards in name order.
+    One `model.safetensors`: that file's `file_checksum`. Sharded: the sha256 of the index's
+    checksum and each shard's name and checksum, shards in name order (`weight_files`).
 
     Parameters
     ----------
@@ -131,21 +172,14 @@ def checkpoint_checksum(folder: Any) -> str:
     ------
     FileNotFoundError
         No weights, or a shard the index names is missing; the message names the file.
+    ValueError
+        The index cannot be read.
     """
-    from pathlib import Path
-
-    folder = Path(folder)
-    if (folder / SINGLE_WEIGHTS).is_file():
-        return file_checksum(folder / SINGLE_WEIGHTS)
-    index = folder / SHARD_INDEX
-    if not index.is_file():
-        msg = f"{folder}: no {SINGLE_WEIGHTS} and no {SHARD_INDEX} (no weights)"
-        raise FileNotFoundError(msg)
-    shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+    files = weight_files(folder)
+    if files[0].name == SINGLE_WEIGHTS:
+        return file_checksum(files[0])
+    index, *shards = files
     digest = hashlib.sha256(file_checksum(index).encode())
-    for name in shards:
-        if not (folder / name).is_file():
-            msg = f"{folder}: weights shard {name} named in {SHARD_INDEX} is missing"
-            raise FileNotFoundError(msg)
-        digest.update(f"{name}:{file_checksum(folder / name)}".encode())
+    for shard in shards:
+        digest.update(f"{shard.name}:{file_checksum(shard)}".encode())
     return digest.hexdigest()

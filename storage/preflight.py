@@ -10,20 +10,17 @@ stage's, recorded in the catalog and resumable.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from pathlib import Path
 
-import duckdb
+from storage.catalog import DataRootUnusable
+from storage.catalog.connection import CatalogFile
+from storage.catalog.errors import CatalogDamaged, CatalogLocked
 
-from storage.catalog import STORAGE_CONFIG, DataRootUnusable, check_format, retry_while_locked
+__all__ = ["CatalogDamaged", "CatalogLocked", "DataRootUnusable", "check_catalog",
+           "check_data_root"]
 
 MIN_FREE_BYTES = 256 << 20  # a tiny CPU round writes about 60 MB; a checkpoint is about 10 MB
-CATALOG_WAIT_SECONDS = 5.0  # a run's own connections last milliseconds
-
-
-class CatalogLocked(DataRootUnusable):
-    """Another process holds the catalog (the CLI exits 3, as for a locked run)."""
 
 
 def _nearest_existing(path: Path) -> Path:
@@ -67,48 +64,34 @@ def check_data_root(data_root: Path, *, min_free_bytes: int = MIN_FREE_BYTES) ->
         raise DataRootUnusable(msg)
 
 
-def check_catalog(data_root: Path, *, wait: float = CATALOG_WAIT_SECONDS) -> None:
-    """Check that the data root's catalog (if there is one yet) opens, read-only, and is in the
-    data root format this Flywheel writes.
+def check_catalog(data_root: Path, *, wait: float | None = None) -> None:
+    """Check that the data root's catalog (if there is one yet) opens, read-only, is in the
+    data root format this Flywheel writes, and reads whole: every row of every table is read
+    once (a catalog is megabytes), so a corrupted block fails here, before a run writes
+    anything, rather than at the stage that first reads it.
 
     Parameters
     ----------
     data_root
         The data root.
     wait
-        How long another process may hold a conflicting lock before this gives up.
+        How long another process may hold a conflicting lock before this gives up (default
+        storage/catalog/connection.py `READ_LOCK_WAIT_SECONDS`).
 
     Raises
     ------
-    DataRootUnusable
-        The catalog is damaged (not a DuckDB file, truncated).
+    CatalogDamaged
+        The catalog is damaged (not a DuckDB file, truncated, a corrupted block).
     DataRootFormatError
         The catalog is in another data root format (written by an earlier Flywheel).
     CatalogLocked
         Another process holds it (the message names its pid when DuckDB reports one).
     """
-    path = Path(data_root) / "catalog.duckdb"
-    if not path.exists():
+    catalog = CatalogFile(data_root)
+    if not catalog.path.exists():
         return
-    try:
-        con = retry_while_locked(lambda: duckdb.connect(str(path), read_only=True,
-                                                        config=STORAGE_CONFIG), wait=wait)
-        with con:
-            check_format(con, Path(data_root).resolve())
-    except duckdb.IOException as exc:
-        text = str(exc)
-        if "Could not set lock" in text or "Conflicting lock" in text:
-            holder = re.search(r"PID (\d+)", text)
-            who = f"process {holder[1]}" if holder else "another process"
-            msg = (f"catalog {path} is locked by {who} (for more than {wait:g} s); wait for it "
-                   "to finish, or stop it")
-            raise CatalogLocked(msg) from None
-        raise DataRootUnusable(_damaged(path, exc)) from None
-    except duckdb.Error as exc:
-        raise DataRootUnusable(_damaged(path, exc)) from None
-
-
-def _damaged(path: Path, exc: Exception) -> str:
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return (f"catalog {path} cannot be read ({first}); restore it from a backup, or move it "
-            "aside to start a new catalog in this data root")
+    with catalog.connect(read_only=True, wait=wait) as con:
+        tables = con.execute("SELECT table_name FROM duckdb_tables()"
+                             " WHERE database_name = current_database()").fetchall()
+        for (table,) in tables:  # hash(row) reads every column of every row
+            con.execute(f'SELECT bit_xor(hash("{table}")) FROM "{table}"').fetchall()

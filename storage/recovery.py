@@ -48,11 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
-
-from storage import interruption
 from storage.catalog import Catalog
-from storage.fingerprint import checkpoint_checksum, file_checksum
 from storage.lock import RunLock
 from storage.paths import link_target, run_folder
 
@@ -298,9 +294,10 @@ def discard_dependents(catalog: Catalog, run_id: str, fingerprint: str) -> list[
 def check_recorded(datasets: dict[str, dict[str, Any]]) -> tuple[Path, str] | None:
     """None when every recorded output is intact, else (the damaged path, why) for one of them.
 
-    Parquet files are checked for existence, a readable footer (a truncated file has none),
-    the recorded row count and the recorded sha256; checkpoint folders for their weights (every
-    shard of a sharded save) and their checksum.
+    Each output is checked by storage/integrity.py's `output_damage`, the rule `flywheel
+    validate` and `status` apply: Parquet files for existence, a readable footer (a truncated
+    file has none), the recorded row count and sha256; checkpoint folders for their weights
+    (every shard, each a readable safetensors file), config.json, tokenizer files and checksum.
 
     Parameters
     ----------
@@ -312,28 +309,11 @@ def check_recorded(datasets: dict[str, dict[str, Any]]) -> tuple[Path, str] | No
     -------
     None when every output is intact, else the first damaged path and a one-line reason.
     """
+    from storage.integrity import output_damage
+
     for kind, info in sorted(datasets.items()):
-        path = Path(info["path"])
-        if not path.exists():
-            return path, f"recorded {kind} output is missing"
-        if path.is_dir():
-            try:
-                checksum = checkpoint_checksum(path)  # every shard of a sharded save
-            except FileNotFoundError as missing:
-                return path, f"checkpoint folder lacks weights ({missing})"
-            if checksum != info["checksum"]:
-                return path, ("checkpoint weights changed since they were recorded"
-                              " (checksum mismatch)")
-            continue
-        try:
-            rows = pq.read_metadata(path).num_rows
-        except Exception:  # noqa: BLE001 - any unreadable footer means a damaged file
-            interruption.check()  # unless the read was interrupted
-            return path, "truncated or unreadable Parquet file (no valid footer)"
-        if rows != info["rows"]:
-            return path, f"Parquet file has {rows} rows, the catalog recorded {info['rows']}"
-        if file_checksum(path) != info["checksum"]:
-            return path, "file changed since it was recorded (checksum mismatch)"
+        if (found := output_damage(kind, info)) is not None:
+            return Path(info["path"]), found[1]
     return None
 
 

@@ -8,7 +8,10 @@ and `flywheel checkpoint RUN_ID`.
 
 The incumbent after round N is the candidate of round N when it was promoted, else the
 incumbent that entered round N; before any round is decided it is the base model (round
-None). Reads the catalog only (no torch, no Prefect).
+None). A round the run has not decided has no incumbent: asking for one is `UndecidedRound`,
+never the answer of an earlier round. Times are epoch seconds, as the catalog stores them
+(`--json` prints them as ISO-8601, storage/json_output.py). Reads the catalog only (no torch,
+no Prefect).
 """
 
 from __future__ import annotations
@@ -29,6 +32,26 @@ class Incumbent:
     fingerprint: str
     accuracy: float | None
     path: str | None
+
+    @property
+    def model(self) -> str:
+        """Which model it is: "base" (round None), else "candidate" (a round's promoted)."""
+        return "base" if self.round is None else "candidate"
+
+    def record(self) -> dict[str, Any]:
+        """The incumbent as `--json` prints it: its fields, with `model` after `round`."""
+        return {"round": self.round, "model": self.model, "fingerprint": self.fingerprint,
+                "accuracy": self.accuracy, "path": self.path}
+
+
+class UndecidedRound(ValueError):
+    """`incumbent` of a round the run has not decided; the message names the rounds it has."""
+
+    def __init__(self, run_id: str, round_index: int, decided: list[int]) -> None:
+        has = (f"its decided rounds: {', '.join(map(str, decided))}" if decided
+               else "no round is decided yet")
+        super().__init__(f"run {run_id!r} has not decided round {round_index} ({has}); leave "
+                         "out --round for the latest incumbent")
 
 
 def _checkpoint_path(catalog: Catalog, run_id: str, fingerprint: str,
@@ -74,8 +97,17 @@ def incumbent(catalog: Catalog, run_id: str, round_index: int | None = None) -> 
     Returns
     -------
     Incumbent or None
-        None when the run has neither a decided round (up to `round_index`) nor a base model.
+        None when the run has neither a decided round nor a base model.
+
+    Raises
+    ------
+    UndecidedRound
+        `round_index` is not one of the run's decided rounds.
     """
+    if round_index is not None:
+        decided = decided_rounds(catalog, run_id)
+        if round_index not in decided:
+            raise UndecidedRound(run_id, round_index, decided)
     config = catalog.run_config_json(run_id)
     decided = catalog.query(
         "SELECT round, incumbent, candidate, incumbent_accuracy, candidate_accuracy, promoted"
@@ -90,6 +122,12 @@ def incumbent(catalog: Catalog, run_id: str, round_index: int | None = None) -> 
     winner_round = last["round"] if promoted else _promoted_round(catalog, run_id, fingerprint)
     return Incumbent(winner_round, fingerprint, accuracy,
                      _checkpoint_path(catalog, run_id, fingerprint, config))
+
+
+def decided_rounds(catalog: Catalog, run_id: str) -> list[int]:
+    """The rounds of `run_id` with a promotion decision, in order."""
+    return [r["round"] for r in catalog.query(
+        "SELECT round FROM rounds WHERE run_id = ? ORDER BY round", [run_id])]
 
 
 def _promoted_round(catalog: Catalog, run_id: str, fingerprint: str) -> int | None:

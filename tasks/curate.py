@@ -44,12 +44,22 @@ references (the untrained model has no verified answers yet). Seed problems up t
 dropped (`above_warmup_level`) for the solver, so the flywheel, not the seed, must reach them.
 Proposer rows are written for seed problems of every level (`warmup_proposer_rows`, apart from
 `proposer_rows` of later rounds): they teach the proposer the format of each level it will be
-asked for.
+asked for. Under `[warmup] mode = "self_samples"` (`SelfSampleCurateSettings`) the kept seed
+problems' solver rows are the model's own verified answers instead, as in `verified`
+(`warmup_solver_rows`): a pretrained model keeps its reasoning.
+
+The verify stage's canaries (`verify.canary`, tasks/verifier_rates.py) have verdicts but no row
+in the problems file: curate drops their verdicts first (`round_verdicts`), so nothing is
+curated or trained from them. Beside its counts the stage records two figures the alarms read
+(tasks/alarms.py): `heldout_overlap` / `heldout_in_training` (how much of the held-out set's
+text is in the round's training rows) and, in rounds with proposer samples, `proposer_novelty`
+(the share of its valid samples admitted as new problems).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -57,10 +67,17 @@ from prefect import task
 from prefect.cache_policies import NONE
 
 from configs import CurateConfig
-from configs.settings import CurateSettings, WarmupCurateSettings, stage_settings
+from configs.settings import (
+    CurateSettings,
+    SelfSampleCurateSettings,
+    WarmupCurateSettings,
+    stage_settings,
+)
 from domains.base import Domain
 from storage.datasets import read_rows
+from tasks.alarms import leak_metrics, proposer_novelty
 from tasks.context import RunContext
+from tasks.curriculum.columns import lazy_frame
 from tasks.curriculum.dedup import clusters
 from tasks.curriculum.pass_rates import curriculum_frame  # noqa: F401 - public
 from tasks.curriculum.rewards import diversity_penalties, proposer_weight  # noqa: F401 - re-exported
@@ -99,10 +116,21 @@ def curriculum_rows(problems: list[dict[str, Any]], verdicts: list[dict[str, Any
                             warmup_max_level=warmup_max_level).to_dicts()
 
 
+def warmup_solver_rows(domain: Domain, kept: pl.DataFrame, rollouts: Any, verdicts: Any,
+                       curation: CurateConfig, *, self_samples: bool) -> pl.DataFrame:
+    """Round 0's solver rows for the `kept` seed problems: their references, or with
+    `self_samples` (`[warmup] mode = "self_samples"`) the model's own verified answers,
+    reasoning and all (rejection sampling: at most `max_answers_per_problem` per problem; a
+    problem it never solved has none)."""
+    if self_samples:
+        return verified_rows(rollouts, verdicts, kept, curation.max_answers_per_problem)
+    return reference_rows(domain, kept)
+
+
 def training_frame(domain: Domain, problems: Any, rollouts: Any, verdicts: Any, curriculum: Any,
                    curation: CurateConfig, *, warmup: bool,
                    penalties: Mapping[str, float] | None = None, algorithm: str = "sft",
-                   max_pairs_per_problem: int = 4) -> pl.DataFrame:
+                   max_pairs_per_problem: int = 4, self_samples: bool = False) -> pl.DataFrame:
     """The round's `train_rows` (see the module docstring) over Parquet paths, frames or rows.
 
     Parameters
@@ -123,6 +151,8 @@ def training_frame(domain: Domain, problems: Any, rollouts: Any, verdicts: Any, 
         DPO pairs (tasks/curriculum/selection.py); proposer rows are the same for every one.
     max_pairs_per_problem
         DPO: most pairs per problem.
+    self_samples
+        Round 0 under `[warmup] mode = "self_samples"` (`warmup_solver_rows`).
 
     Returns
     -------
@@ -133,7 +163,8 @@ def training_frame(domain: Domain, problems: Any, rollouts: Any, verdicts: Any, 
     kept = kept_problems(table, curriculum)
     proposer = None
     if warmup:
-        solver = reference_rows(domain, kept)
+        solver = warmup_solver_rows(domain, kept, rollouts, verdicts, curation,
+                                    self_samples=self_samples)
         if curation.warmup_proposer_rows:
             proposer = proposer_rows(domain, table, verdicts, curation, None, weighted=False)
         return train_frame(table, solver, proposer)
@@ -185,6 +216,19 @@ def repetition_penalties(domain: Domain, proposals: list[dict[str, Any]],
     return dict(zip([pid for pid, _ in valid], diversity_penalties(labels), strict=True))
 
 
+def round_verdicts(verdict_file: Path, problem_file: Path) -> Path | pl.LazyFrame:
+    """The verdicts curate reads: those of the round's problems. The verify stage's canaries
+    (tasks/verifier_rates.py) have verdicts but no problem row, and are dropped here, so no
+    curriculum or training row comes from them; the file itself when it holds none (then the
+    verdicts are read by position beside the rollouts, tasks/curriculum/selection.py)."""
+    ids = lazy_frame(problem_file, {"problem_id": pl.String}).collect()["problem_id"].implode()
+    verdicts = pl.scan_parquet(verdict_file)
+    ours = pl.col("problem_id").is_in(ids)
+    if verdicts.filter(~ours).select(pl.len()).collect().item() == 0:
+        return verdict_file
+    return verdicts.filter(ours)
+
+
 def curate_inputs(problems: StageOutput, rollouts: StageOutput, verdicts: StageOutput
                   ) -> dict[str, str]:
     """The fingerprints the curate stage reads: the round's problems, rollouts and verdicts."""
@@ -198,7 +242,8 @@ def curate_round(domain: Domain, settings: WarmupCurateSettings, problems: Stage
     (`CurateSettings`; `WarmupCurateSettings` in round 0, the warm-up)."""
     curation = settings.curate
     warmup = not isinstance(settings, CurateSettings)
-    problem_file, verdict_file = problems.path("problems"), verdicts.path("verdicts")
+    problem_file = problems.path("problems")
+    verdict_file = round_verdicts(verdicts.path("verdicts"), problem_file)  # canaries dropped
     curriculum = curriculum_frame(problem_file, verdict_file, curation, warmup=warmup,
                                   warmup_max_level=settings.domain.domain.seed_max_level)
     penalties = (repetition_penalties(domain, read_rows(problems.path("proposals")), curation)
@@ -206,14 +251,19 @@ def curate_round(domain: Domain, settings: WarmupCurateSettings, problems: Stage
     pairs = {} if warmup else {"max_pairs_per_problem": settings.max_pairs_per_problem}
     rows = training_frame(domain, problem_file, rollouts.path("rollouts"), verdict_file,
                           curriculum, curation, warmup=warmup, penalties=penalties,
-                          algorithm=settings.algorithm, **pairs)
+                          algorithm=settings.algorithm,
+                          self_samples=isinstance(settings, SelfSampleCurateSettings), **pairs)
     judged = curriculum["pass_rate"].drop_nulls().to_list()  # summed left to right
+    heldout = [p.text for p in domain.heldout(settings.domain.domain.heldout_per_level)]
+    novelty = None if warmup else proposer_novelty(problems.path("proposals"))
     return StageResult(
         datasets={"curriculum": curriculum, "train_rows": rows},
         metrics={"kept": int(curriculum["kept"].sum()),
                  "pass_at_1": sum(judged) / len(judged) if judged else 0.0,
                  "train_rows": len(rows),
-                 "solver_rows": int((rows["role"] == "solver").sum())},
+                 "solver_rows": int((rows["role"] == "solver").sum()),
+                 **leak_metrics(heldout, rows),
+                 **({} if novelty is None else {"proposer_novelty": novelty})},
     )
 
 

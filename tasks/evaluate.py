@@ -1,12 +1,40 @@
-"""Evaluate: greedy answers to the domain's fixed held-out set, which the proposer never writes.
+"""Evaluate: answers to the domain's fixed held-out set, which the proposer never writes.
 
 Each answer is judged by the domain's `judge` against the item's problem row, as verify judges
-rollouts: `reward` is its reward, or null with the reason in `method` (no_answer, ...); an item
-is `correct` at reward 1, and an unjudged item counts as not correct (every held-out item has a
-reference, so the accuracy's denominator is the whole set)."""
+rollouts: `reward` is its reward, or null with the reason in `method` (no_answer, ...); an
+answer is `correct` at reward 1, and an unjudged answer counts as not correct (every held-out
+item has a reference, so the accuracy's denominator is the whole set).
+
+By default (`[evaluate] samples = 1`, `temperature = 0`) each item gets one greedy answer, the
+same on every run. With `samples = n > 1` at `temperature > 0` each item gets n sampled answers,
+one eval row per (item, sample) with its `sample` index, and the stage records besides the
+accuracy (pass@1: the mean over all samples, so the promote rule reads the same key):
+
+    pass_at_K     the unbiased pass@k estimator of Chen et al. (2021, "Evaluating Large
+                  Language Models Trained on Code"): per item with c of n samples correct,
+                  1 - C(n - c, k) / C(n, k), averaged over items; k = 1, 2, 4, ... below n, and n
+    maj_at_N      the share of items whose majority answer (N = n samples) is correct: the
+                  answers the verifier judged vote (`domain.extract`'s answer, the project's one
+                  majority rule: tasks/curriculum/votes.py, ties to the smallest string); the
+                  winning answer is correct when its samples were judged correct
+    maj_at_N_unjudged  answers left out of the votes because their reward is None
+    maj_at_N_no_vote   items without a judged answer: counted as not correct
+
+and for every figure, accuracy too (also with one sample), a 95 % interval over the items
+(`<name>_low`, `<name>_high`: storage/audit/round_metrics.py `item_interval`, Wilson for
+pass/fail items, a fixed-seed bootstrap over items for fractional ones):
+
+    {"accuracy": 0.55, "accuracy_low": 0.48, "accuracy_high": 0.62, "samples": 4.0,
+     "pass_at_1": 0.55, "pass_at_2": 0.66, ..., "pass_at_4": 0.74, "maj_at_4": 0.6, ...}
+
+Every checkpoint is sampled with the same seed (the run's evaluate seed of round 0), so the
+candidate and the incumbent answer with the same random numbers: their paired difference
+(tasks/promote.py, which averages an item's samples) then carries less sampling noise.
+"""
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,36 +46,53 @@ from prefect.cache_policies import NONE
 from configs.settings import EvaluateSettings
 from domains.base import Domain, Problem, problem_row
 from models.backends import ProgressCallback, RolloutBackend, SamplingParams
+from storage.audit.round_metrics import item_interval
 from storage.datasets import read_rows
 from storage.fingerprint import row_id
 from tasks.context import Checkpoint, RunContext
+from tasks.curriculum.votes import majority_vote
 from tasks.progress import progress_bar
 from tasks.retry import TRANSIENT
 from tasks.stage import StageResult, run_stage
 
-VERSION = 2  # 2: each answer judged by `Domain.judge` on its problem row; reward and method
+VERSION = 3  # 3: [evaluate] samples and temperature; rows carry `sample`; intervals, pass@k, maj@k
+
+
+def sampling_params(*, samples: int, temperature: float, max_new_tokens: int,
+                    seed: int) -> SamplingParams:
+    """Greedy answers at temperature 0 (seed 0, as before `samples` existed: the same call and
+    the same answers), else `samples` answers per item at `temperature` from `seed`."""
+    if temperature == 0:
+        return SamplingParams(n=samples, temperature=1.0, max_new_tokens=max_new_tokens, seed=0,
+                              greedy=True)
+    return SamplingParams(n=samples, temperature=temperature, max_new_tokens=max_new_tokens,
+                          seed=seed)
 
 
 def eval_rows(backend: RolloutBackend, domain: Domain, *, per_level: int, max_new_tokens: int,
               checkpoint: str, run_id: str, round_index: int,
               progress: ProgressCallback | None = None,
-              items: list[Problem] | None = None) -> list[dict[str, Any]]:
-    """Greedy answers to the held-out set (`items`, when the caller already drew it)."""
+              items: list[Problem] | None = None, samples: int = 1, temperature: float = 0.0,
+              seed: int = 0) -> list[dict[str, Any]]:
+    """Answers to the held-out set (`items`, when the caller already drew it): `samples` per
+    item, greedy at temperature 0; one row per (item, sample), item-major."""
     items = domain.heldout(per_level) if items is None else items
     prompts = [domain.solver_prompt(p.text) for p in items]
-    outputs = backend.generate(prompts, SamplingParams(n=1, temperature=1.0,
-                                                       max_new_tokens=max_new_tokens,
-                                                       seed=0, greedy=True), progress=progress)
+    params = sampling_params(samples=samples, temperature=temperature,
+                             max_new_tokens=max_new_tokens, seed=seed)
+    outputs = backend.generate(prompts, params, progress=progress)
     cut = domain.cut  # [prompt] stop strings
-    completions = [cut(o[0].text) for o in outputs]
-    judged = domain.judge(completions, [problem_row(p) for p in items])
+    answered = [(p, prompt, k, cut(o.text)) for p, prompt, item_outputs
+                in zip(items, prompts, outputs, strict=True) for k, o in enumerate(item_outputs)]
+    judged = domain.judge([completion for *_, completion in answered],
+                          [problem_row(p) for p, *_ in answered])
     return [
         {"run_id": run_id, "round": round_index, "checkpoint": checkpoint,
          "item_id": row_id("heldout", domain.name, p.text), "level": p.level, "prompt": prompt,
          "completion": completion, "answer": domain.extract(completion), "reference": p.reference,
          "reward": j.reward, "method": "reference" if j.reward is not None else j.reason,
-         "correct": j.reward == 1.0}
-        for p, prompt, completion, j in zip(items, prompts, completions, judged, strict=True)
+         "correct": j.reward == 1.0, "sample": k}
+        for (p, prompt, k, completion), j in zip(answered, judged, strict=True)
     ]
 
 
@@ -61,7 +106,8 @@ def heldout_tasks(domain: Domain, per_level: int,
 
 
 def accuracy(rows: list[dict[str, Any]], tasks: dict[str, str] | None = None) -> dict[str, float]:
-    """Overall and per-level held-out accuracy: {"accuracy": .., "accuracy_level_1": .., ...}.
+    """Overall and per-level held-out accuracy: {"accuracy": .., "accuracy_level_1": .., ...},
+    the share of correct rows (with several samples per item: pass@1, the mean over samples).
 
     With `tasks` (item id -> task) also per task and per task and level:
     "accuracy_task_<task>" and "accuracy_task_<task>_level_<N>"."""
@@ -82,6 +128,85 @@ def accuracy(rows: list[dict[str, Any]], tasks: dict[str, str] | None = None) ->
     for (task, level), marks in sorted(by_task_level.items()):
         out[f"accuracy_task_{task}_level_{level}"] = sum(marks) / len(marks)
     return out
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The unbiased estimate of pass@k from n samples of which c are correct (Chen et al. 2021):
+    1 - C(n - c, k) / C(n, k), the chance that k of the n samples drawn without replacement hold
+    a correct one. Exact (integer binomials, no product approximation); k must be 1..n."""
+    if not 1 <= k <= n or not 0 <= c <= n:
+        msg = f"pass@{k} from {c} correct of {n} samples: need 1 <= k <= n and 0 <= c <= n"
+        raise ValueError(msg)
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def pass_at_ks(samples: int) -> list[int]:
+    """The k of the pass@k figures for `samples` answers per item: the powers of two below it,
+    and `samples` itself (4 -> [1, 2, 4]; 6 -> [1, 2, 4, 6])."""
+    return sorted({2**i for i in range(samples.bit_length()) if 2**i < samples} | {samples})
+
+
+def majority_correct(answers: list[str | None], rewards: list[float | None],
+                     corrects: list[bool]) -> bool | None:
+    """Whether an item's majority answer is correct: the answers of the samples the verifier
+    judged vote (`majority_vote`: an answer None votes for nothing, ties go to the smallest
+    string); None when no judged sample has an answer (no vote)."""
+    judged = [(a, c) for a, r, c in zip(answers, rewards, corrects, strict=True) if r is not None]
+    label = majority_vote([a for a, _ in judged]).label
+    if label is None:
+        return None
+    return next(c for a, c in judged if a == label)
+
+
+def _by_item(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The rows of each held-out item (its samples), in first-seen order."""
+    by_item: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        by_item[r["item_id"]].append(r)
+    return by_item
+
+
+def _with_interval(out: dict[str, float | None], name: str, scores: list[float]) -> None:
+    """`name`: the mean of the items' scores; `name_low`, `name_high`: its 95 % interval."""
+    out[name] = sum(scores) / len(scores)
+    out[f"{name}_low"], out[f"{name}_high"] = item_interval(scores)
+
+
+def sample_figures(rows: list[dict[str, Any]]) -> dict[str, float | None]:
+    """The accuracy's 95 % interval over items and, with several samples per item, pass@k,
+    maj@n and their intervals and counts (module docstring). The accuracy itself is
+    `accuracy`'s; items are told apart by `item_id`, their samples are their rows."""
+    groups = list(_by_item(rows).values())
+    if not groups:
+        return {}
+    out: dict[str, float | None] = {}
+    out["accuracy_low"], out["accuracy_high"] = item_interval(
+        [passed for _, passed in item_passes(rows).values()])
+    samples = max(len(g) for g in groups)
+    if samples == 1:
+        return out
+    if any(len(g) != samples for g in groups):
+        msg = (f"evals: the held-out items have {sorted({len(g) for g in groups})} samples; "
+               f"every item needs the same number (evaluate.samples = {samples})")
+        raise ValueError(msg)
+    out["samples"] = float(samples)
+    for k in pass_at_ks(samples):
+        _with_interval(out, f"pass_at_{k}",
+                       [pass_at_k(samples, sum(r["correct"] for r in g), k) for g in groups])
+    votes = [majority_correct([r["answer"] for r in g], [r["reward"] for r in g],
+                              [r["correct"] for r in g]) for g in groups]
+    _with_interval(out, f"maj_at_{samples}", [float(bool(v)) for v in votes])
+    out[f"maj_at_{samples}_unjudged"] = float(sum(r["reward"] is None for r in rows))
+    out[f"maj_at_{samples}_no_vote"] = float(sum(v is None for v in votes))
+    return out
+
+
+def item_passes(rows: list[dict[str, Any]]) -> dict[str, tuple[int, float]]:
+    """Per held-out item (`item_id`): its level and the share of its samples that are correct
+    (1.0 or 0.0 with one sample). The paired promotion rules compare items, not samples: an
+    item's samples answer one question, so they are one unit (tasks/promote.py)."""
+    return {item: (g[0]["level"], sum(bool(r["correct"]) for r in g) / len(g))
+            for item, g in _by_item(rows).items()}
 
 
 def read_accuracy(path: Path, tasks: dict[str, str] | None = None) -> dict[str, float]:
@@ -106,20 +231,25 @@ class Evaluation:
 def evaluate_checkpoint(ctx: RunContext, settings: EvaluateSettings, round_index: int,
                         checkpoint: Checkpoint, items: list[Problem], tasks: dict[str, str], *,
                         stage: str) -> StageResult:
-    """The evaluate stage's computation: greedy answers to the drawn held-out `items`."""
+    """The evaluate stage's computation: `settings.samples` answers to each of the drawn
+    held-out `items` (greedy at temperature 0), their accuracy and figures."""
     from models.backends import backend_for
 
     backend = backend_for(settings.backend, checkpoint.path)
     try:
-        with progress_bar(f"round {round_index} {stage}", len(items)) as advance:
+        with progress_bar(f"round {round_index} {stage}",
+                          len(items) * settings.samples) as advance:
             rows = eval_rows(backend, ctx.domain,
                              per_level=settings.domain.domain.heldout_per_level,
                              max_new_tokens=settings.max_new_tokens,
                              checkpoint=checkpoint.fingerprint, run_id=ctx.run_id,
-                             round_index=round_index, progress=advance, items=items)
+                             round_index=round_index, progress=advance, items=items,
+                             samples=settings.samples, temperature=settings.temperature,
+                             seed=ctx.stage_seed("evaluate", 0))  # one seed for every checkpoint
     finally:
         backend.close()
-    return StageResult(datasets={"evals": rows}, metrics=accuracy(rows, tasks))
+    return StageResult(datasets={"evals": rows},
+                       metrics={**accuracy(rows, tasks), **sample_figures(rows)})
 
 
 @task(name="evaluate", cache_policy=NONE, persist_result=False, **TRANSIENT)

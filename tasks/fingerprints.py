@@ -73,7 +73,11 @@ def stage_graph(config: RunConfig, *, rounds: int = 1
     champion_eval = evaluation(run("baseline", 0, {"checkpoint": base.fingerprint}))
     earlier_problems: list[StageOutput] = []
     earlier_curated: list[StageOutput] = []
-    for r in range(rounds + 1):
+    first = config.warmup.first_round
+    if first:  # [warmup] mode = "none": round 0 only decides
+        run("promote", 0, promote.promote_inputs(champion, champion_eval,
+                                                 without_candidate=incumbent.NO_WARMUP))
+    for r in range(first, rounds + 1):
         settings = stage_settings(config, "synthesize", r)
         curricula = synthesize.replayed_curricula(settings, earlier_curated)
         problems = run("synthesize", r, synthesize.synthesize_inputs(champion, earlier_problems,

@@ -1,4 +1,7 @@
-"""The round-0 incumbent: the built-in tiny model, or a local Hugging Face checkpoint folder."""
+"""The round-0 incumbent: the built-in tiny model, or `model.path`'s Hugging Face checkpoint (a
+local folder, or a hub id's snapshot in the local hub cache: models/hub.py). Its fingerprint
+hashes the folder's config.json and weight file sizes, not where the folder is, so the same
+model has the same fingerprint in any cache or copy."""
 
 from __future__ import annotations
 
@@ -19,10 +22,15 @@ from tasks.model_card import checkpoint_meta, write_card
 from tasks.stage import StageResult, checkpoint_dir, run_stage
 
 VERSION = 1
+# Round 0's decision under `[warmup] mode = "none"` (flows/run.py): no candidate, the base model
+# stays the incumbent and round 1 starts from it.
+NO_WARMUP = "no warm-up ([warmup] mode = 'none'): the base model starts round 1"
 
 
 def local_checkpoint(model: ModelConfig) -> Checkpoint:
-    path = Path(model.path)
+    from models.hub import locate_model
+
+    path = locate_model(model.path, model.revision).folder
     config = path / "config.json"
     if not config.is_file():
         msg = (f"model.path = {model.path!r}: no config.json there (point it at a Hugging Face "

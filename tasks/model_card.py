@@ -1,13 +1,36 @@
-"""The model card: a `README.md` with YAML metadata in every checkpoint folder the run writes, so a
-checkpoint copied out of the data root still says where it came from. It loads with
-`huggingface_hub.ModelCard.load(folder / "README.md")`; its `flywheel` mapping:
+"""The model card: a `README.md` in every checkpoint folder the run writes, so a checkpoint copied
+out of the data root still says where it came from. It is huggingface_hub's `ModelCard` with
+`ModelCardData` metadata, so the Hub and every tool that reads cards see the standard keys:
+
+    base_model: Qwen/Qwen2.5-0.5B-Instruct    (the run's starting model: its hub id, its local
+                                              folder, or the built-in tiny model's description)
+    datasets: [77aa..., 0c1d..., e5f6...]     (the fingerprints of the training rows it saw)
+    library_name: transformers
+    tags: [flywheel, self-improvement]
+    flywheel: {...}                           (below)
+    model-index:                              (once the promote stage evaluated it)
+    - name: flywheel demo round 2
+      results:
+      - task: {type: text-generation, name: held-out problems}
+        dataset: {name: arithmetic held-out set, type: flywheel-heldout-arithmetic,
+                  split: heldout}
+        metrics:
+        - {type: accuracy, value: 0.335, name: held-out accuracy,
+           args: {interval: [0.29, 0.38]}}   (args: only when the evaluation has an interval)
+
+`ModelCard.load(folder / "README.md").data.to_dict()["flywheel"]` is the provenance:
 
     flywheel:
       run_id: demo
       round: 2
       stage: train
       fingerprint: 9f3c0a...                  (the train stage's; names the folder)
+      base_model: Qwen/Qwen2.5-0.5B-Instruct  (what the top-level `base_model` is written from)
       parent_checkpoint: {fingerprint: 51be..., folder: round-001/checkpoint-51be...}
+      lineage:                                (every checkpoint before it, oldest first)
+      - {round: 0, stage: base, fingerprint: 0a1b..., folder: round-000/checkpoint-0a1b...}
+      - {round: 1, stage: train, fingerprint: 51be..., folder: round-001/checkpoint-51be...,
+         training_rows: 1800, heldout_accuracy: 0.175, promoted: true}
       data: {train_rows: 77aa..., replay_round_0: 0c1d..., replay_round_1: e5f6...}
       training_rows: 2226
       seed: 1234567                           (the stage's seed)
@@ -23,12 +46,21 @@ checkpoint copied out of the data root still says where it came from. It loads w
         incumbent_accuracy: 0.175
         promoted: true
         reason: accuracy 0.335 >= 0.175 - 0.000
+        (heldout_accuracy_low, heldout_accuracy_high: the interval, when the promote stage
+         passes one; it becomes the model-index metric's `args.interval`)
+
+The body says the same in words and draws the lineage as a table. The lineage is read from the
+parent's card when the checkpoint is written (each card carries its parent's lineage plus the
+parent), so it needs no catalog and survives a copy of the folder.
 
 The train (and base) stage writes the card into the folder before it is renamed into place and
 its catalog row is written; the promote stage adds `evaluation` before its own row. The card is
 deterministic (no times, no absolute paths: folders relative to the run's folder), so a resumed
-run writes the same bytes as an uninterrupted one. Stage checksums cover the weights file only,
-so the card is outside every fingerprint.
+run writes the same bytes as an uninterrupted one. Stage checksums cover the weights file only
+(storage/fingerprint.py `checkpoint_checksum`), so the card is outside every fingerprint.
+
+`base_model` on the Hub is meant to be a hub id; a local folder or the tiny model's description
+is written as it is (pushing such a card, replace it with the id the model came from).
 """
 
 from __future__ import annotations
@@ -41,6 +73,9 @@ if TYPE_CHECKING:
     from tasks.context import Checkpoint, RunContext
 
 CARD_NAME = "README.md"
+TAGS = ["flywheel", "self-improvement"]
+TINY_MODEL = "flywheel tiny Llama"  # the base stage's model (models/tiny.py)
+HUB_CACHE_PREFIX = "models--"  # a Hugging Face cache folder: models--<owner>--<name>/snapshots/..
 
 
 def folder_name(ctx: RunContext, path: Path) -> str:
@@ -51,6 +86,47 @@ def folder_name(ctx: RunContext, path: Path) -> str:
         return str(path.resolve().relative_to(run_dir.resolve()))
     except ValueError:
         return str(path)
+
+
+def hub_id(path: Path) -> str | None:
+    """The hub id of a folder inside the Hugging Face cache (`.../models--Qwen--Qwen2.5-0.5B/
+    snapshots/<sha>` is `Qwen/Qwen2.5-0.5B`), else None: a model resolved from a hub id keeps
+    that id as its card's `base_model`, not the cache path of this machine."""
+    for part in Path(path).parts:
+        if part.startswith(HUB_CACHE_PREFIX) and len(part) > len(HUB_CACHE_PREFIX):
+            return part.removeprefix(HUB_CACHE_PREFIX).replace("--", "/")
+    return None
+
+
+def starting_model(ctx: RunContext, parent: Checkpoint | None, parent_meta: dict[str, Any] | None,
+                   config: dict[str, Any]) -> str:
+    """The run's starting model, the card's `base_model`: the parent's when it has a card (so
+    every checkpoint of a run names the same one), else the parent itself (a local folder or
+    hub id: the run's `model.path`), else (a model built from scratch, `config` its settings)
+    the tiny model's description."""
+    if parent is None:
+        return f"{TINY_MODEL} ({', '.join(f'{k} {v}' for k, v in config.items())})"
+    if parent_meta and parent_meta.get("base_model"):
+        return parent_meta["base_model"]
+    return hub_id(parent.path) or folder_name(ctx, parent.path)
+
+
+def lineage_of(ctx: RunContext, parent: Checkpoint,
+               parent_meta: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The lineage of a checkpoint trained from `parent`: the parent's own lineage, then the
+    parent with its round, stage, training rows and held-out result as its card records them."""
+    entry: dict[str, Any] = {"fingerprint": parent.fingerprint,
+                             "folder": folder_name(ctx, parent.path)}
+    if parent_meta is None:  # a model from outside the run (`model.path`)
+        return [{"round": None, "stage": "model.path", **entry}]
+    entry = {"round": parent_meta.get("round"), "stage": parent_meta.get("stage"), **entry}
+    if "training_rows" in parent_meta:
+        entry["training_rows"] = parent_meta["training_rows"]
+    evaluation = parent_meta.get("evaluation")
+    if evaluation:
+        entry["heldout_accuracy"] = evaluation["heldout_accuracy"]
+        entry["promoted"] = evaluation["promoted"]
+    return [*parent_meta.get("lineage", []), entry]
 
 
 def checkpoint_meta(ctx: RunContext, *, stage: str, round_index: int, fingerprint: str,
@@ -77,11 +153,14 @@ def checkpoint_meta(ctx: RunContext, *, stage: str, round_index: int, fingerprin
     rows
         How many training rows it saw.
     """
+    parent_meta = None if parent is None else read_meta(parent.path)
     meta: dict[str, Any] = {"run_id": ctx.run_id, "round": round_index, "stage": stage,
-                            "fingerprint": fingerprint}
+                            "fingerprint": fingerprint,
+                            "base_model": starting_model(ctx, parent, parent_meta, config)}
     if parent is not None:
         meta["parent_checkpoint"] = {"fingerprint": parent.fingerprint,
                                      "folder": folder_name(ctx, parent.path)}
+        meta["lineage"] = lineage_of(ctx, parent, parent_meta)
     if data:
         meta["data"] = dict(data)
         meta["training_rows"] = rows
@@ -90,16 +169,58 @@ def checkpoint_meta(ctx: RunContext, *, stage: str, round_index: int, fingerprin
     return meta
 
 
-def card_text(meta: dict[str, Any]) -> str:
-    """The card for `meta` (the `flywheel` mapping above): YAML metadata, then a short text."""
-    import yaml
+def eval_results(meta: dict[str, Any]) -> list[Any]:
+    """The card's model-index entries (huggingface_hub `EvalResult`s): the held-out accuracy
+    the promote stage recorded, with its interval when the evaluation has one; none before."""
+    from huggingface_hub import EvalResult
 
-    header = {"library_name": "transformers", "tags": ["flywheel", "self-improvement"],
-              "flywheel": meta}
+    evaluation = meta.get("evaluation")
+    if not evaluation:
+        return []
+    domain = ((meta.get("config") or {}).get("domain") or {}).get("domain", {}).get("name",
+                                                                                    "domain")
+    low, high = evaluation.get("heldout_accuracy_low"), evaluation.get("heldout_accuracy_high")
+    interval = {"interval": [low, high]} if low is not None and high is not None else None
+    return [EvalResult(task_type="text-generation", task_name="held-out problems",
+                       dataset_type=f"flywheel-heldout-{domain}",
+                       dataset_name=f"{domain} held-out set", dataset_split="heldout",
+                       metric_type="accuracy", metric_value=evaluation["heldout_accuracy"],
+                       metric_name="held-out accuracy", metric_args=interval)]
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "promoted" if value else "not promoted"
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def lineage_table(meta: dict[str, Any]) -> list[str]:
+    """The body's lineage: one Markdown row per checkpoint before this one, then this one."""
+    evaluation = meta.get("evaluation") or {}
+    this = {"round": meta["round"], "stage": meta["stage"], "folder": "this checkpoint",
+            "training_rows": meta.get("training_rows"),
+            "heldout_accuracy": evaluation.get("heldout_accuracy"),
+            "promoted": evaluation.get("promoted")}
+    lines = ["| round | stage | checkpoint | training rows | held-out accuracy | decision |",
+             "|---|---|---|---|---|---|"]
+    for entry in [*meta.get("lineage", []), this]:
+        folder = entry["folder"] if entry is this else f"`{entry['folder']}`"
+        lines.append("| " + " | ".join([_cell(entry.get("round")), _cell(entry.get("stage")),
+                                         folder, _cell(entry.get("training_rows")),
+                                         _cell(entry.get("heldout_accuracy")),
+                                         _cell(entry.get("promoted"))]) + " |")
+    return lines
+
+
+def card_body(meta: dict[str, Any]) -> str:
+    """The card's Markdown below the metadata: what wrote it, from what, its result, lineage."""
     where = f"round {meta['round']} of run `{meta['run_id']}`"
     parent = meta.get("parent_checkpoint")
     lines = [f"# Flywheel checkpoint: {where}", "",
-             f"Written by the `{meta['stage']}` stage (fingerprint `{meta['fingerprint']}`)."]
+             f"Written by the `{meta['stage']}` stage (fingerprint `{meta['fingerprint']}`); "
+             f"the run started from `{meta.get('base_model')}`."]
     if parent:
         lines.append(f"Trained from `{parent['folder']}` on {meta.get('training_rows', 0)} rows.")
     evaluation = meta.get("evaluation")
@@ -107,10 +228,24 @@ def card_text(meta: dict[str, Any]) -> str:
         verdict = "promoted" if evaluation["promoted"] else "not promoted"
         lines.append(f"Held-out accuracy {evaluation['heldout_accuracy']:.3f}: {verdict} "
                      f"({evaluation['reason']}).")
-    lines += ["", "The metadata above lists its inputs' fingerprints and the config it was "
+    lines += ["", "## Lineage", "", *lineage_table(meta), "",
+              "The metadata above lists its inputs' fingerprints and the config it was "
               "trained with; `flywheel audit RUN_ID lineage CHECKPOINT` lists its training rows."]
-    return ("---\n" + yaml.safe_dump(header, sort_keys=False, allow_unicode=True) + "---\n\n"
-            + "\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
+
+
+def card_text(meta: dict[str, Any]) -> str:
+    """The card for `meta` (the `flywheel` mapping above): `ModelCardData` metadata, then the
+    body, as `ModelCard` renders it."""
+    from huggingface_hub import ModelCard, ModelCardData
+
+    results = eval_results(meta)
+    data = ModelCardData(
+        base_model=meta.get("base_model"), datasets=list((meta.get("data") or {}).values()) or None,
+        library_name="transformers", tags=TAGS, flywheel=meta,
+        **({"model_name": f"flywheel {meta['run_id']} round {meta['round']}",
+            "eval_results": results} if results else {}))
+    return ModelCard(f"---\n{data.to_yaml()}\n---\n\n{card_body(meta)}").content
 
 
 def write_card(folder: Path, meta: dict[str, Any]) -> Path:
@@ -124,17 +259,13 @@ def write_card(folder: Path, meta: dict[str, Any]) -> Path:
 
 def read_meta(folder: Path) -> dict[str, Any] | None:
     """The `flywheel` mapping of the card in `folder`; None when it has none (a local model
-    folder, or a checkpoint written before cards existed)."""
-    import yaml
+    folder, whose own README may have other metadata, or a checkpoint written before cards)."""
+    from huggingface_hub import ModelCard
 
     path = Path(folder) / CARD_NAME
-    if not path.is_file():
+    if not path.is_file():  # ModelCard.load would take the name for a hub repo id
         return None
-    text = path.read_text(encoding="utf-8")
-    if not text.startswith("---\n") or "\n---\n" not in text[3:]:
-        return None
-    header = yaml.safe_load(text[4:text.index("\n---\n", 3)])
-    meta = header.get("flywheel") if isinstance(header, dict) else None
+    meta = ModelCard.load(path, ignore_metadata_errors=True).data.get("flywheel")
     return meta if isinstance(meta, dict) else None
 
 

@@ -25,6 +25,13 @@ The decision's reason is one line, recorded in the catalog's `rounds` table and 
 With a test, the stage's metrics also hold `accuracy_difference`, its interval
 (`accuracy_difference_low`, `_high`) and `p_value`.
 
+Then the alarms (`[alarms]`, tasks/alarms.py) are checked on the run's metrics of rounds 0..r
+and recorded (`alarm_*` metrics); a fired alarm that `alarms.block` names rejects the candidate
+whatever the accuracy rule said, its reason appended to the line (`with_alarms`):
+
+    "accuracy 0.242 >= 0.200 - 0.000; alarm novelty_collapse: proposer novelty 0.040 < 0.100
+     (new problems / valid proposer samples)"                                    (rejected)
+
 A round whose curate stage left no training rows has no candidate: it is recorded as rejected
 with reason "no training rows" and the incumbent stays (flows/run.py). The candidate's model
 card (tasks/model_card.py) gets its held-out accuracy and the decision before the stage's row.
@@ -33,17 +40,18 @@ card (tasks/model_card.py) gets its held-out accuracy and the decision before th
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from prefect import task
 from prefect.cache_policies import NONE
 
-from configs import PromoteConfig
+from configs import AlarmsConfig, PromoteConfig
 from configs.settings import PromoteSettings
 from storage.datasets import read_rows
+from tasks.alarms import Alarm, alarm_metrics, blocking, round_alarms
 from tasks.context import Checkpoint, RunContext
-from tasks.evaluate import Evaluation
+from tasks.evaluate import Evaluation, item_passes
 from tasks.model_card import add_evaluation
 from tasks.promotion_tests import PairedTest, mcnemar, paired_bootstrap
 from tasks.stage import StageResult, run_stage
@@ -69,27 +77,28 @@ def _accuracy(rows: list[dict[str, Any]], which: str) -> float:
 
 
 def level_flips(candidate_evals: list[dict[str, Any]],
-                incumbent_evals: list[dict[str, Any]]) -> dict[int, tuple[int, int]]:
+                incumbent_evals: list[dict[str, Any]]) -> dict[int, tuple[float, int]]:
     """{level: (items that pass for the incumbent and fail for the candidate, items)} over the
-    held-out items both were evaluated on."""
-    candidate = {r["item_id"]: bool(r["correct"]) for r in candidate_evals}
-    out: dict[int, list[int]] = defaultdict(lambda: [0, 0])
-    for r in incumbent_evals:
-        if r["item_id"] not in candidate:
+    held-out items both were evaluated on. With several samples per item (evaluate.samples) an
+    item counts by how much its pass fraction dropped (`item_passes`; 1 for a pass->fail)."""
+    candidate = item_passes(candidate_evals)
+    out: dict[int, list[float]] = defaultdict(lambda: [0, 0])
+    for item, (level, passed) in item_passes(incumbent_evals).items():
+        if item not in candidate:
             continue
-        counts = out[r["level"]]
+        counts = out[level]
         counts[1] += 1
-        counts[0] += bool(r["correct"]) and not candidate[r["item_id"]]
-    return {level: (flips, items) for level, (flips, items) in sorted(out.items())}
+        counts[0] += max(0.0, passed - candidate[item][1])
+    return {level: (flips, int(items)) for level, (flips, items) in sorted(out.items())}
 
 
 def paired_test(candidate_evals: list[dict[str, Any]], incumbent_evals: list[dict[str, Any]],
                 cfg: PromoteConfig) -> PairedTest:
     """`cfg.test` over the items both were evaluated on (matched by `item_id`), against the
-    bound min_gain - margin."""
-    candidate = {r["item_id"]: bool(r["correct"]) for r in candidate_evals}
-    pairs = [(candidate[r["item_id"]], bool(r["correct"]))
-             for r in incumbent_evals if r["item_id"] in candidate]
+    bound min_gain - margin; with several samples per item, over their pass fractions."""
+    candidate = item_passes(candidate_evals)
+    pairs = [(candidate[item][1], passed)
+             for item, (_, passed) in item_passes(incumbent_evals).items() if item in candidate]
     if not pairs:
         msg = ("promote: the candidate and the incumbent share no held-out item_id, so no paired "
                "test; evaluate both on the same held-out set, or set [promote] test = 'none'")
@@ -123,13 +132,23 @@ def promotion_decision(candidate_evals: list[dict[str, Any]], incumbent_evals: l
     regressed = [level for level, (f, n) in flips.items() if n and f > limit * n + _EPS]
     for level in regressed:
         f, n = flips[level]
-        reasons.append(f"level {level}: {f}/{n} items pass->fail > {limit:.3f}")
+        reasons.append(f"level {level}: {f:g}/{n} items pass->fail > {limit:.3f}")
     worst = max(shares, key=lambda level: (shares[level], -level)) if shares else None
     if not regressed and worst is not None:
         f, n = flips[worst]
-        reasons.append(f"worst level {worst}: {f}/{n} items pass->fail <= {limit:.3f}")
+        reasons.append(f"worst level {worst}: {f:g}/{n} items pass->fail <= {limit:.3f}")
     return Decision(accuracy_ok and not regressed, "; ".join(reasons),
                     shares[worst] if worst is not None else None, test)
+
+
+def with_alarms(decision: Decision, alarms: list[Alarm], cfg: AlarmsConfig) -> Decision:
+    """`decision`, rejected when a fired alarm is one `cfg.block` names; the reason of each
+    such alarm is appended to its line."""
+    blocked = blocking(alarms, cfg)
+    if not blocked:
+        return decision
+    reason = "; ".join([decision.reason, *(f"alarm {a.name}: {a.reason}" for a in blocked)])
+    return replace(decision, promoted=False, reason=reason)
 
 
 def promote_inputs(incumbent: Checkpoint, incumbent_eval: Evaluation,
@@ -159,6 +178,10 @@ def promote(ctx: RunContext, round_index: int, incumbent: Checkpoint, incumbent_
         decision = promotion_decision(read_rows(candidate_eval.path),
                                       read_rows(incumbent_eval.path), settings.promote)
         candidate_accuracy = candidate_eval.accuracy["accuracy"]
+    alarms = round_alarms(ctx.catalog.round_metrics(ctx.run_id, round_index), round_index,
+                          settings.alarms)
+    if candidate is not None:
+        decision = with_alarms(decision, alarms, settings.alarms)
 
     def compute(fingerprint: str) -> StageResult:
         if candidate is not None and candidate_eval is not None:  # before the stage's row
@@ -182,7 +205,7 @@ def promote(ctx: RunContext, round_index: int, incumbent: Checkpoint, incumbent_
                            accuracy_difference_low=decision.test.low,
                            accuracy_difference_high=decision.test.high,
                            p_value=decision.test.p_value)
-        return StageResult(metrics=metrics)
+        return StageResult(metrics={**metrics, **alarm_metrics(alarms)})
 
     run_stage(
         ctx, stage="promote", version=VERSION, round_index=round_index,

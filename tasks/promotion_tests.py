@@ -20,7 +20,9 @@ give the same decision. An item's difference is +1, 0 or -1, so a resample's sum
 of +1 items drawn minus the number of -1 items drawn, and those counts are multinomial: drawing
 them is the same resampling as drawing item indices, in O(samples) instead of O(samples * items).
 The interval is the percentile interval; p = (1 + resampled differences <= bound) / (1 + samples),
-the usual add-one estimate that never reports p = 0 from finitely many resamples.
+the usual add-one estimate that never reports p = 0 from finitely many resamples. With several
+samples per item (`[evaluate] samples`) an item's outcome is its pass fraction, its difference
+any multiple of 1/samples in [-1, 1]: the bootstrap then draws item indices directly.
 
 `mcnemar` is the exact McNemar test: given the n discordant items, the number the candidate
 alone passes is Binomial(n, 1/2) under "no difference" (math.comb, no SciPy). It tests bound 0
@@ -29,6 +31,7 @@ method 10: the Wilson intervals of both accuracies combined with the pairs' phi 
 numerator corrected as in Altman et al., "Statistics with confidence"); unlike the Wald interval
 it does not collapse to a point when no item is discordant. It reproduces the R package
 contingencytables' Newcombe_square_and_add_CI_paired_2x2 (Fagerland et al., chapter 8).
+It needs pass/fail items: with pass fractions (several samples per item) it is a ValueError.
 """
 
 from __future__ import annotations
@@ -94,7 +97,8 @@ def _pairs(candidate: Sequence[bool], incumbent: Sequence[bool]) -> tuple[int, i
     return both, gains, losses, len(candidate) - both - gains - losses
 
 
-def paired_bootstrap(candidate: Sequence[bool], incumbent: Sequence[bool], *, bound: float = 0.0,
+def paired_bootstrap(candidate: Sequence[float], incumbent: Sequence[float], *,
+                     bound: float = 0.0,
                      alpha: float = 0.05, samples: int = 10_000,
                      seed: int = BOOTSTRAP_SEED) -> PairedTest:
     """Paired bootstrap of the accuracy difference (module docstring).
@@ -102,7 +106,8 @@ def paired_bootstrap(candidate: Sequence[bool], incumbent: Sequence[bool], *, bo
     Parameters
     ----------
     candidate, incumbent
-        Per item: passed. Item i of both lists is the same held-out item.
+        Per item: passed (a bool), or with several samples per item its pass fraction. Item
+        i of both lists is the same held-out item.
     bound
         H0 is difference <= bound: 0 asks for a gain, -margin for non-inferiority.
     alpha
@@ -116,7 +121,10 @@ def paired_bootstrap(candidate: Sequence[bool], incumbent: Sequence[bool], *, bo
     -------
     The difference, percentile interval and p = (1 + resamples <= bound) / (1 + samples).
     """
-    _, gains, losses, _ = _pairs(candidate, incumbent)
+    _, gains, losses, _ = _pairs(candidate, incumbent)  # checks the lists too
+    if _fractional(candidate, incumbent):
+        return _item_bootstrap(candidate, incumbent, bound=bound, alpha=alpha, samples=samples,
+                               seed=seed)
     n = len(candidate)
     rng = np.random.default_rng(seed)
     counts = rng.multinomial(n, [gains / n, losses / n, 1 - (gains + losses) / n], size=samples)
@@ -124,6 +132,24 @@ def paired_bootstrap(candidate: Sequence[bool], incumbent: Sequence[bool], *, bo
     low, high = np.quantile(differences, [alpha, 1 - alpha])
     p_value = (1 + int(np.count_nonzero(differences <= bound + _EPS))) / (1 + samples)
     return PairedTest((gains - losses) / n, float(low), float(high), p_value, n,
+                      "paired bootstrap", bound, alpha)
+
+
+def _fractional(candidate: Sequence[float], incumbent: Sequence[float]) -> bool:
+    """Whether some item's outcome is a pass fraction strictly between 0 and 1."""
+    return any(0 < value < 1 for value in (*candidate, *incumbent))
+
+
+def _item_bootstrap(candidate: Sequence[float], incumbent: Sequence[float], *, bound: float,
+                    alpha: float, samples: int, seed: int) -> PairedTest:
+    """`paired_bootstrap` of pass fractions: resample item indices, average the differences."""
+    differences = np.asarray(candidate, dtype=float) - np.asarray(incumbent, dtype=float)
+    n = len(differences)
+    rng = np.random.default_rng(seed)
+    means = differences[rng.integers(0, n, size=(samples, n))].mean(axis=1)
+    low, high = np.quantile(means, [alpha, 1 - alpha])
+    p_value = (1 + int(np.count_nonzero(means <= bound + _EPS))) / (1 + samples)
+    return PairedTest(float(differences.mean()), float(low), float(high), p_value, n,
                       "paired bootstrap", bound, alpha)
 
 
@@ -161,7 +187,12 @@ def newcombe_interval(both: int, gains: int, losses: int, neither: int,
 def mcnemar(candidate: Sequence[bool], incumbent: Sequence[bool], *,
             alpha: float = 0.05) -> PairedTest:
     """Exact one-sided McNemar test of "the candidate is better" (bound 0), with Newcombe's
-    1 - 2 * alpha interval (module docstring)."""
+    1 - 2 * alpha interval (module docstring). Pass/fail items only: pass fractions of several
+    samples per item are a ValueError (use `paired_bootstrap`)."""
+    if _fractional(candidate, incumbent):
+        msg = ("mcnemar: items with pass fractions between 0 and 1 (evaluate.samples > 1); "
+               "McNemar's test needs pass/fail items: set [promote] test = 'paired_bootstrap'")
+        raise ValueError(msg)
     both, gains, losses, neither = _pairs(candidate, incumbent)
     n = len(candidate)
     low, high = newcombe_interval(both, gains, losses, neither, NormalDist().inv_cdf(1 - alpha))

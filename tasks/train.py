@@ -23,9 +23,12 @@ reward with: `[rollout]`, `[curate]`, `verify.labels`). The whole object is the 
 fingerprint; `TrainOperations` (`save_steps`, `oom_retry_batch_size`) and the runtime keys
 (device, activation recomputation, process count, reporting: models/runtime.py) are in none.
 
-Algorithms (`train.algorithm`): sft, grpo, dpo. Round 0, the warm-up, always trains SFT on the
-seed references (with `[train.warmup]`): the untrained model samples no right answers, so GRPO
-would get no reward and DPO no chosen answer. In later rounds the algorithm's trainer
+Algorithms (`train.algorithm`): sft, grpo, dpo. Round 0, the warm-up, always trains SFT (with
+`[train.warmup]`) on what its curate kept: the seed references by default (the untrained model
+samples no right answers, so GRPO would get no reward and DPO no chosen answer), or under
+`[warmup] mode = "self_samples"` the model's own verified answers to the seed problems, the same
+settings either way (the rows differ, and with them the stage's input fingerprint); under
+`mode = "none"` round 0 has no train stage (flows/run.py). In later rounds the algorithm's trainer
 (models/grpo.py, dpo.py) takes the rows it can train (tasks/rows.py `split_for`) and a weighted
 SFT pass on the rest follows it in the same stage, into the same checkpoint: the proposer rows
 (and, for DPO, replayed rows without a pair). With `train.proposer.algorithm = "grpo"` the
@@ -46,8 +49,9 @@ the steps of later passes counted on after the earlier ones' (`curve_metrics`):
     SELECT round, CAST(split_part(name, '/', 3) AS INTEGER) AS step, value AS loss
     FROM metrics WHERE stage = 'train' AND name LIKE 'curve/loss/%' ORDER BY round, step
 
-With `[train] report_to = "tensorboard"` the trainers' event files are kept in
-`<data-root>/logs/tensorboard/<run_id>/round-<NNN>/` (`tensorboard --logdir` that folder).
+With `[train] report_to = "tensorboard"` or `"mlflow"` this curve, its steps counted on across
+rounds, goes to the run's one tracker run at the end of each round (tasks/tracking.py); the
+trainers themselves report to neither.
 """
 
 from __future__ import annotations
@@ -211,14 +215,6 @@ def curve_metrics(results: list[TrainResult]) -> dict[str, float]:
     return metrics
 
 
-def keep_reports(scratch: Path, ctx: RunContext, round_index: int) -> None:
-    """Copy the tensorboard event files the trainers wrote in the work folder (removed after
-    the stage) to `<data-root>/logs/tensorboard/<run_id>/round-<NNN>/`."""
-    kept = Path(ctx.data_root) / "logs" / "tensorboard" / ctx.run_id / f"round-{round_index:03d}"
-    for events in sorted(scratch.glob("trainer*/runs")):  # one trainer folder per pass
-        shutil.copytree(events, kept / events.parent.name, dirs_exist_ok=True)
-
-
 def data_inputs(curated: StageOutput, earlier: list[StageOutput]) -> dict[str, str]:
     """The fingerprints of the datasets the train stage reads: the round's rows and the replay's
     earlier rounds (part of its fingerprint, and of the checkpoint's model card)."""
@@ -249,7 +245,6 @@ def train_round(ctx: RunContext, settings: WarmupTrainSettings, operations: Trai
         pause_prefix=f"train:{round_index}", progress_bar=progress_bar)
     outcome = train_passes(plan, job, batch_size=settings.batch_size,
                            oom_retry_batch_size=operations.oom_retry_batch_size)
-    keep_reports(job.scratch, ctx, round_index)
     write_card(job.scratch / "model", checkpoint_meta(
         ctx, stage="train", round_index=round_index, fingerprint=fingerprint, parent=incumbent,
         config=settings.model_dump(mode="json"), data=data_inputs(curated, earlier),

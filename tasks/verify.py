@@ -27,8 +27,13 @@ references, majority mode records per round how often the vote is right:
 With one sample per problem every answered sample is its own majority (reward 1): majority
 labels need k >= 2 (the warm-up round's single samples are not trained on, so it does not matter
 there). `flywheel audit RUN labels` shows the same per round (in either mode) and over kept
-problems. Departure from TTRL: the vote is over exact extracted answers (the domain's `extract`),
-not a math-equivalence grader; a tie goes to the smallest answer and is counted (`tied_share`).
+problems. Rollout by rollout, majority mode also records (rounds >= 1) `label_reward_precision`
+and `label_reward_recall` (the majority label's rewards against the reference's), and with
+`verify.canary = n` (rounds >= 1) the verifier's false-positive and false-negative rates on n
+known-answer problems mixed into the round (tasks/verifier_rates.py; their verdicts are in the
+file, their problems in none, and the round's other metrics leave them out). Departure from
+TTRL: the vote is over exact extracted answers (the domain's `extract`), not a math-equivalence
+grader; a tie goes to the smallest answer and is counted (`tied_share`).
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ from prefect import task
 from prefect.cache_policies import NONE
 
 from configs import ScaleConfig
-from configs.settings import VerifySettings
+from configs.settings import VerifySettings, WarmupVerifySettings, stage_settings
 from domains.base import Domain
 from storage.datasets import DatasetWriter, WrittenDataset, dataset_path
 from tasks.context import RunContext
@@ -54,6 +59,13 @@ from tasks.curriculum.columns import lazy_frame
 from tasks.curriculum.votes import majority_frame
 from tasks.shards import grouped_ranges, map_shards
 from tasks.stage import StageOutput, StageResult, run_stage
+from tasks.verifier_rates import (
+    CANARY_STREAM,
+    confusion,
+    error_rates,
+    label_rates,
+    round_canaries,
+)
 
 VERSION = 3  # 3: judged by `Domain.judge` on stored problem rows; 2: labels, agreement
 VERDICT_METRIC_COLUMNS = {"problem_id": pl.String, "answer": pl.String, "reward": pl.Float64,
@@ -114,7 +126,8 @@ def verdict_frame(domain: Domain, rollouts: Any, problems: Any,
     if len(unknown):
         rollout_id, problem_id = unknown["rollout_id"][0], unknown["problem_id"][0]
         msg = (f"rollout {rollout_id}: its problem {problem_id} is not among the problems; "
-               "the rollouts and the problems must come from the same round")
+               "the rollouts and the problems must come from the same round (a round with "
+               "verify.canary > 0 also sampled its canaries: pass them, `round_canaries`)")
         raise ValueError(msg)
     compared = joined["label"] if labels == "majority" else joined["reference"]
     scores, methods, outcomes = judge_rollouts(
@@ -238,13 +251,78 @@ def rollout_chunks(path: Path, rows: int = CHUNK_ROWS,
         yield pa.concat_tables(pending)
 
 
+def judged_problems(problem_file: Path, canaries: pl.DataFrame | None) -> pl.DataFrame:
+    """The problem rows (`PROBLEM_INPUTS`) the round's rollouts are judged against: the round's
+    problems, then its canaries (tasks/verifier_rates.py), if any."""
+    table = lazy_frame(problem_file, PROBLEM_INPUTS).collect()
+    if canaries is None:
+        return table
+    return pl.concat([table, lazy_frame(canaries, PROBLEM_INPUTS).collect()])
+
+
+def reference_pairs(domain: Domain, rollout_file: Path, problems: pl.DataFrame, verdicts: Any,
+                    *, chunk_rows: int = CHUNK_ROWS) -> pl.DataFrame:
+    """(problem_id, reward, truth) of every judged verdict whose problem has a reference: `reward`
+    the verdict's, `truth` the same completion's reward against the reference.
+
+    Where the verdict's label is the reference (always, with reference labels) the truth is the
+    verdict's reward itself: the same row judged again gives the same reward. The other
+    completions are judged by `domain.judge` against their problem rows (`problems`), read chunk
+    by chunk of the rollouts file (`rollout_chunks`), so only one chunk's texts are held."""
+    references = problems.filter(pl.col("reference").is_not_null()).unique(
+        "problem_id", keep="last")
+    judged = lazy_frame(verdicts, {"rollout_id": pl.String, "problem_id": pl.String,
+                                   "reward": pl.Float64, "label": pl.String}).filter(
+        pl.col("reward").is_not_null()).join(
+        references.select("problem_id", "reference").lazy(), on="problem_id", how="inner",
+        maintain_order="left").collect()
+    agree = pl.col("label").eq_missing(pl.col("reference"))
+    parts = [judged.filter(agree).select("problem_id", "reward", pl.col("reward").alias("truth"))]
+    wanted = judged.filter(~agree).select("rollout_id", "problem_id", "reward")
+    if wanted.is_empty():
+        return parts[0]
+    for chunk in rollout_chunks(rollout_file, chunk_rows,
+                                columns=["rollout_id", "problem_id", "completion"]):
+        part = pl.from_arrow(chunk).join(wanted, on=["rollout_id", "problem_id"], how="inner",
+                                         maintain_order="left").join(
+            references, on="problem_id", how="left", maintain_order="left")
+        if part.is_empty():
+            continue
+        truth = domain.score(part["completion"].to_list(), problem_rows(part))
+        parts.append(part.select("problem_id", "reward",
+                                 pl.Series("truth", truth, dtype=pl.Float64)))
+    return pl.concat(parts)
+
+
+def error_rate_metrics(domain: Domain, rollout_file: Path, problem_file: Path, verdict_file: Path,
+                       labels: str, canaries: pl.DataFrame | None) -> dict[str, float]:
+    """The majority labels' `label_reward_precision` and `_recall` over the round's problems,
+    and the verifier's error rates on the canaries (tasks/verifier_rates.py); nothing with
+    reference labels and no canaries (the labels are the references: nothing to measure)."""
+    if labels != "majority" and canaries is None:
+        return {}
+    is_canary = (pl.col("problem_id").is_in(canaries["problem_id"].implode())
+                 if canaries is not None else pl.lit(False))
+    scope = verdict_file if labels == "majority" else pl.scan_parquet(verdict_file).filter(
+        is_canary)
+    pairs = reference_pairs(domain, rollout_file, judged_problems(problem_file, canaries), scope)
+    out: dict[str, float] = {}
+    if labels == "majority":
+        out.update(label_rates(confusion(pairs.filter(~is_canary))))
+    if canaries is not None:
+        out.update(canary_problems=len(canaries), **error_rates(confusion(pairs.filter(is_canary))))
+    return out
+
+
 def stream_verdicts(domain: Domain, scale: ScaleConfig, rollout_file: Path, problem_file: Path,
-                    labels: str, path: Path, *, chunk_rows: int = CHUNK_ROWS) -> WrittenDataset:
+                    labels: str, path: Path, *, chunk_rows: int = CHUNK_ROWS,
+                    canaries: pl.DataFrame | None = None) -> WrittenDataset:
     """Verdicts of the rollouts file written to `path` chunk by chunk (`rollout_chunks`, each in
     `[scale]` shards), so only one chunk's rows are held. The verdicts are regrouped into row
     groups of `GROUP_ROWS` rows, so the file's bytes depend neither on the chunk size nor on
-    where the shards ran."""
-    problem_table = lazy_frame(problem_file, PROBLEM_INPUTS).collect()
+    where the shards ran. `canaries`: the round's canary problems (`round_canaries`), whose
+    rollouts follow the round's in the file."""
+    problem_table = judged_problems(problem_file, canaries)
     with DatasetWriter("verdicts", path, group_rows=GROUP_ROWS) as writer:
         for chunk in rollout_chunks(rollout_file, chunk_rows, columns=list(VERDICT_INPUTS)):
             rollouts = lazy_frame(chunk, VERDICT_INPUTS).collect()
@@ -263,20 +341,35 @@ def verify_inputs(problems: StageOutput, rollouts: StageOutput) -> dict[str, str
     return {"problems": problems.fingerprint, "rollouts": rollouts.fingerprint}
 
 
-def verify_round(ctx: RunContext, settings: VerifySettings, scale: ScaleConfig, round_index: int,
-                 problems: StageOutput, rollouts: StageOutput, fingerprint: str) -> StageResult:
-    """The verify stage's computation: the verdicts streamed to their file, and their metrics."""
+def verify_round(ctx: RunContext, settings: WarmupVerifySettings, scale: ScaleConfig,
+                 round_index: int, problems: StageOutput, rollouts: StageOutput,
+                 fingerprint: str) -> StageResult:
+    """The verify stage's computation: the verdicts streamed to their file, and their metrics
+    (`VerifySettings` in rounds >= 1, with the canaries; `WarmupVerifySettings` in round 0)."""
     path = dataset_path(ctx.data_root, ctx.run_id, round_index, "verdicts", fingerprint)
-    written = stream_verdicts(ctx.domain, scale, rollouts.path("rollouts"),
-                              problems.path("problems"), settings.labels, path)
-    return StageResult(datasets={"verdicts": written},
-                       metrics=verdict_metrics(path, problems.path("problems"), settings.labels))
+    problem_file = problems.path("problems")
+    warmup = not isinstance(settings, VerifySettings)
+    count = 0 if warmup else settings.canary
+    canaries = round_canaries(
+        ctx.domain, settings.domain, count=count,
+        seed=ctx.stage_seed(CANARY_STREAM, round_index),
+        problem_texts=lazy_frame(problem_file, {"text": pl.String}).collect()["text"],
+    ) if count else None
+    written = stream_verdicts(ctx.domain, scale, rollouts.path("rollouts"), problem_file,
+                              settings.labels, path, canaries=canaries)
+    own = (path if canaries is None else pl.scan_parquet(path).filter(
+        ~pl.col("problem_id").is_in(canaries["problem_id"].implode())))
+    metrics = verdict_metrics(own, problem_file, settings.labels)
+    if not warmup:  # the warm-up's single samples are each their own majority: nothing to rate
+        metrics.update(error_rate_metrics(ctx.domain, rollouts.path("rollouts"), problem_file,
+                                          path, settings.labels, canaries))
+    return StageResult(datasets={"verdicts": written}, metrics=metrics)
 
 
 @task(name="verify", cache_policy=NONE, persist_result=False)
 def verify(ctx: RunContext, round_index: int, problems: StageOutput,
            rollouts: StageOutput) -> StageOutput:
-    settings = VerifySettings.from_config(ctx.config)
+    settings = stage_settings(ctx.config, "verify", round_index)
     return run_stage(
         ctx, stage="verify", version=VERSION, round_index=round_index, settings=settings,
         inputs=verify_inputs(problems, rollouts),

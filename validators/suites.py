@@ -169,8 +169,12 @@ def _common_row_checks(kind: str, gates: GatesConfig, context: SuiteContext) -> 
     ]
     rows += [_dtype_check(f.name, f.type) for f in schema]
     rows += [_not_null(column) for column in NOT_NULL[kind]]
-    rows.append(_check(gxe.ExpectColumnValuesToBeUnique, f"{ID_COLUMN[kind]} is unique",
-                       column=ID_COLUMN[kind]))
+    if kind == "evals":  # one row per held-out item and sample (evaluate.samples)
+        rows.append(_check(gxe.ExpectCompoundColumnsToBeUnique, "(item_id, sample) is unique",
+                           column_list=["item_id", "sample"]))
+    else:
+        rows.append(_check(gxe.ExpectColumnValuesToBeUnique, f"{ID_COLUMN[kind]} is unique",
+                           column=ID_COLUMN[kind]))
     if context.run_id is not None:
         rows.append(_check(gxe.ExpectColumnValuesToBeInSet, f"run_id is {context.run_id}",
                            column="run_id", value_set=[context.run_id]))

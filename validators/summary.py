@@ -9,6 +9,14 @@
     passed  round 1 verify: ...
 
 Offending rows are shown up to 5 per expectation, long values cut to 60 characters.
+
+`flywheel validate` adds, first, a line per recorded output that is not as its catalog row says
+(storage/integrity.py), and last a summary:
+
+    DAMAGED  round 1 verify: /data/runs/demo/round-001/verdicts-5d1e2f3a4b5c.parquet: changed
+             since it was recorded (sha256 7c6b5a4d3e2f..., recorded 3f2a1b0c9d8e...)
+    ...
+    12 datasets checked, 0 failed; 14 recorded outputs compared with the catalog, 1 damaged
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from validators.gate import FailedExpectation, GateFailed, GateResult
@@ -92,13 +101,58 @@ class ValidateError(ValueError):
     """`flywheel validate` cannot run: unknown run, no catalog, nothing matches the filters."""
 
 
+@dataclass
+class ValidateReport:
+    """What `flywheel validate` found: the gates re-run on every stored dataset, the stages whose
+    catalog lost a `datasets` row, and every recorded output compared with its catalog row
+    (storage/integrity.py: missing, truncated, changed checksum, a checkpoint without weights,
+    config or tokenizer). `lines` is the text the command prints, `record` its `--format json`.
+    """
+
+    run_id: str
+    gates: list[GateResult]
+    lost: list[dict[str, Any]]
+    compared: int
+    damaged: list[Any]  # storage.integrity.Damage
+
+    @property
+    def ok(self) -> bool:
+        return all(r.success for r in self.gates) and not self.lost and not self.damaged
+
+    def lines(self) -> list[str]:
+        out = [f"DAMAGED  {damage}" for damage in self.damaged]
+        for result in self.gates:
+            out += result_lines(result)
+        for row in self.lost:
+            out.append(f"FAILED  round {row['round']} {row['stage']}: the catalog lists "
+                       f"{row['listed']} of the {row['outputs']} datasets the stage wrote (a "
+                       f"catalog row was lost); `flywheel resume {self.run_id}` recomputes the "
+                       "stage")
+        failed = sum(not r.success for r in self.gates) + len(self.lost)
+        out.append(f"{len(self.gates) + len(self.lost)} datasets checked, {failed} failed; "
+                   f"{self.compared} recorded outputs compared with the catalog, "
+                   f"{len(self.damaged)} damaged")
+        if self.damaged:
+            out.append(f"`flywheel resume {self.run_id}` recomputes what is damaged")
+        return out
+
+    def record(self) -> dict[str, Any]:
+        """The report as JSON-ready data (snake_case keys; GX's own result JSON left out)."""
+        return {"run_id": self.run_id, "ok": self.ok, "damaged": self.damaged,
+                "outputs_compared": self.compared, "lost_outputs": self.lost,
+                "gates": [{k: v for k, v in r.to_json().items() if k != "gx"}
+                          for r in self.gates]}
+
+
 def validate_run(data_root: Any, run_id: str, *, round_index: int | None = None,
-                 stage: str | None = None, config_path: Any = None,
-                 echo: Callable[[str], Any] = print) -> bool:
-    """`flywheel validate`: re-run the gates on stored data with the run's recorded `[gates]`
-    thresholds (or those of `config_path`), print the report; True when everything passed."""
+                 stage: str | None = None, config_path: Any = None) -> ValidateReport:
+    """`flywheel validate`: compare every recorded output with its catalog row, and re-run the
+    gates on stored data with the run's recorded `[gates]` thresholds (or those of
+    `config_path`); nothing is written. A file found missing or unreadable is reported once, as
+    damaged, not again as its gate's read error."""
     from configs import load_config, validate_config
     from storage.catalog import Catalog
+    from storage.integrity import check_run
     from validators.gate import validate_stored
 
     catalog = Catalog(data_root)
@@ -112,23 +166,19 @@ def validate_run(data_root: Any, run_id: str, *, round_index: int | None = None,
     else:  # only the thresholds matter here, so a run recorded by an older version still validates
         gates = validate_config({"gates": json.loads(recorded).get("gates", {})},
                                 f"run {run_id} (its recorded [gates])").gates
-    results = validate_stored(catalog, run_id, gates, round_index=round_index, stage=stage)
+    integrity = check_run(catalog, run_id, round_index=round_index, stage=stage)
+    unreadable = {d.path for d in integrity.damaged if d.problem in ("missing", "unreadable")}
+    results = [r for r in validate_stored(catalog, run_id, gates, round_index=round_index,
+                                          stage=stage) if r.path not in unreadable]
     lost = [row for row in catalog.lost_outputs(run_id)
             if (round_index is None or row["round"] == round_index)
             and (stage is None or row["stage"] == stage)]
-    if not results and not lost:
+    if not results and not lost and not integrity.checked:
         which = "".join([f" round {round_index}" if round_index is not None else "",
                          f" stage {stage!r}" if stage else ""])
         raise ValidateError(f"run {run_id} has no stored outputs{which} to validate "
                             "(see `flywheel status`)")
-    ok = print_results(results, echo)
-    for row in lost:
-        echo(f"FAILED  round {row['round']} {row['stage']}: the catalog lists {row['listed']} of "
-             f"the {row['outputs']} datasets the stage wrote (a catalog row was lost); "
-             f"`flywheel resume {run_id}` recomputes the stage")
-    failed = sum(not r.success for r in results) + len(lost)
-    echo(f"{len(results) + len(lost)} datasets checked, {failed} failed")
-    return ok and not lost
+    return ValidateReport(run_id, results, lost, integrity.checked, integrity.damaged)
 
 
 class _DropGateFailed(logging.Filter):

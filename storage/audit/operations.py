@@ -1,7 +1,8 @@
 """Audit queries of how a run went, for the report's training and evaluation sections: stage
-timings, training curves, promotion decisions, held-out items per level, pass rates with the
-never-solved problems apart. Each is a pure function of the audit snapshot
-(`storage.audit.snapshot.open_run`), like those of `storage.audit.queries`.
+timings, training curves, promotion decisions, pass rates with the never-solved problems apart
+(the held-out items per model and level: storage/audit/round_metrics.py). Each is a pure
+function of the audit snapshot (`storage.audit.snapshot.open_run`), like those of
+`storage.audit.queries`.
 
     training_curves(con)   # [{"round": 0, "step": 10, "key": "loss", "value": 2.41}, ...]
 """
@@ -73,31 +74,6 @@ def promotion_decisions(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
         FROM rounds r LEFT JOIN current_files f
           ON f.round = r.round AND f.stage = 'train' AND f.kind = 'checkpoint'
         ORDER BY r.round""")
-
-
-def heldout_level_counts(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
-    """Held-out items and correct answers per evaluated model and level.
-
-    Parameters
-    ----------
-    con
-        A snapshot from `open_run`.
-
-    Returns
-    -------
-    Rows of model ("base" for the base model, else the round whose candidate was evaluated),
-    level, n and correct, ordered by round, then level.
-    """
-    return fetch(con, """
-        WITH base AS (SELECT arg_max(fingerprint, finished_at) AS fingerprint FROM stages
-                      WHERE stage = 'base' AND status = 'completed'),
-        counted AS (SELECT e.checkpoint = (SELECT fingerprint FROM base) AS is_base,
-                           min(e.round) AS round, e.level, count(*) AS n,
-                           count(*) FILTER (WHERE e.correct) AS correct
-                    FROM evals e GROUP BY e.checkpoint, e.level)
-        SELECT CASE WHEN is_base THEN 'base' ELSE CAST(round AS VARCHAR) END AS model,
-               level, n, correct
-        FROM counted ORDER BY NOT is_base, round, level""")
 
 
 def pass_rate_counts_apart_from_zero(con: duckdb.DuckDBPyConnection,

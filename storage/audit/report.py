@@ -1,11 +1,14 @@
 """`flywheel report RUN_ID`: one self-contained HTML page per run.
 
 Plots (inline SVG drawn by `svg.py`, no scripts, nothing fetched): held-out accuracy per round
-(overall and per level, and per level with its n and Wilson 95 % interval; per task and level
-for a domain of several tasks, reasoning_gym), training (the loss
-curve of each round, stage timings, promotion decisions and checkpoint folders), the pass-rate
-histogram per round (never-solved problems counted apart, so they do not dwarf the rest), the
-filter funnel, drop reasons, and difficulty drift; under each plot the table it was drawn from.
+(overall with its 95 % interval drawn as an error bar, and per level; per level with its n and
+95 % interval; per task and level for a domain of several tasks, reasoning_gym; pass@k and maj@k
+with their intervals when `[evaluate] samples` > 1), training (the loss curve of each round,
+stage timings, promotion decisions with the candidate - incumbent difference and its interval,
+a promotion whose interval holds 0 marked "inside the noise", and checkpoint folders), the
+pass-rate histogram per round (never-solved problems counted apart, so they do not dwarf the
+rest), the filter funnel, drop reasons, and difficulty drift; under each plot the table it was
+drawn from. Every interval's unit is the held-out item (storage/audit/round_metrics.py).
 Everything comes from the audit snapshot (`storage.audit.snapshot.open_run`), so the page and
 `flywheel audit` agree. Importable without torch or Prefect.
 """
@@ -22,9 +25,7 @@ from typing import Any
 import duckdb
 
 from storage.audit.operations import (
-    heldout_level_counts,
     pass_rate_counts_apart_from_zero,
-    promotion_decisions,
     stage_timings,
     training_curves,
 )
@@ -36,11 +37,18 @@ from storage.audit.queries import (
     labels,
     round_promotions,
 )
+from storage.audit.report_noise import (
+    promotion_chart,
+    promotion_noise_table,
+    sample_figures_chart,
+    sample_figures_table,
+)
+from storage.audit.round_metrics import heldout_item_passes, item_interval, wilson_interval
 from storage.audit.snapshot import AuditError, Result, format_cell, open_run, run_config, run_status
 from storage.audit.svg import bar_chart, curve_chart, line_chart
 from storage.paths import run_folder
 
-__all__ = ["AuditError", "build_report", "write_report"]
+__all__ = ["AuditError", "build_report", "wilson_interval", "write_report"]
 
 PASS_RATE_BINS = 10
 _CSS = """
@@ -122,24 +130,42 @@ def accuracy_table(con: duckdb.DuckDBPyConnection) -> Result:
 
     Returns
     -------
-    A "base" row, then one row per evaluated round: overall accuracy, one `level_N` column
-    per level, and whether the round promoted its candidate (None for the base row).
+    A "base" row, then one row per evaluated round: overall accuracy and its 95 % interval
+    (`ci95_low`, `ci95_high`: the evaluate metrics `accuracy_low` / `_high`, or for a run
+    evaluated before they were recorded the same interval computed from its evals), one
+    `level_N` column per level, and whether the round promoted its candidate (None for the
+    base row).
     """
     metrics = heldout_accuracy_metrics(con)
     promoted = round_promotions(con)
     rows: dict[str, dict[str, Any]] = {}
+    renamed = {"accuracy": "overall", "accuracy_low": "ci95_low", "accuracy_high": "ci95_high"}
     for m in metrics:
         label = "base" if m["stage"] == "baseline" else str(m["round"])
         row = rows.setdefault(label, {"round": label, "promoted": promoted.get(m["round"])
                                       if m["stage"] == "evaluate" else None})
-        column = "overall" if m["name"] == "accuracy" else m["name"].replace("accuracy_", "")
-        row[column] = m["value"]
+        row[renamed.get(m["name"], m["name"].replace("accuracy_", ""))] = m["value"]
+    passes = _item_passes_by_model(con)
+    for label, row in rows.items():
+        if row.get("ci95_low") is None and passes.get(label):
+            row["ci95_low"], row["ci95_high"] = item_interval(passes[label])
     levels = sorted({k for r in rows.values() for k in r if k.startswith("level_")},
                     key=lambda k: int(k.split("_")[1]))
-    ordered = sorted(rows.values(), key=lambda r: -1 if r["round"] == "base" else int(r["round"]))
-    return Result("held-out accuracy", ["round", "overall", *levels, "promoted"], ordered,
-                  [("accuracy of greedy answers to the fixed held-out set; promoted: the candidate"
-                    " replaced the incumbent")])
+    ordered = sorted(rows.values(), key=lambda r: _model_order(r["round"]))
+    return Result("held-out accuracy",
+                  ["round", "overall", "ci95_low", "ci95_high", *levels, "promoted"], ordered,
+                  ["accuracy on the fixed held-out set (one greedy answer per item, or with "
+                   "evaluate.samples > 1 the mean over an item's samples: pass@1); ci95: its 95 %"
+                   " interval over the items, drawn as the error bar; promoted: the candidate"
+                   " replaced the incumbent"])
+
+
+def _item_passes_by_model(con: duckdb.DuckDBPyConnection) -> dict[str, list[float]]:
+    """Evaluated model -> its held-out items' pass fractions."""
+    out: dict[str, list[float]] = {}
+    for r in heldout_item_passes(con):
+        out.setdefault(r["model"], []).append(r["passed"])
+    return out
 
 
 def pass_rate_histogram(con: duckdb.DuckDBPyConnection) -> Result:
@@ -177,20 +203,8 @@ def pass_rate_histogram(con: duckdb.DuckDBPyConnection) -> Result:
                    " and left out of the chart, where they would dwarf the other bins"])
 
 
-def wilson_interval(correct: int, n: int, z: float = 1.96) -> tuple[float | None, float | None]:
-    """The Wilson score interval of `correct` successes in `n` trials (95 % for z = 1.96);
-    (None, None) for n = 0. Unlike p ± z·sqrt(p(1-p)/n) it stays inside [0, 1] and is not
-    empty at p = 0 or 1, which held-out sets of a few dozen items per level often give."""
-    if n == 0:
-        return None, None
-    p = correct / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 def level_accuracy_table(con: duckdb.DuckDBPyConnection) -> Result:
-    """Held-out accuracy per evaluated model and level, with n and its Wilson 95 % interval.
+    """Held-out accuracy per evaluated model and level, with n and its 95 % interval.
 
     Parameters
     ----------
@@ -199,19 +213,29 @@ def level_accuracy_table(con: duckdb.DuckDBPyConnection) -> Result:
 
     Returns
     -------
-    Rows of model ("base" or the round of the candidate), level, n, correct, accuracy,
-    ci95_low and ci95_high.
+    Rows of model ("base" or the round of the candidate), level, n (items), samples (answers
+    per item), correct (correct answers), accuracy (correct / (n * samples)), ci95_low and
+    ci95_high (`item_interval` over the items: Wilson with one sample per item, a bootstrap
+    over items with several).
     """
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for r in heldout_item_passes(con):
+        groups.setdefault((r["model"], r["level"]), []).append(r)
     rows = []
-    for r in heldout_level_counts(con):
-        low, high = wilson_interval(r["correct"], r["n"])
-        rows.append({**r, "accuracy": r["correct"] / r["n"] if r["n"] else None,
-                     "ci95_low": low, "ci95_high": high})
+    for (model, level), items in groups.items():
+        answers = sum(r["samples"] for r in items)
+        correct = round(sum(r["passed"] * r["samples"] for r in items))
+        low, high = item_interval([r["passed"] for r in items])
+        rows.append({"model": model, "level": level, "n": len(items),
+                     "samples": max(r["samples"] for r in items), "correct": correct,
+                     "accuracy": correct / answers, "ci95_low": low, "ci95_high": high})
     return Result("held-out accuracy per level",
-                  ["model", "level", "n", "correct", "accuracy", "ci95_low", "ci95_high"], rows,
-                  ["n held-out items per level; ci95: the Wilson score interval of the"
-                   " accuracy (with few items a level's accuracy moves by its width from noise"
-                   " alone)"])
+                  ["model", "level", "n", "samples", "correct", "accuracy", "ci95_low",
+                   "ci95_high"], rows,
+                  ["n held-out items per level; ci95: the 95 % interval of the accuracy over"
+                   " the items (Wilson score interval with one sample per item, a bootstrap over"
+                   " items with several; with few items a level's accuracy moves by its width"
+                   " from noise alone)"])
 
 
 # `accuracy_task_<task>` (all levels) and `accuracy_task_<task>_level_<N>`, tasks/evaluate.py
@@ -283,7 +307,7 @@ def task_accuracy_table(con: duckdb.DuckDBPyConnection) -> Result:
     accuracy, ci95_low and ci95_high.
     """
     per_level = run_config(con).get("domain", {}).get("heldout_per_level")
-    rows = task_accuracy_rows(heldout_accuracy_metrics(con), heldout_level_counts(con),
+    rows = task_accuracy_rows(heldout_accuracy_metrics(con), level_accuracy_table(con).rows,
                               per_level)
     return Result("held-out accuracy per task and level",
                   ["model", "task", "level", "n", "correct", "accuracy", "ci95_low",
@@ -322,13 +346,6 @@ def stage_timings_table(con: duckdb.DuckDBPyConnection) -> Result:
                    " the time of the execution that computed it)"])
 
 
-def promotions_table(con: duckdb.DuckDBPyConnection) -> Result:
-    """Each decided round's promotion decision, its reason and the candidate's checkpoint."""
-    return Result("promotions", ["round", "promoted", "incumbent_accuracy", "candidate_accuracy",
-                                 "reason", "checkpoint"], promotion_decisions(con),
-                  ["checkpoint: the folder the round's train stage wrote (its candidate)"])
-
-
 def curve_table(con: duckdb.DuckDBPyConnection) -> Result:
     """The train stages' curves, one row per round and logged step (loss, learning rate,
     gradient norm)."""
@@ -342,7 +359,8 @@ def curve_table(con: duckdb.DuckDBPyConnection) -> Result:
 
 
 def training_section(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """The report's training part: the loss curve per round, stage timings, promotions."""
+    """The report's training part: the loss curve per round, stage timings, promotions (the
+    candidate - incumbent difference with its interval, drawn too)."""
     curve = curve_table(con)
     series = {f"round {k}": [(r["step"], r["loss"]) for r in curve.rows
                              if r["round"] == k and r.get("loss") is not None]
@@ -354,8 +372,14 @@ def training_section(con: duckdb.DuckDBPyConnection) -> list[str]:
         f'<div class="row"><div>{chart}</div><div><details><summary>the curve\'s points'
         f" ({len(curve.rows)})</summary>{_table(curve)}</details></div></div>",
         "<h3>Stage timings</h3>", _table(stage_timings_table(con)),
-        "<h3>Promotion decisions</h3>", _table(promotions_table(con)),
+        "<h3>Promotion decisions</h3>", _promotions(con),
     ]
+
+
+def _promotions(con: duckdb.DuckDBPyConnection) -> str:
+    table = promotion_noise_table(con)
+    chart = promotion_chart(table)
+    return _table(table) if chart is None else _figure(chart, table)
 
 
 def _figure(svg: str, result: Result) -> str:
@@ -363,18 +387,27 @@ def _figure(svg: str, result: Result) -> str:
 
 
 def accuracy_section(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """The report's held-out part: accuracy per round (chart and table), then per level with
-    n and the Wilson interval."""
+    """The report's held-out part: accuracy per round (chart with the overall accuracy's 95 %
+    interval as error bars, and table), then per level with n and its interval, pass@k and
+    maj@k when evaluated with several samples, and per task for a domain of several tasks."""
     accuracy = accuracy_table(con)
-    series = {c: [r.get(c) for r in accuracy.rows] for c in accuracy.columns[1:-1]}
+    lines = [c for c in accuracy.columns[1:-1] if not c.startswith("ci95_")]
+    series = {c: [r.get(c) for r in accuracy.rows] for c in lines}
+    bars = [(r["ci95_low"], r["ci95_high"]) if r.get("ci95_low") is not None else None
+            for r in accuracy.rows]
     parts = [
         "<h2>Held-out accuracy per round</h2>",
         _figure(line_chart([r["round"] for r in accuracy.rows], series,
                            title="held-out accuracy (overall and per level)",
-                           y_label="accuracy", y_max=1.0, percent=True), accuracy),
+                           y_label="accuracy", y_max=1.0, percent=True,
+                           intervals={"overall": bars}), accuracy),
         "<h3>Per level, with n and a 95 % interval</h3>",
         _table(level_accuracy_table(con)),
     ]
+    figures = sample_figures_table(con)
+    if figures.rows:
+        parts += ["<h3>Several samples per item: pass@k and maj@k, with a 95 % interval</h3>",
+                  _figure(sample_figures_chart(figures), figures)]
     by_task = task_accuracy_table(con)
     if not by_task.rows:
         return parts
@@ -385,6 +418,29 @@ def accuracy_section(con: duckdb.DuckDBPyConnection) -> list[str]:
     return [*parts, "<h3>Per task and level, with n and a 95 % interval</h3>",
             _figure(line_chart(models, task_series, title="held-out accuracy per task",
                                y_label="accuracy", y_max=1.0, percent=True), by_task)]
+
+
+VERIFIER_RATES = ("canary_problems", "verifier_false_positive_rate",
+                  "verifier_false_positive_low", "verifier_false_positive_high",
+                  "verifier_false_negative_rate", "verifier_false_negative_low",
+                  "verifier_false_negative_high", "label_reward_precision", "label_reward_recall")
+
+
+def verifier_rates_table(con: duckdb.DuckDBPyConnection) -> Result:
+    """The verify stage's error rates per round (tasks/verifier_rates.py): the verifier's false
+    positives and negatives on the canaries with Wilson 95 % intervals, and the majority labels'
+    precision and recall against the references; no rows when no round recorded any."""
+    names = ", ".join(f"'{name}'" for name in VERIFIER_RATES)
+    by_round: dict[int, dict[str, Any]] = {}
+    for round_index, name, value in con.execute(
+            f"SELECT round, name, value FROM metrics WHERE stage = 'verify' AND name IN ({names})"
+            " ORDER BY round").fetchall():
+        by_round.setdefault(round_index, {"round": round_index})[name] = value
+    return Result("verifier error rates per round", ["round", *VERIFIER_RATES],
+                  list(by_round.values()),
+                  ["false positive: a canary answer rewarded 1 that its known answer does not "
+                   "reward; false negative: the reverse (verify.canary); label precision and "
+                   "recall: the majority labels' rewards against the references'"])
 
 
 def build_report(con: duckdb.DuckDBPyConnection, run_id: str) -> str:
@@ -453,6 +509,7 @@ def build_report(con: duckdb.DuckDBPyConnection, run_id: str) -> str:
         + _table(drift_result),
         "<h2>Pseudo-labels vs references</h2>",
         _table(label_result),
+        *([_table(rates)] if (rates := verifier_rates_table(con)).rows else []),
     ]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>flywheel run {escape(run_id)}</title><style>{_CSS}</style></head><body>\n"

@@ -11,6 +11,11 @@ rounds) into an in-memory DuckDB database, closes it, and defines one view per d
 the run's Parquet files. Queries then run without holding the catalog's lock, so a run that is
 writing is never blocked by an audit, however long the query.
 
+The snapshot is bounded and sealed: DuckDB uses at most `MEMORY_LIMIT` and spills the rest (up
+to `SPILL_LIMIT`) into a folder of the data root that it creates only when it spills and removes
+when the connection closes; once the views exist, it can read the run's recorded Parquet files
+and nothing else, and its settings are locked (`_seal`).
+
 The views hold the *current* outputs of the run: for every (round, stage) the latest completed
 execution. A stage recomputed after a config change leaves its older files on disk (and in the
 views inside `catalog.duckdb`, which cover every completed file), but not in the audit views.
@@ -25,6 +30,8 @@ import csv
 import io
 import json
 import math
+import os
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,22 +40,41 @@ import duckdb
 
 from storage.catalog import Catalog, check_format, create_parquet_view, retry_while_locked
 from storage.datasets import KINDS, SCHEMAS
-from storage.paths import run_folder
 
 TABLES = ("runs", "stages", "datasets", "gates", "metrics", "rounds")
 FORMATS = ("table", "json", "csv")
+# What one audit may use: a query over 10 M rollouts stays within this memory, spilling sorts,
+# joins and aggregates that need more to disk (the spill folder is the query's own data only)
+MEMORY_LIMIT = "1GB"
+SPILL_LIMIT = "10GB"
 
-SUMMARY_COLUMNS = ["round", "proposed", "valid", "kept", "pass@1(train)", "train rows",
-                   "held-out acc", "promoted", "decision"]
+# The per-round summary of `flywheel status` and `run`: each field of a `round_summary` row ->
+# the label of its table column. JSON (`status --json`) prints the fields; only the table shows
+# the labels.
+SUMMARY_FIELDS = {"round": "round", "proposed": "proposed", "valid": "valid", "kept": "kept",
+                  "pass_at_1_train": "pass@1(train)", "train_rows": "train rows",
+                  "held_out_accuracy": "held-out acc", "held_out_interval": "held-out 95%",
+                  "promoted": "promoted", "decision": "decision"}
+SUMMARY_COLUMNS = list(SUMMARY_FIELDS.values())
 
 _METRIC = {
     "proposed": ("synthesize", "proposed"),
     "valid": ("synthesize", "valid"),
     "novel": ("synthesize", "novel"),
     "kept": ("curate", "kept"),
-    "pass@1(train)": ("curate", "pass_at_1"),
-    "train rows": ("curate", "train_rows"),
-    "held-out acc": ("evaluate", "accuracy"),
+    "pass_at_1_train": ("curate", "pass_at_1"),
+    "train_rows": ("curate", "train_rows"),
+    "held_out_accuracy": ("evaluate", "accuracy"),
+    # the verifier's error rates on the round's canaries, with their 95 % intervals, and the
+    # majority labels' precision and recall against references (tasks/verifier_rates.py)
+    "verifier_fp": ("verify", "verifier_false_positive_rate"),
+    "verifier_fp_low": ("verify", "verifier_false_positive_low"),
+    "verifier_fp_high": ("verify", "verifier_false_positive_high"),
+    "verifier_fn": ("verify", "verifier_false_negative_rate"),
+    "verifier_fn_low": ("verify", "verifier_false_negative_low"),
+    "verifier_fn_high": ("verify", "verifier_false_negative_high"),
+    "label_reward_precision": ("verify", "label_reward_precision"),
+    "label_reward_recall": ("verify", "label_reward_recall"),
     "promoted": ("promote", "promoted"),
 }
 
@@ -71,12 +97,15 @@ class Result:
         One dict per row; a missing key renders as "-".
     notes
         One-line explanations shown under the title.
+    cut
+        How many more rows the query had than `--limit` let through (not in `rows`).
     """
 
     title: str
     columns: list[str]
     rows: list[dict[str, Any]]
     notes: list[str] = field(default_factory=list)
+    cut: int = 0
 
 
 def round_summary(catalog: Catalog, run_id: str) -> list[dict[str, Any]]:
@@ -92,9 +121,11 @@ def round_summary(catalog: Catalog, run_id: str) -> list[dict[str, Any]]:
 
     Returns
     -------
-    Rows keyed by `SUMMARY_COLUMNS`, in round order; first a "base" row with only the base
-    model's held-out accuracy when the baseline was evaluated. A metric a round has not
-    recorded is None; `promoted` is a bool once recorded.
+    Rows keyed by the fields of `SUMMARY_FIELDS` (and `novel`, `model` and
+    `held_out_samples`: `heldout_figures`), in round order:
+    `round` is the round's index and `model` "candidate"; first, when the baseline was
+    evaluated, the base model's row (`round` None, `model` "base") with only its held-out
+    figures. A metric a round has not recorded is None; `promoted` is a bool once recorded.
 
     Raises
     ------
@@ -112,29 +143,91 @@ def round_summary(catalog: Catalog, run_id: str) -> list[dict[str, Any]]:
     baseline = [r["value"] for r in rows if r["stage"] == "baseline" and r["name"] == "accuracy"]
     out = []
     if baseline:
-        out.append({"round": "base", **{c: None for c in SUMMARY_COLUMNS[1:]},
-                    "held-out acc": baseline[0]})
+        out.append({"round": None, "model": "base", **dict.fromkeys(_METRIC),
+                    "held_out_accuracy": baseline[0], "decision": None,
+                    **heldout_figures(by_round[0], "baseline")})
     for round_index, metrics in sorted(by_round.items()):
-        row: dict[str, Any] = {"round": round_index}
+        row: dict[str, Any] = {"round": round_index, "model": "candidate"}
         for column, key in _METRIC.items():
             row[column] = metrics.get(key)
         if row["promoted"] is not None:
             row["promoted"] = bool(row["promoted"])
         row["decision"] = reasons.get(round_index)
+        row.update(heldout_figures(metrics, "evaluate"))
         out.append(row)
     return out
+
+
+def heldout_figures(metrics: dict[tuple[str, str], float], stage: str) -> dict[str, Any]:
+    """The held-out accuracy's 95 % interval (`held_out_interval`: [low, high]) and, with
+    n samples per item, pass@n and maj@n with theirs in one line (`held_out_samples`, e.g.
+    "pass@4 0.620 [0.550, 0.690]; maj@4 0.480 [0.410, 0.550], 2 unjudged left out": in the
+    JSON rows only, the table stays narrow; the report has every k), from `stage`'s metrics
+    (tasks/evaluate.py); None where not recorded."""
+    samples = metrics.get((stage, "samples"))
+    parts = []
+    for name in ([] if samples is None else [f"pass_at_{int(samples)}", f"maj_at_{int(samples)}"]):
+        if (stage, name) not in metrics:
+            continue
+        low, high = metrics.get((stage, f"{name}_low")), metrics.get((stage, f"{name}_high"))
+        figure = name.replace("_at_", "@")
+        part = f"{figure} {format_cell(metrics[(stage, name)])}"
+        if low is not None and high is not None:
+            part += f" [{format_cell(low)}, {format_cell(high)}]"
+        if (unjudged := metrics.get((stage, f"{name}_unjudged"))):
+            part += f", {int(unjudged)} unjudged left out"
+        parts.append(part)
+    low, high = metrics.get((stage, "accuracy_low")), metrics.get((stage, "accuracy_high"))
+    return {"held_out_interval": None if low is None or high is None else [low, high],
+            "held_out_samples": "; ".join(parts) or None}
+
+
+def verifier_rate_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The verifier's error rates per round (`round_summary` rows: canary false positives and
+    negatives with their 95 % intervals, the majority labels' precision and recall), as the
+    lines `flywheel status` prints under its table; none when no round recorded any."""
+    fields = ("verifier_fp", "verifier_fn", "label_reward_precision", "label_reward_recall")
+    measured = [r for r in rows if r["model"] == "candidate" and any(
+        r.get(f) is not None for f in fields)]
+    if not measured:
+        return []
+
+    def rate(row: dict[str, Any], name: str) -> str:
+        if row.get(name) is None:
+            return "-"
+        low, high = row.get(f"{name}_low"), row.get(f"{name}_high")
+        interval = "" if low is None or high is None else f" [{low:.3f}, {high:.3f}]"
+        return f"{row[name]:.3f}{interval}"
+
+    lines = ["verifier error rates per round (false positives / negatives on the canaries, "
+             "majority labels vs references)",
+             f"  {'round':>5}  {'false pos':<20}  {'false neg':<20}  label precision  recall"]
+    for r in measured:
+        lines.append(f"  {r['round']:>5}  {rate(r, 'verifier_fp'):<20}  "
+                     f"{rate(r, 'verifier_fn'):<20}  {rate(r, 'label_reward_precision'):>15}  "
+                     f"{rate(r, 'label_reward_recall'):>6}")
+    return lines
+
+
+def summary_cells(row: dict[str, Any]) -> list[str]:
+    """A `round_summary` row as the cells of its table, in `SUMMARY_COLUMNS` order; the base
+    model's row shows "base" as its round."""
+    return ["base" if field == "round" and row["model"] == "base" else format_cell(row[field])
+            for field in SUMMARY_FIELDS]
 
 
 # ---- the snapshot ---------------------------------------------------------------------------
 
 
-def open_run(data_root: Path | str, run_id: str) -> duckdb.DuckDBPyConnection:
+def open_run(data_root: Path | str, run_id: str, *,
+             memory_limit: str = MEMORY_LIMIT) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with the run's catalog rows and views over its files.
 
     The catalog file is attached read-only only while its rows are copied (waiting while a
     writer holds it, see `retry_while_locked`); the views cover the run's current files
     (module docstring). A table the catalog lacks is created empty, and a dataset kind
-    without a file becomes an empty table with its documented columns.
+    without a file becomes an empty table with its documented columns. The connection is
+    bounded and sealed before it is returned (module docstring, `_seal`).
 
     Parameters
     ----------
@@ -142,10 +235,12 @@ def open_run(data_root: Path | str, run_id: str) -> duckdb.DuckDBPyConnection:
         The data root (holds catalog.duckdb and runs/).
     run_id
         The run to snapshot.
+    memory_limit
+        The most memory DuckDB may use before it spills (`MEMORY_LIMIT`; DuckDB's units).
 
     Returns
     -------
-    The connection; the caller closes it.
+    The connection; the caller closes it (which also removes the spill folder).
 
     Raises
     ------
@@ -158,7 +253,10 @@ def open_run(data_root: Path | str, run_id: str) -> duckdb.DuckDBPyConnection:
     catalog = Catalog(data_root)
     if not catalog.path.exists():
         raise AuditError(f"no catalog at {catalog.path} (check --data-root)")
-    con = duckdb.connect(":memory:")
+    spill = catalog.data_root / f".audit-spill-{os.getpid()}-{secrets.token_hex(4)}"
+    con = duckdb.connect(":memory:", config={
+        "memory_limit": memory_limit, "max_temp_directory_size": SPILL_LIMIT,
+        "temp_directory": str(spill)})  # not DuckDB's default: `.tmp` of the working directory
     con.execute("SET enable_progress_bar = false")  # long queries must not draw on the output
     path = str(catalog.path).replace("'", "''")
     retry_while_locked(lambda: con.execute(f"ATTACH '{path}' AS catalog_file (READ_ONLY)"))
@@ -191,20 +289,25 @@ def open_run(data_root: Path | str, run_id: str) -> duckdb.DuckDBPyConnection:
         if (path := catalog.resolve(recorded)) != recorded:  # recorded relative to the root
             con.execute("UPDATE datasets SET path = ? WHERE path = ?", [path, recorded])
     _create_views(con)
-    _read_only(con, run_folder(catalog.data_root, run_id))
+    _seal(con)
     return con
 
 
-def _read_only(con: duckdb.DuckDBPyConnection, run_dir: Path) -> None:
-    """Lock the snapshot down: from here on it reads the run's own files and nothing else.
+def _seal(con: duckdb.DuckDBPyConnection) -> None:
+    """Lock the snapshot down: from here on it reads the run's recorded Parquet files (what
+    the views and lineage read) and no other file, and writes none.
 
-    No file outside `run_dir` can be read or written (no ATTACH of the catalog, no COPY TO,
-    no read_csv of /etc/passwd), no extension is installed or loaded, and no setting can be
-    changed back (`lock_configuration`). Inside `run_dir` DuckDB could still write (COPY TO),
-    so the audit's queries are also SELECT-only (`storage.audit.custom_queries.sql`)."""
-    directories = sorted({str(run_dir.absolute()) + "/", str(run_dir.resolve()) + "/"})
-    quoted = ", ".join("'" + d.replace("'", "''") + "'" for d in directories)
-    for statement in (f"SET allowed_directories = [{quoted}]",
+    External access is switched off only now, after the views are defined, with the run's
+    dataset files as the one exception (`allowed_paths`: exact files, so not the run's logs or
+    config, another run, the catalog, /etc/passwd or the working directory; DuckDB adds its
+    own spill folder, which holds this query's data only). So no ATTACH, no COPY TO, no
+    read_text or glob of anything else; no extension is installed or loaded; and no setting
+    (these, the memory limit, the spill folder) can be changed back (`lock_configuration`).
+    The audit's queries are also SELECT-only (`storage.audit.custom_queries.sql`)."""
+    paths = con.execute("SELECT DISTINCT path FROM datasets WHERE list_contains(?, kind)"
+                        " ORDER BY path", [list(KINDS)]).fetchall()
+    quoted = ", ".join("'" + p.replace("'", "''") + "'" for (p,) in paths)
+    for statement in (f"SET allowed_paths = [{quoted}]",
                       "SET autoinstall_known_extensions = false",
                       "SET autoload_known_extensions = false",
                       "SET enable_external_access = false",
@@ -375,15 +478,16 @@ def render(result: Result, fmt: str = "table", *, max_width: int = 60) -> str:
     AuditError
         `fmt` is not one of `FORMATS`.
     """
-    if fmt == "json":
-        return json.dumps(result.rows, indent=2, default=str)
+    if fmt == "json":  # the commands' one JSON shape: ISO-8601 times, no NaN
+        from storage.json_output import to_json
+
+        return to_json(result.rows)
     if fmt == "csv":
         out = io.StringIO()
         writer = csv.DictWriter(out, fieldnames=result.columns, lineterminator="\n")
         writer.writeheader()
         for row in result.rows:
-            writer.writerow({c: "; ".join(map(str, v)) if isinstance(v, list) else v
-                             for c, v in row.items()})
+            writer.writerow({c: csv_cell(v) for c, v in row.items()})
         return out.getvalue().rstrip("\n")
     if fmt != "table":
         raise AuditError(f"--format {fmt!r}: use one of {', '.join(FORMATS)}")
@@ -399,6 +503,11 @@ def render(result: Result, fmt: str = "table", *, max_width: int = 60) -> str:
     lines = [result.title, *(f"  {note}" for note in result.notes), line(result.columns)]
     lines += [line(r) for r in cells] or ["(no rows)"]
     return "\n".join(lines)
+
+
+def csv_cell(value: Any) -> Any:
+    """One value as a CSV cell: a list's items joined by "; ", anything else as it is."""
+    return "; ".join(map(str, value)) if isinstance(value, list) else value
 
 
 def _is_number(value: Any) -> bool:

@@ -1,5 +1,6 @@
 """Opening the catalog file: one short-lived connection per operation, retried while another
-process holds the lock, and the paths it records relative to the data root.
+process holds the lock, its errors translated once, and the paths it records relative to the
+data root.
 
 The connection is opened per operation and closed at once, so another process (the `duckdb`
 CLI, `flywheel audit`) can open the file between writes. A writable connection creates the
@@ -7,11 +8,24 @@ file (atomically, `CatalogFile._create`) and runs the schema and its migrations
 (storage/catalog/schema.py) first. Every connection, read-only ones too, first checks the data
 root format (`schema.check_format`): a catalog of another format raises `DataRootFormatError`
 before anything is written to it.
+
+What DuckDB raises about the file itself becomes one of storage/catalog/errors.py's one-line
+errors here, and nowhere else (the CLI prints them, flows/cli.py `_Group`):
+
+    error: catalog /srv/fw/catalog.duckdb is locked by process 4242 (for more than 5 s); ...
+    error: catalog /srv/fw/catalog.duckdb cannot be read (IO Error: Could not read enough
+    bytes from file ...); restore it from a backup, or move it aside (mv ...) ...
+
+`CatalogLocked` when another process held the lock past the wait: 5 s for a read-only
+connection (a command someone is waiting for), 30 s for a writable one (a run recording a
+stage, which would otherwise fail the stage); `CatalogDamaged` when the file does not open, or a
+read finds its bytes not as DuckDB wrote them (truncated, overwritten, a corrupted block).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,18 +34,78 @@ from typing import Any, TypeVar
 
 import duckdb
 
+from storage.catalog.errors import CatalogDamaged, CatalogLocked, DataRootUnusable
 from storage.catalog.schema import SCHEMA, check_format, in_run_folder, migrate_paths
 from storage.catalog.views import refresh_views
 
 T = TypeVar("T")
 
-LOCK_WAIT_SECONDS = 30.0
+LOCK_WAIT_SECONDS = 30.0  # a writable connection: a run recording a stage
+READ_LOCK_WAIT_SECONDS = 5.0  # a read-only one: a command someone is waiting for
 # New catalogs use DuckDB 1.0's storage format, so the `duckdb` command line (PyPI `duckdb-cli`,
 # which lags the Python package) and any DuckDB >= 1.0 can open catalog.duckdb.
 STORAGE_CONFIG = {"storage_compatibility_version": "v1.0.0"}
 
 
-def retry_while_locked(open_connection: Callable[[], T], wait: float = LOCK_WAIT_SECONDS) -> T:
+def _is_lock(exc: duckdb.Error) -> bool:
+    text = str(exc)
+    return "Could not set lock" in text or "Conflicting lock" in text
+
+
+def _is_damage(exc: duckdb.Error, path: Path | str) -> bool:
+    """Whether DuckDB found the catalog's bytes not as it wrote them: a block whose checksum
+    fails (DuckDB names no file then, but the catalog is the only database file a connection
+    opens) or a read past the end of a truncated file (it names the file). A missing Parquet
+    file behind a view, a SQL error or a full disk are not the catalog's damage.
+
+    Parameters
+    ----------
+    exc
+        What DuckDB raised.
+    path
+        The catalog file.
+    """
+    text = str(exc)
+    return "Corrupt database file" in text or ("Could not read" in text and str(path) in text)
+
+
+def catalog_error(exc: duckdb.Error, path: Path | str | None, wait: float) -> DataRootUnusable:
+    """The one-line error a DuckDB error opening or reading the catalog stands for.
+
+    Parameters
+    ----------
+    exc
+        What DuckDB raised.
+    path
+        The catalog file (None: the file DuckDB's own text names, as for an ATTACH).
+    wait
+        How long the lock was waited for, for the message.
+
+    Returns
+    -------
+    `CatalogLocked` for a lock held by another process (naming its pid when DuckDB reports
+    it); `DataRootUnusable` for a file this user may not open; else `CatalogDamaged`.
+    """
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    if path is None and (named := re.search(r'file "([^"]+)"', text)):
+        path = named[1]
+    where = "the catalog" if path is None else f"catalog {path}"
+    if _is_lock(exc):
+        holder = re.search(r"PID (\d+)", text)
+        who = f"process {holder[1]}" if holder else "another process"
+        return CatalogLocked(f"{where} is locked by {who} (for more than {wait:g} s); wait for "
+                             "it to finish, or stop it")
+    if "Permission denied" in text:
+        return DataRootUnusable(f"{where} cannot be opened ({text}); make it readable and "
+                                "writable by this user")
+    aside = f"mv {path} {path}.damaged" if path is not None else "mv catalog.duckdb elsewhere"
+    return CatalogDamaged(f"{where} cannot be read ({text}); restore it from a backup, or move "
+                          f"it aside ({aside}): `flywheel resume RUN_ID` then recomputes a run "
+                          "from the config recorded in its folder")
+
+
+def retry_while_locked(open_connection: Callable[[], T], wait: float | None = None,
+                       path: Path | str | None = None) -> T:
     """Call `open_connection` until no other process holds a conflicting lock on the file.
 
     DuckDB lets one process write or any number read at a time; every connection to the
@@ -43,7 +117,9 @@ def retry_while_locked(open_connection: Callable[[], T], wait: float = LOCK_WAIT
     open_connection
         Opens the connection (or runs a statement that opens the file, such as ATTACH).
     wait
-        Seconds to keep trying while the file is locked.
+        Seconds to keep trying while the file is locked (default `READ_LOCK_WAIT_SECONDS`).
+    path
+        The catalog file, for the messages.
 
     Returns
     -------
@@ -51,20 +127,34 @@ def retry_while_locked(open_connection: Callable[[], T], wait: float = LOCK_WAIT
 
     Raises
     ------
-    duckdb.IOException
-        The file is still locked after `wait` seconds, or opening failed for another reason
-        (which is raised at once).
+    CatalogLocked
+        The file is still locked after `wait` seconds.
+    CatalogDamaged, DataRootUnusable
+        Opening failed for another reason (raised at once): see `catalog_error`.
     """
+    wait = READ_LOCK_WAIT_SECONDS if wait is None else wait
     deadline = time.monotonic() + wait
     delay = 0.005
     while True:
         try:
             return open_connection()
-        except duckdb.IOException as exc:
-            if "lock" not in str(exc).lower() or time.monotonic() > deadline:
-                raise
+        except duckdb.Error as exc:
+            if not _is_lock(exc) or time.monotonic() > deadline:
+                raise catalog_error(exc, path, wait) from exc
         time.sleep(delay)
         delay = min(delay * 2, 0.1)
+
+
+@contextmanager
+def catalog_errors(path: Path | str) -> Iterator[None]:
+    """For a block that reads an open catalog: a read that finds the file damaged
+    (`_is_damage`) raises `CatalogDamaged`; every other error passes unchanged."""
+    try:
+        yield
+    except duckdb.Error as exc:
+        if not _is_damage(exc, path):
+            raise
+        raise catalog_error(exc, path, 0) from exc
 
 
 class CatalogFile:
@@ -136,7 +226,8 @@ class CatalogFile:
         return recorded if not mapped.exists() and path.exists() else str(mapped)
 
     @contextmanager
-    def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+    def connect(self, read_only: bool = False,
+                wait: float | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
         """A connection to the catalog for one operation, closed when the block ends.
 
         A writable connection creates the data root and any missing table first (marking a new
@@ -146,6 +237,9 @@ class CatalogFile:
         ----------
         read_only
             Open read-only: never creates the file, and other readers can open it meanwhile.
+        wait
+            Seconds to wait while another process holds the lock (default
+            `READ_LOCK_WAIT_SECONDS` read-only, else `LOCK_WAIT_SECONDS`).
 
         Yields
         ------
@@ -158,8 +252,10 @@ class CatalogFile:
         DataRootFormatError
             The catalog is in another data root format (written by an earlier Flywheel);
             nothing was written to it.
-        duckdb.IOException
-            Another process holds a conflicting lock for longer than `LOCK_WAIT_SECONDS`.
+        CatalogLocked
+            Another process holds a conflicting lock for longer than `wait`.
+        CatalogDamaged
+            The file does not open, or a read in the block finds it damaged (`_is_damage`).
         """
         if not read_only:
             self.data_root.mkdir(parents=True, exist_ok=True)
@@ -167,16 +263,19 @@ class CatalogFile:
                 self._create()
         elif not self.path.exists():
             raise FileNotFoundError(f"no catalog at {self.path} (run `flywheel run` first)")
-        con = retry_while_locked(
-            lambda: duckdb.connect(str(self.path), read_only=read_only, config=STORAGE_CONFIG))
+        if wait is None:
+            wait = READ_LOCK_WAIT_SECONDS if read_only else LOCK_WAIT_SECONDS
+        con = retry_while_locked(lambda: duckdb.connect(
+            str(self.path), read_only=read_only, config=STORAGE_CONFIG), wait, self.path)
         try:
-            if not self._format_checked:  # before any write: a refused catalog stays as it was
-                check_format(con, self.data_root)
-                self._format_checked = True
-            if not read_only:
-                con.execute(SCHEMA)
-                migrate_paths(con)
-            yield con
+            with catalog_errors(self.path):
+                if not self._format_checked:  # before any write: a refused catalog stays as it was
+                    check_format(con, self.data_root)
+                    self._format_checked = True
+                if not read_only:
+                    con.execute(SCHEMA)
+                    migrate_paths(con)
+                yield con
         finally:
             con.close()
 

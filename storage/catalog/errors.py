@@ -1,5 +1,6 @@
 """Why a data root cannot be used: each error's message is one line naming the path and the fix,
-which the `flywheel` command prints as is (exit status 2) wherever a command opens the catalog.
+which the `flywheel` command prints as is (exit status 2; 3 for `CatalogLocked`) wherever a
+command opens the catalog (flows/cli.py `_Group`).
 
 Light on purpose (no imports), so the CLI can tell these errors apart without loading DuckDB.
 """
@@ -33,3 +34,13 @@ class DataRootFormatError(DataRootUnusable):
             f"this Flywheel reads and writes only format {expected} (stage fingerprints and "
             f"dataset schemas differ), so it refuses to touch it: start with a new --data-root, "
             f"or rerun with {who} Flywheel to read it")
+
+
+class CatalogDamaged(DataRootUnusable):
+    """The catalog file cannot be read (truncated, overwritten, a corrupted block): the message
+    names it, what DuckDB said and how to recover (storage/catalog/connection.py builds it)."""
+
+
+class CatalogLocked(DataRootUnusable):
+    """Another process held the catalog's lock for longer than the wait (the CLI exits 3, as for
+    a locked run); the message names its pid when DuckDB reports one."""

@@ -234,6 +234,24 @@ class StageRecords(CatalogFile):
             con.execute("COMMIT")
             self._refresh_views(con)
 
+    def round_metrics(self, run_id: str, last_round: int) -> dict[tuple[int, str, str], float]:
+        """Every metric the run recorded for rounds 0..`last_round`, as (round, stage, name) ->
+        value: each stage's latest execution (a stage recomputed replaces its metrics).
+
+        Parameters
+        ----------
+        run_id
+            The run.
+        last_round
+            The last round read (later rounds of an earlier attempt are left out).
+        """
+        with self.connect() as con:
+            rows = con.execute(
+                "SELECT round, stage, name, value FROM metrics WHERE run_id = ? AND round <= ?",
+                [run_id, last_round],
+            ).fetchall()
+        return {(r, stage, name): value for r, stage, name, value in rows}
+
     def stage_rows(self, run_id: str) -> list[dict[str, Any]]:
         """Every stage attempt of a run, oldest first.
 

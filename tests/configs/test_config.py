@@ -100,6 +100,48 @@ def test_missing_file_names_path(tmp_path):
         load_config(tmp_path / "nope.toml")
 
 
+@pytest.mark.parametrize(
+    ("data", "needle"),
+    [(b"rounds = 2\nseed = \xff\n", "not UTF-8 text at byte offset 18 (line 2): 0xff"),
+     (b"\xef\xbb\xbfrounds = \"\xe9\"\n", "not UTF-8 text at byte offset 13 (line 1): 0xe9"),
+     (b"rounds = 2\x00\n", "not valid TOML: Expected newline or end of document after a "
+                               "statement (at line 1, column 11)"),
+     (b"a = " + b"[" * 100_000 + b"]" * 100_000, "not valid TOML: values nested too deeply")])
+def test_a_config_that_is_not_utf8_toml_names_file_and_offset(tmp_path, data, needle):
+    path = tmp_path / "bad.toml"
+    path.write_bytes(data)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value).startswith(f"config error in {path}: ") and needle in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_a_utf8_byte_order_mark_is_skipped(tmp_path):
+    path = tmp_path / "bom.toml"
+    path.write_bytes(b"\xef\xbb\xbfrounds = 2\n")
+    assert load_config(path).rounds == 2
+
+
+def test_an_unreadable_config_names_the_file(tmp_path):
+    import os
+
+    if os.geteuid() == 0:
+        pytest.skip("root reads a file whatever its mode")
+    path = tmp_path / "locked.toml"
+    path.write_text("rounds = 2\n")
+    path.chmod(0)
+    with pytest.raises(ConfigError, match=f"cannot read {path} \\(Permission denied\\)"):
+        load_config(path)
+
+
+@pytest.mark.parametrize(("key", "value", "needle"), [
+    ("domain.dataset.max_question_chars", 0, "greater than or equal to 1"),
+    ("domain.dataset.max_answer_chars", 2_000_000, "less than or equal to 1000000")])
+def test_the_length_limits_are_ranged(key, value, needle):
+    with pytest.raises(ConfigError, match=f"`{key}` = {value}: Input should be {needle}"):
+        load_config(None, {key: value})
+
+
 def test_overrides_apply_dotted_keys():
     cfg = load_config(None, {"rounds": 1, "rollout.samples_per_problem": 2})
     assert cfg.rounds == 1

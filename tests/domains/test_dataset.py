@@ -79,10 +79,127 @@ def test_bad_files_are_one_line_errors(tmp_path, rows, dataset, needle):
     assert "\n" not in str(info.value)
 
 
-def test_unreadable_file_is_one_line_error(tmp_path):
-    bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"question": "a", "answer": 1}\nnot json\n')
-    config = load_config(None, {"domain.name": "dataset", "domain.dataset.paths": [str(bad)]})
-    with pytest.raises(DatasetFileError, match="unreadable") as info:
+def _raw(path, *lines: bytes):
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return str(path)
+
+
+def _refusal(tmp_path, *lines: bytes, **dataset) -> str:
+    """The one-line error of a train.jsonl of these raw lines (message checked one line)."""
+    path = _raw(tmp_path / "train.jsonl", *lines)
+    config = load_config(None, {"domain.name": "dataset",
+                                "domain.dataset": {"paths": [path], **dataset}})
+    with pytest.raises(DatasetFileError) as info:
         get_domain("dataset", config)
-    assert "\n" not in str(info.value)
+    message = str(info.value)
+    assert "\n" not in message and message.startswith(f"dataset error: {path}"), message
+    return message
+
+
+GOOD = b'{"question": "What is 1 + 1?", "answer": "2"}'
+
+
+@pytest.mark.parametrize(
+    ("lines", "needle"),
+    [((GOOD, b"42"), "line 2: a number, not a JSON object"),
+     ((GOOD, b"null"), "line 2: null, not a JSON object"),
+     ((GOOD, b'"a question"'), "line 2: a string, not a JSON object"),
+     ((GOOD, b"[1, 2]"), "line 2: a JSON array, not a JSON object"),
+     ((GOOD, b"", b"   ", b'{"question": "x", "answer": }'),
+      "line 4: not JSON (Expecting value at column 29)"),  # blank lines count
+     ((GOOD, b'{"question": "caf\xe9", "answer": "1"}'),
+      "line 2: not UTF-8 text at byte offset 17 of the line"),
+     ((GOOD, b"[" * 100_000 + b"]" * 100_000), "line 2: unusable JSON"),
+     ((GOOD, b'{"question": "x", "answer": ' + b"9" * 5000 + b"}"), "line 2: unusable JSON"),
+     ((GOOD, b'{"question": {"text": "What is 2 + 2?"}, "answer": "4"}'),
+      "line 2: the question (column 'question') is a JSON object, not text"),
+     ((GOOD, b'{"question": ["What", "is"], "answer": "4"}'), "is a JSON array, not text"),
+     ((GOOD, b'{"question": 12, "answer": "4"}'), "the question (column 'question') is a number"),
+     ((GOOD, b'{"question": "x", "answer": {"value": 4}}'),
+      "line 2: the answer (column 'answer') is a JSON object, not text or a number"),
+     ((GOOD, b'{"question": "x", "answer": true}'), "the answer (column 'answer') is a boolean"),
+     ((GOOD, b'{"question": "x", "answer": NaN}'), "line 2: the answer nan is not a finite"),
+     ((GOOD, b'{"question": "x"}'), "line 2: no answer (column 'answer' is missing or null)"),
+     ((GOOD, b'{"question": "  ", "answer": "1"}'), "line 2: empty question"),
+     ((GOOD, b'{"question": "x", "answer": "1", "level": true}'), "line 2: level True"),
+     ((GOOD, b'{"question": "x", "answer": "1", "id": {"a": 1}}'),
+      "line 2: id {'a': 1} (column 'id') is not text or an integer"),
+     ((b'{"id": 1, "question": "a", "answer": "1"}', b"",
+       b'{"id": 1, "question": "b", "answer": "2"}'), "line 3: duplicate id 1")])
+def test_a_bad_line_is_named_by_its_file_and_line(tmp_path, lines, needle):
+    assert needle in _refusal(tmp_path, *lines)
+
+
+def test_questions_and_answers_longer_than_their_limits_are_refused(tmp_path):
+    long_question = json.dumps({"question": "x" * 1_000_001, "answer": "1"}).encode()
+    message = _refusal(tmp_path, GOOD, long_question)
+    assert ("line 2: the question is 1,000,001 characters, more than "
+            "domain.dataset.max_question_chars = 8,000") in message
+    assert "raise domain.dataset.max_question_chars" in message
+    long_answer = json.dumps({"question": "x", "answer": "9" * 31}).encode()
+    assert "line 2: the answer is 31 characters, more than domain.dataset.max_answer_chars = 30" \
+        in _refusal(tmp_path, GOOD, long_answer, max_answer_chars=30)
+    # at the limit is fine
+    domain = _domain(tmp_path, [*ROWS, {"question": "q" * 50, "answer": "7"}],
+                     max_question_chars=50)
+    assert "q" * 50 in {r["question"] for r in domain.pool + domain._heldout}
+
+
+def test_numbers_are_answers_and_odd_but_valid_text_is_one_line(tmp_path):
+    rows = [{"question": f"What is {i} + {i}?", "answer": 2 * i} for i in range(20)]
+    lines = [json.dumps(r).encode() for r in rows]
+    lines.append(json.dumps({"question": "Is a\u2028b one line?", "answer": 1.5},
+                            ensure_ascii=False).encode())
+    path = _raw(tmp_path / "train.jsonl", b"\xef\xbb\xbf" + lines[0], *lines[1:])  # with a BOM
+    config = load_config(None, {"domain.name": "dataset", "domain.dataset.paths": [path]})
+    domain = get_domain("dataset", config)
+    every = domain.pool + domain._heldout
+    assert len(every) == 21 and {r["answer"] for r in every} >= {"0", "38", "1.5"}
+
+
+def test_parquet_rows_are_named_by_their_row(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "train.parquet"
+    pq.write_table(pa.table({"question": [{"t": "a"}, {"t": "b"}], "answer": ["1", "2"]}), path)
+    config = load_config(None, {"domain.name": "dataset", "domain.dataset.paths": [str(path)]})
+    with pytest.raises(DatasetFileError, match=r"train.parquet row 1: the question .* is a JSON "
+                                               r"object, not text"):
+        get_domain("dataset", config)
+    path.write_bytes(b"PAR1 random bytes")
+    with pytest.raises(DatasetFileError, match="not a readable Parquet file"):
+        get_domain("dataset", config)
+
+
+def test_a_heldout_file_that_is_the_train_file_names_both_and_the_key(tmp_path):
+    train = _write(tmp_path / "train.jsonl", ROWS)
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(train)
+    for heldout in (train, str(link)):
+        config = load_config(None, {"domain.name": "dataset", "domain.dataset": {
+            "paths": [train], "heldout_path": heldout}})
+        with pytest.raises(DatasetFileError) as info:
+            get_domain("dataset", config)
+        message = str(info.value)
+        assert f"domain.dataset.heldout_path = {heldout!r} is the training file {train!r}" \
+            in message
+        assert "heldout_fraction" in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("rows", "dataset", "needle"),
+    [([{"question": "a", "answer": "1", "split": "test"}], {}, "every row has split = 'test'"),
+     ([{"question": "a", "answer": "1"}], {}, "holding out 1 of 1 rows"),
+     ([{"question": "Same", "answer": "1"}, {"question": "same ", "answer": "1"}], {},
+      "holding out 1 of 2 rows (domain.dataset.heldout_fraction = 0.1)")])
+def test_held_out_rows_that_leave_nothing_to_train_name_the_key(tmp_path, rows, dataset, needle):
+    with pytest.raises(DatasetFileError, match="no training rows") as info:
+        _domain(tmp_path, rows, **dataset)
+    assert needle in str(info.value)
+
+
+def test_a_heldout_file_covering_every_question_is_named(tmp_path):
+    test = _write(tmp_path / "test.jsonl", ROWS)
+    with pytest.raises(DatasetFileError, match=f"also in domain.dataset.heldout_path {test!r}"):
+        _domain(tmp_path, ROWS, heldout_path=test)

@@ -170,11 +170,12 @@ def test_runs_lists_status_rounds_best_accuracy_and_the_promoted_checkpoint(two_
     a, b = rows["a"], rows["b"]
     assert (a["status"], a["decided_rounds"], a["planned_rounds"]) == ("completed", 2, 3)
     assert a["best_accuracy"] == pytest.approx(0.3)
-    assert a["incumbent"] == {"round": 0, "fingerprint": "c" * 32, "accuracy": pytest.approx(0.3),
+    assert a["incumbent"] == {"round": 0, "model": "candidate", "fingerprint": "c" * 32,
+                              "accuracy": pytest.approx(0.3),
                               "path": str(folders["a0"].resolve())}
     assert b["status"] == "interrupted" and b["decided_rounds"] == 0
-    assert b["incumbent"]["round"] is None and b["incumbent"]["path"] == str(
-        folders["b-base"].resolve())
+    assert (b["incumbent"]["round"], b["incumbent"]["model"]) == (None, "base")
+    assert b["incumbent"]["path"] == str(folders["b-base"].resolve())
     code, output = _cli("runs", "--data-root", str(root))
     assert code == 0 and "completed" in output and "interrupted" in output and "2/3" in output
 
@@ -187,6 +188,15 @@ def test_checkpoint_prints_the_incumbents_folder(two_runs):
         assert code == 0 and output.strip() == str(folders[folder].resolve()), (args, output)
     code, output = _cli("checkpoint", "nope", "--data-root", str(root))
     assert code == 2 and "unknown run id 'nope'" in output
+    for run_id, round_index, has in (("a", "99", "its decided rounds: 0, 1"),
+                                     ("a", "2", "its decided rounds: 0, 1"),
+                                     ("a", "-1", "its decided rounds: 0, 1"),
+                                     ("b", "0", "no round is decided yet")):
+        code, output = _cli("checkpoint", run_id, "--round", round_index, "--data-root", str(root))
+        assert code == 2, (run_id, round_index, output)  # never an earlier round's folder
+        assert output.splitlines() == [
+            f"error: run {run_id!r} has not decided round {round_index} ({has}); leave out "
+            "--round for the latest incumbent"], output
     code, output = _cli("checkpoint", "a", "--data-root", str(root / "elsewhere"))
     assert code == 2 and "no catalog" in output
     import shutil

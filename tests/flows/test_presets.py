@@ -1,12 +1,16 @@
-"""Every preset in configs/ (except the default and the GPU example) runs end to end on the tiny
-CPU model and writes the same catalog and lineage as the default run: the recipes on the
-arithmetic domain, and each other domain's `<domain>-tiny` preset.
+"""Every preset in configs/ (but the defaults, tiny-cpu.toml) runs the domain its name says,
+names what it follows and where it departs, and runs end to end on a tiny CPU model, writing
+the same catalog and lineage as the default run: the recipes on the built-in tiny model, the
+GPU presets (`GPU_PRESETS`) on the tiny random chat model of tests/models/chat_model.py
+(qwen-gpu's through a hub id in a hub cache built here), on the CPU.
 
-Each preset runs the warm-up plus one round, cut to a few steps by `load_config` overrides, in
-process under the session's Prefect server. New presets are picked up by the glob. Levels are
-narrowed to 1-2 so that a warm-up of a few dozen steps already solves some problems (otherwise
-round 1 would keep nothing and train on nothing). Data gates are off: their suites have their
-own tests (tests/validators) and cost seconds per stage output.
+Each preset runs its warm-up (none under `[warmup] mode = "none"`) plus one round, cut to a few
+steps by `load_config` overrides, in process under the session's Prefect server (a slow test:
+about a minute of CPU each). New presets are picked up by the glob. Levels are narrowed to 1-2
+so that a warm-up of a few dozen steps already solves some problems (otherwise round 1 would
+keep nothing and train on nothing); the random chat model solves nothing, so the GPU presets'
+rounds train on references (`curate.solver_targets = "reference"`). Data gates are off: their
+suites have their own tests (tests/validators) and cost seconds per stage output.
 
 Also here: the baseline knobs the presets and bench/learning.py use (`synthesize.source`,
 `curate.solver_targets`), as pure functions.
@@ -14,6 +18,7 @@ Also here: the baseline knobs the presets and bench/learning.py use (`synthesize
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -26,8 +31,11 @@ from storage.catalog import Catalog
 from storage.datasets import SCHEMAS
 
 ROOT = Path(__file__).resolve().parents[2]
-NOT_PRESETS = {"tiny-cpu.toml", "qwen-gpu.toml", "gsm8k-style.toml"}  # GPU: tests/configs
-PRESETS = sorted(p for p in (ROOT / "configs").glob("*.toml") if p.name not in NOT_PRESETS)
+PRESETS = sorted(p for p in (ROOT / "configs").glob("*.toml") if p.name != "tiny-cpu.toml")
+GPU_PRESETS = {"qwen-gpu", "gsm8k-style"}  # a pretrained chat model (tests/configs, tests/models)
+# The domain each preset's name promises (arithmetic where the name is a recipe's only).
+DOMAINS = {"absolute-zero": "python_io", "python-io-tiny": "python_io",
+           "reasoning-gym-tiny": "reasoning_gym", "gsm8k-style": "dataset"}
 ROUND_STAGES = ["synthesize", "rollout", "verify", "curate", "train", "evaluate", "promote"]
 OVERRIDES = {"rounds": 1, "domain.seed_problems": 200, "domain.min_level": 1, "domain.max_level": 2,
              "domain.heldout_per_level": 3, "synthesize.proposals": 64,
@@ -35,51 +43,93 @@ OVERRIDES = {"rounds": 1, "domain.seed_problems": 200, "domain.min_level": 1, "d
              "train.batch_size": 32, "train.warmup.max_steps": 60, "train.max_steps": 4,
              "train.proposer.max_steps": 2, "train.proposer.samples": 2,
              "gates.enabled": False}
+# The GPU presets on the CPU and the tiny random chat model: its sizes, the transformers backend,
+# float32, and references to train on (it answers nothing right).
+CHAT_OVERRIDES = {"rounds": 1, "domain.seed_problems": 40, "domain.heldout_per_level": 3,
+                  "synthesize.proposals": 16, "synthesize.max_new_tokens": 12,
+                  "rollout.backend": "transformers", "rollout.dtype": "float32",
+                  "rollout.samples_per_problem": 2, "rollout.max_new_tokens": 8,
+                  "rollout.batch_size": 64, "evaluate.max_new_tokens": 8,
+                  "train.device": "cpu", "train.dtype": "float32", "train.batch_size": 8,
+                  "train.max_length": 128, "train.warmup.max_steps": 3, "train.max_steps": 2,
+                  "curate.solver_targets": "reference", "gates.enabled": False}
+HUB_ID = "Qwen/Qwen2.5-1.5B-Instruct"  # qwen-gpu's model, a hub id of the tiny chat model here
 
 
 def test_presets_exist():
     names = {p.stem for p in PRESETS}
-    assert {"rest-em", "r-zero", "absolute-zero", "ttrl", "eva"} <= names, names
+    assert {"rest-em", "r-zero", "absolute-zero", "ttrl", "eva", *GPU_PRESETS} <= names, names
 
 
 @pytest.mark.parametrize("path", PRESETS, ids=[p.stem for p in PRESETS])
-def test_preset_loads_and_documents_its_sources(path):
+def test_preset_runs_the_domain_of_its_name_and_documents_its_sources(path):
     config = load_config(path)
-    assert config.model.path is None  # the tiny CPU run (arithmetic, or a domain's tiny preset)
-    domain_preset = config.domain.name.replace("_", "-") + "-tiny"
-    assert config.domain.name == "arithmetic" or path.stem == domain_preset, path.name
-    text = path.read_text()
-    head = text.split("\n\n", 1)[0]
-    assert head.startswith("#") and "Follows" in text and "Departs" in text, path.name
+    assert (config.model.path is None) == (path.stem not in GPU_PRESETS), path.name
+    assert config.domain.name == DOMAINS.get(path.stem, "arithmetic"), path.name
+    head = path.read_text().split("\n\n", 1)[0]  # the comment block the file opens with
+    assert head.startswith("#") and "Follows" in head and "Departs" in head, path.name
+
+
+def test_the_gpu_presets_keep_the_model_s_reasoning():
+    modes = {name: load_config(ROOT / "configs" / f"{name}.toml").warmup.mode
+             for name in GPU_PRESETS}
+    assert modes == {"qwen-gpu": "self_samples", "gsm8k-style": "none"}
+
+
+def preset_overrides(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+    """The `load_config` overrides that run `path` here: OVERRIDES, or for a GPU preset
+    CHAT_OVERRIDES with the tiny chat model as its model (qwen-gpu: as the hub id HUB_ID in a
+    hub cache built in tmp_path) and gsm8k-style's files written."""
+    if path.stem not in GPU_PRESETS:
+        return OVERRIDES
+    from tests.models.chat_model import build_chat_model, question_lines
+    from tests.models.hub_cache import cache_snapshot
+
+    model = build_chat_model(tmp_path / "chat-model")
+    if path.stem == "qwen-gpu":
+        monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub-cache"))
+        cache_snapshot(tmp_path / "hub-cache", HUB_ID, model)
+        return {**CHAT_OVERRIDES, "model.path": HUB_ID}
+    lines = question_lines(100, seed=3)
+    files = {}
+    for name, rows in (("train", lines[:80]), ("test", lines[80:])):
+        files[name] = tmp_path / f"{name}.jsonl"
+        files[name].write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return {**CHAT_OVERRIDES, "model.path": str(model), "synthesize.proposals": 32,
+            "domain.dataset.paths": [str(files["train"])],
+            "domain.dataset.heldout_path": str(files["test"])}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", PRESETS, ids=[p.stem for p in PRESETS])
-def test_preset_runs_end_to_end_with_catalog_and_lineage(path, tmp_path, prefect_server):
+def test_preset_runs_end_to_end_with_catalog_and_lineage(path, tmp_path, prefect_server,
+                                                        monkeypatch):
     from flows.run import RunSpec, flywheel_flow
     from storage.audit.lineage import lineage
     from storage.audit.snapshot import open_run
 
-    config = load_config(path, OVERRIDES)
+    config = load_config(path, preset_overrides(path, tmp_path / "inputs", monkeypatch))
     run_id = path.stem
-    flywheel_flow(RunSpec(data_root=str(tmp_path), run_id=run_id, config=config))
-    catalog = Catalog(tmp_path)
+    data_root = tmp_path / "data"
+    flywheel_flow(RunSpec(data_root=str(data_root), run_id=run_id, config=config))
+    catalog = Catalog(data_root)
 
     # a completed row per stage per round (a round without training rows: no train or evaluate
-    # stage, recorded as rejected with its reason), every round decided, the run completed
+    # stage, recorded as rejected with its reason; without a warm-up round 0 is a promote only),
+    # every round decided, the run completed
+    first = config.warmup.first_round
     decided = catalog.query("SELECT round, candidate, promoted, reason FROM rounds WHERE run_id = ?"
                             " ORDER BY round", [run_id])
     assert [r["round"] for r in decided] == list(range(config.rounds + 1))
     untrained = {r["round"] for r in decided if r["candidate"] is None}
     assert all(not r["promoted"] and r["reason"]
                for r in decided if r["round"] in untrained), decided
-    assert not untrained, (f"rounds {untrained} trained on nothing:"
-                           " these sizes must exercise training")
+    assert untrained == set(range(first)), (f"rounds {untrained} trained on nothing:"
+                                            " these sizes must exercise training")
     rows = catalog.query("SELECT round, stage, status FROM stages WHERE run_id = ?", [run_id])
     assert all(r["status"] == "completed" for r in rows), rows
-    expected = sorted([(0, "base"), (0, "baseline")] + [
-        (n, s) for n in range(config.rounds + 1) for s in ROUND_STAGES
-        if n not in untrained or s not in ("train", "evaluate")])
+    expected = sorted([(0, "base"), (0, "baseline")] + [(0, "promote")] * first + [
+        (n, s) for n in range(first, config.rounds + 1) for s in ROUND_STAGES])
     assert sorted((r["round"], r["stage"]) for r in rows) == expected
     assert (catalog.query("SELECT status FROM runs WHERE run_id = ?", [run_id])[0]["status"]
             == "completed")
@@ -98,7 +148,7 @@ def test_preset_runs_end_to_end_with_catalog_and_lineage(path, tmp_path, prefect
     # round 1's problems come from the preset's source; a trained row leads back to them
     sources = {r["source"] for r in catalog.query(
         "SELECT DISTINCT source FROM problems WHERE run_id = ? AND round = 1", [run_id])}
-    if config.domain.name == "arithmetic":
+    if config.domain.name == "arithmetic" and config.model.path is None:
         assert sources == {config.synthesize.source}
     else:  # a few dozen warm-up steps write no valid program yet: the top-up source fills in
         assert sources <= {config.synthesize.source, config.synthesize.top_up}, sources
@@ -118,7 +168,7 @@ def test_preset_runs_end_to_end_with_catalog_and_lineage(path, tmp_path, prefect
     pairs = catalog.query("SELECT count(*) AS n FROM train_rows WHERE run_id = ? AND round = 1"
                           " AND rejected IS NOT NULL", [run_id])[0]["n"]
     assert (pairs > 0) == (config.train.algorithm == "dpo"), pairs
-    con = open_run(tmp_path, run_id)
+    con = open_run(data_root, run_id)
     try:
         chain = lineage(con, trained[0]["train_row_id"])
         kinds = [r["kind"] for r in chain.rows]
@@ -142,8 +192,8 @@ def test_preset_runs_end_to_end_with_catalog_and_lineage(path, tmp_path, prefect
         assert not any("could not be reproduced" in note for note in seen.notes), seen.notes
         relations = {(r["round"], r["relation"]) for r in seen.rows}
         assert (last, "this round") in relations, relations
-        if last > 0 and config.train.replay_ratio > 0:
-            assert (0, "replayed") in relations, relations
+        if last > first and config.train.replay_ratio > 0:
+            assert (first, "replayed") in relations, relations
         assert all(r["rows_selected"] is not None for r in seen.rows)
     finally:
         con.close()

@@ -1,5 +1,7 @@
 """`flywheel audit` is read-only by construction: whatever SQL it is handed, the catalog, the
-data and every other file stay as they were, and a refused statement is one error line."""
+data and every other file stay as they were, no file but the run's datasets can be read (not the
+run's other files, nor DuckDB's temp folder in the working directory), and a refused statement
+is one error line."""
 
 from __future__ import annotations
 
@@ -23,9 +25,8 @@ def _tree(root: Path) -> dict[str, str]:
             for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-@pytest.fixture
-def data_root(tmp_path):
-    root = tmp_path / "data"
+def tiny_run(root: Path) -> Path:
+    """A data root with one completed run, `RUN`, whose synthesize stage wrote three problems."""
     catalog = Catalog(root)
     catalog.ensure_run(RUN, "{}")
     rows = [{"problem_id": f"p{i}", "run_id": RUN, "round": 0, "text": f"{i}+1",
@@ -38,13 +39,22 @@ def data_root(tmp_path):
     return root
 
 
+@pytest.fixture
+def data_root(tmp_path):
+    return tiny_run(tmp_path / "data")
+
+
 def _audit(data_root: Path, *args: str):
     return CliRunner().invoke(app, ["audit", RUN, *args, "--data-root", str(data_root)])
+
+
+SECRET = "root:x:0:0:secret"  # what a file the audit must not read holds
 
 
 def _hostile(data_root: Path, outside: Path) -> dict[str, list[str]]:
     catalog = str(data_root / "catalog.duckdb")
     run_file = next((data_root / "runs").rglob("*.parquet"))
+    run_notes = data_root / "runs" / RUN / "notes.txt"  # in the run's folder, not a dataset
     return {
         "attach and drop": ["--sql", f"ATTACH '{catalog}' AS c; DROP TABLE c.rounds; "
                                      "DELETE FROM c.stages; SELECT 1"],
@@ -58,6 +68,10 @@ def _hostile(data_root: Path, outside: Path) -> dict[str, list[str]]:
         "install": ["--sql", "INSTALL httpfs"],
         "load": ["--sql", "LOAD httpfs"],
         "settings": ["--sql", "SET enable_external_access = true"],
+        "read a file in the run's folder": ["--sql", f"SELECT * FROM read_text('{run_notes}')"],
+        "list the run's folder": ["--sql", f"SELECT * FROM glob('{run_notes.parent}/*')"],
+        "read the working directory's .tmp": ["--sql",
+                                              "SELECT * FROM read_text('.tmp/spilled.tmp')"],
         "where injection": ["samples", "problems", "--where",
                             "1=1) UNION ALL SELECT * FROM read_csv('/etc/passwd') --"],
         "where subquery outside": ["samples", "problems", "--where",
@@ -67,7 +81,9 @@ def _hostile(data_root: Path, outside: Path) -> dict[str, list[str]]:
 
 CASES = ["attach and drop", "attach alone", "delete in the snapshot", "copy outside",
          "copy over a data file", "read a file outside", "read the catalog as text", "install",
-         "load", "settings", "where injection", "where subquery outside"]
+         "load", "settings", "read a file in the run's folder",
+         "list the run's folder", "read the working directory's .tmp", "where injection",
+         "where subquery outside"]
 
 
 def test_the_case_list_covers_every_hostile_statement(data_root, tmp_path):
@@ -75,9 +91,12 @@ def test_the_case_list_covers_every_hostile_statement(data_root, tmp_path):
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_hostile_sql_is_refused_and_changes_nothing(data_root, tmp_path, case):
+def test_hostile_sql_is_refused_and_changes_nothing(data_root, tmp_path, monkeypatch, case):
     outside = tmp_path / "outside"
-    outside.mkdir()
+    (outside / ".tmp").mkdir(parents=True)
+    (outside / ".tmp" / "spilled.tmp").write_text(SECRET)  # DuckDB's default temp folder
+    (data_root / "runs" / RUN / "notes.txt").write_text(SECRET)
+    monkeypatch.chdir(outside)
     before, before_outside = _tree(data_root), _tree(outside)
     result = _audit(data_root, *_hostile(data_root, outside)[case])
     assert result.exit_code == 2, result.output

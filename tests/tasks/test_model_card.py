@@ -1,7 +1,9 @@
 """Checkpoint provenance without training a model: the train stage (a fake trainer) writes a model
-card that `huggingface_hub.ModelCard.load` reads, naming run, round, parent and data; promote
-adds the held-out accuracy and decision; the same inputs give the same bytes; and checkpoint
-files are readable (safetensors' 0600 weights and mkdtemp's 0700 folder are opened up)."""
+card that `huggingface_hub.ModelCard.load` reads, with the Hub's `base_model` (the run's starting
+model), `datasets` (the training rows' fingerprints) and, once promote evaluated it,
+`model-index`; its `flywheel` metadata names run, round, parent, lineage and data; the same
+inputs give the same bytes; and checkpoint files are readable (safetensors' 0600 weights and
+mkdtemp's 0700 folder are opened up)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from storage.datasets import dataset_path, write_atomic
 from storage.permissions import process_umask
 from tasks.context import Checkpoint, RunContext
 from tasks.evaluate import Evaluation
-from tasks.model_card import card_text, read_meta
+from tasks.model_card import card_text, checkpoint_meta, hub_id, read_meta, write_card
 from tasks.promote import promote
 from tasks.stage import StageOutput, settings_fingerprint
 from tasks.train import VERSION, train, train_settings
@@ -43,6 +45,10 @@ def trained(tmp_path, monkeypatch):
     curated = StageOutput("curate", 0, "a" * 32, {"train_rows": path}, skipped=False)
     incumbent = Checkpoint(path=ctx.run_dir / "round-000" / "checkpoint-bbbbbbbbbbbb",
                            fingerprint="b" * 32)
+    incumbent.path.mkdir(parents=True)  # the base stage's tiny model and its card
+    write_card(incumbent.path, checkpoint_meta(ctx, stage="base", round_index=0,
+                                               fingerprint="b" * 32,
+                                               config={"hidden_size": 64, "num_layers": 2}))
 
     def fake_train_sft(**kwargs):
         out = kwargs["out_dir"]
@@ -78,6 +84,15 @@ def test_a_trained_checkpoint_carries_a_model_card_and_is_readable(trained):
         meta["config"]), meta["seed"], {"checkpoint": meta["parent_checkpoint"]["fingerprint"],
                                         **meta["data"]}) == candidate.fingerprint
     assert "round 0 of run `r`" in card.text
+    # the Hub's keys: the run's starting model (the tiny model the base stage built), the data
+    assert card.data.base_model == meta["base_model"] == \
+        "flywheel tiny Llama (hidden_size 64, num_layers 2)"
+    assert card.data.datasets == [curated.fingerprint]
+    assert card.data.eval_results is None, "no model-index before promote evaluated it"
+    assert meta["lineage"] == [{"round": 0, "stage": "base", "fingerprint": "b" * 32,
+                                "folder": "round-000/checkpoint-bbbbbbbbbbbb"}]
+    assert "| 0 | base | `round-000/checkpoint-bbbbbbbbbbbb` | - | - | - |" in card.text
+    assert "| 0 | train | this checkpoint | 8 | - | - |" in card.text
     text = (candidate.path / "README.md").read_text()
     assert str(ctx.data_root) not in text, "no absolute path: a moved data root keeps its cards"
 
@@ -105,6 +120,49 @@ def test_promote_adds_the_held_out_accuracy_and_decision_to_the_card(trained, tm
         "reason": "accuracy 0.750 >= 0.250 - 0.000"}
     assert meta["data"] == read_meta(candidate.path)["data"], "the training provenance stays"
     assert before != (candidate.path / "README.md").read_bytes()
+    card = ModelCard.load(candidate.path / "README.md")
+    (result,) = card.data.eval_results  # model-index, as the Hub reads it
+    assert (result.metric_type, result.metric_value, result.dataset_split) == (
+        "accuracy", 0.75, "heldout")
+    assert result.dataset_name == "arithmetic held-out set" and result.metric_args is None
+    assert card.data.model_name == "flywheel r round 0"
+    assert card.data.base_model.startswith("flywheel tiny Llama")
+    assert "| 0 | train | this checkpoint | 8 | 0.750 | promoted |" in card.text
+
+
+def test_the_next_checkpoint_carries_the_lineage_and_an_interval_reaches_the_model_index(
+        trained):
+    ctx, _, curated, candidate = trained
+    from tasks.model_card import add_evaluation
+
+    add_evaluation(candidate.path, {
+        "heldout_accuracy": 0.5, "evals": "c" * 32, "incumbent": "b" * 32,
+        "incumbent_accuracy": 0.25, "promoted": True, "reason": "accuracy 0.500 >= 0.250 - 0.000",
+        "heldout_accuracy_low": 0.25, "heldout_accuracy_high": 0.75})
+    meta = checkpoint_meta(ctx, stage="train", round_index=1, fingerprint="f" * 32, config={},
+                           parent=candidate, data={"train_rows": "e" * 32}, rows=3)
+    assert meta["base_model"].startswith("flywheel tiny Llama"), "the run's, not the parent's"
+    assert [(e["round"], e["stage"], e.get("heldout_accuracy"), e.get("promoted"))
+            for e in meta["lineage"]] == [(0, "base", None, None), (0, "train", 0.5, True)]
+    assert meta["lineage"][1]["training_rows"] == 8
+    (result,) = ModelCard.load(candidate.path / "README.md").data.eval_results
+    assert result.metric_args == {"interval": [0.25, 0.75]}
+
+
+def test_a_local_or_hub_model_is_the_base_model(tmp_path):
+    config = load_config(None, {"rounds": 0, "gates.enabled": False})
+    ctx = RunContext(data_root=tmp_path / "data", run_id="r", config=config)
+    local = Checkpoint(path=tmp_path / "models" / "qwen", fingerprint="a" * 32)
+    cached = Checkpoint(path=tmp_path / "hub" / "models--Qwen--Qwen2.5-0.5B-Instruct" / "snapshots"
+                        / "0123abcd", fingerprint="c" * 32)
+    for parent, expected in ((local, str(local.path)), (cached, "Qwen/Qwen2.5-0.5B-Instruct")):
+        meta = checkpoint_meta(ctx, stage="train", round_index=0, fingerprint="f" * 32,
+                               config={}, parent=parent, data={"train_rows": "e" * 32}, rows=1)
+        assert meta["base_model"] == expected
+        assert meta["lineage"] == [{"round": None, "stage": "model.path",
+                                    "fingerprint": parent.fingerprint,
+                                    "folder": str(parent.path)}]
+    assert hub_id(tmp_path / "models--") is None and hub_id(local.path) is None
 
 
 def test_the_card_is_deterministic_and_reads_back():

@@ -177,6 +177,9 @@ FAULTS = {
     "every-verdict-correct": ("verdicts", _set_all("reward", 1.0),
                               "expect_column_mean_to_be_between", "pass_rate"),
     "wrong-round": ("evals", _set("round", 7, 2), "expect_column_values_to_be_in_set", "round"),
+    # two eval rows of one held-out item with the same sample index (evaluate.samples)
+    "duplicate-eval-sample": ("evals", _duplicate_id("item_id"),
+                              "expect_compound_columns_to_be_unique", None),
     "every-answer-identical": ("verdicts", _set_all("answer", "7"),
                                "expect_column_mean_to_be_between", "answer_spread"),
     "verifier-failing": ("verdicts", _verifier_failures,

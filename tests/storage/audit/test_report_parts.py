@@ -49,9 +49,9 @@ def con():
                 " (1, 'train', 't1', 'failed', 10, 11, 0.5, NULL),"
                 " (1, 'train', 't1', 'completed', 12, 20, 8.0, 12)")
     con.execute("CREATE TABLE evals (round INTEGER, checkpoint VARCHAR, level INTEGER,"
-                " correct BOOLEAN)")
-    con.execute("INSERT INTO evals SELECT 0, 'b', 1, i < 1 FROM range(4) t(i)")
-    con.execute("INSERT INTO evals SELECT 0, 't0', 1, i < 3 FROM range(4) t(i)")
+                " item_id VARCHAR, correct BOOLEAN)")
+    con.execute("INSERT INTO evals SELECT 0, 'b', 1, 'h' || i, i < 1 FROM range(4) t(i)")
+    con.execute("INSERT INTO evals SELECT 0, 't0', 1, 'h' || i, i < 3 FROM range(4) t(i)")
     return con
 
 

@@ -36,9 +36,11 @@ def _snapshot(per_level=4, base_items=8, candidate_items=8, metrics=METRICS):
                 " rows BIGINT)")
     con.execute("INSERT INTO stages VALUES (0, 'base', 'b', 'completed', 1, 2, 1.0, 8)")
     con.execute("CREATE TABLE evals (round INTEGER, checkpoint VARCHAR, level INTEGER,"
-                " correct BOOLEAN)")
-    con.execute(f"INSERT INTO evals SELECT 0, 'b', 1, i < 2 FROM range({base_items}) t(i)")
-    con.execute(f"INSERT INTO evals SELECT 1, 'c1', 1, i < 4 FROM range({candidate_items}) t(i)")
+                " item_id VARCHAR, correct BOOLEAN)")
+    con.execute(f"INSERT INTO evals SELECT 0, 'b', 1, 'h' || i, i < 2 FROM range({base_items})"
+                " t(i)")
+    con.execute(f"INSERT INTO evals SELECT 1, 'c1', 1, 'h' || i, i < 4"
+                f" FROM range({candidate_items}) t(i)")
     con.execute("CREATE TABLE rounds (round INTEGER, promoted BOOLEAN)")
     con.execute("CREATE TABLE metrics (round INTEGER, stage VARCHAR, name VARCHAR, value DOUBLE)")
     con.executemany("INSERT INTO metrics VALUES (?, ?, ?, ?)", metrics)

@@ -1,0 +1,373 @@
+"""Reverify: judge a run's stored rollouts and held-out answers again with another verifier
+setting, and say what would change (`flywheel reverify RUN --set verify.compare=exact`).
+
+Per round, the rollouts and problems the round's verify stage read are judged again by the
+verify stage's own computation (tasks/verify.py `stream_verdicts`, with the round's canaries
+drawn again from their seed), and the held-out answers its promote stage compared (the
+candidate's and the incumbent's `evals`) by `Domain.judge` as evaluate judges them
+(`rejudged_evals`), so every reward still comes from the one judging entry point. The new
+verdicts and evals are a dataset of their own,
+
+    <data-root>/runs/<run_id>/reverify/<fingerprint12>/verdicts.parquet, evals.parquet
+
+whose fingerprint hashes the verify settings (the run's, with the `--set` overrides), the
+canaries' seed, the fingerprints of the files judged and the judging code's versions. The
+catalog records each file as a `datasets` row of stage `reverify` (storage/catalog/reverify.py),
+never a `stages` row: the run's own files, stage rows, status and audit views stay as they were.
+The same setting again finds its files recorded and intact and reuses them instead of judging
+again. With no override the re-judging must reproduce the stored verdicts byte for byte: zero
+flips is the check that the verification path holds (a reward is data: same completion, same
+reward).
+
+What would change, one record per round (`--json` prints these keys):
+
+    {"round": 1, "fingerprint": "3f2a...", "path": "runs/demo/reverify/3f2a9c1b0d4e",
+     "reused": false, "verdicts": 256, "flipped": 9, "reward_up": 2, "reward_down": 7,
+     "to_unjudged": 0, "to_judged": 0,
+     "examples": [{"rollout_id": "c3..", "answer_before": "0.5", "answer_after": "0.5",
+                   "label": "1/2", "reward_before": 1.0, "reward_after": 0.0,
+                   "method_after": "reference"}],
+     "train_rows_before": 96, "train_rows_after": 90, "train_rows_gained": 1,
+     "train_rows_lost": 7, "train_rows_changed": 3,
+     "candidate_accuracy_before": 0.242, "candidate_accuracy_after": 0.233,
+     "incumbent_accuracy_before": 0.2, "incumbent_accuracy_after": 0.2,
+     "promoted_before": true, "promoted_after": true, "promotion_flipped": false,
+     "decision_before": "accuracy 0.242 >= 0.200 - 0.000",
+     "decision_after": "accuracy 0.233 >= 0.200 - 0.000"}
+
+`reward_up` / `reward_down`: judged both times, the reward rose (0 -> 1) or fell (1 -> 0; a
+partial credit counts by its direction); `to_unjudged` / `to_judged`: a reward became None (with
+its reason in `method`) or came back; `verdicts` counts every verdict of the file, the canaries'
+included. The training rows are the curate stage's computation (tasks/curate.py `curate_round`)
+run in memory on the new verdicts with the run's `[curate]` settings, compared by `train_row_id`
+with the stored ones (`changed`: same id, other content, e.g. a reweighted proposer row). The
+decisions are tasks/promote.py's `promotion_decision` under the run's `[promote]` config over
+the stored and over the re-judged evals (the rule alone: `[alarms]` that blocked a promotion are
+not re-evaluated); a round whose new verdicts leave no training row would have no candidate ("no
+training rows"), and one that had none before but gains rows would train a candidate reverify
+cannot evaluate (`promoted_after` null). Fields a round cannot fill (no curate or promote stage
+yet) are null. Departure: each round is judged against the incumbent the run had; a flipped
+promotion would have changed the later rounds' models, which re-judging cannot show.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from configs import PromoteConfig, ScaleConfig
+from configs.settings import VerifySettings, WarmupCurateSettings, WarmupVerifySettings
+from domains import Domain, get_domain
+from domains.base import Problem, problem_row
+from storage.catalog import Catalog
+from storage.catalog.reverify import (
+    current_stages,
+    record_reverified,
+    reverified_datasets,
+)
+from storage.datasets import read_rows, write_atomic
+from storage.fingerprint import row_id
+from storage.paths import run_folder
+from storage.recovery import check_recorded
+from tasks import evaluate, verify
+from tasks.curate import curate_round
+from tasks.evaluate import accuracy
+from tasks.promote import NO_TRAINING_ROWS, promotion_decision
+from tasks.stage import StageOutput, settings_fingerprint
+from tasks.verifier_rates import round_canaries
+from tasks.verify import stream_verdicts
+
+VERSION = 1
+EXAMPLES = 3  # flipped verdicts shown per round
+TRAIN_CONTENT = ["role", "prompt", "completion", "rejected", "weight", "problem"]
+
+
+class ReverifyError(ValueError):
+    """A run or round that cannot be re-judged; the message is one line with the fix."""
+
+
+@dataclass(frozen=True)
+class RoundSettings:
+    """A round's settings for re-judging: the verify settings to judge with (the run's, with the
+    overrides; `WarmupVerifySettings` in round 0), the run's own curate and promote settings to
+    recompute its choices with, and the seed its canaries were drawn from (tasks/verify.py:
+    `stage_seed(run seed, CANARY_STREAM, round)`)."""
+
+    verify: WarmupVerifySettings
+    curate: WarmupCurateSettings
+    promote: PromoteConfig
+    canary_seed: int
+
+
+@dataclass(frozen=True)
+class RoundInputs:
+    """What a round's verify, curate and promote stages read and wrote, as the run recorded
+    them; `curated` and the evals are None where the round has not reached that stage (and
+    `candidate_evals` where it trained no candidate)."""
+
+    round: int
+    problems: StageOutput
+    rollouts: StageOutput
+    verdicts: StageOutput
+    curated: StageOutput | None
+    candidate_evals: StageOutput | None
+    incumbent_evals: StageOutput | None
+
+
+def stored_output(catalog: Catalog, run_id: str, stage: dict[str, Any], name: str,
+                  round_index: int) -> StageOutput:
+    """The recorded, intact outputs of a completed stage (`stage`: a `current_stages` entry or
+    {"fingerprint": ...}); a missing or damaged file is a ReverifyError naming it."""
+    recorded = catalog.completed_datasets(run_id, stage["fingerprint"])
+    damage = (check_recorded(recorded) if recorded
+              else (name, "no completed stage with its fingerprint is recorded"))
+    if damage is not None:
+        msg = (f"round {round_index}: the {name} stage's output {damage[0]}: {damage[1]}; "
+               f"`flywheel resume {run_id}` recomputes it")
+        raise ReverifyError(msg)
+    return StageOutput(name, round_index, stage["fingerprint"],
+                       {kind: Path(info["path"]) for kind, info in recorded.items()}, True)
+
+
+def round_inputs(catalog: Catalog, run_id: str, round_index: int,
+                 stages: dict[tuple[int, str], dict[str, Any]]) -> RoundInputs | None:
+    """The round's recorded inputs (see `RoundInputs`); None when it has no completed verify
+    stage. A curate or promote stage that read other files than these is left out."""
+    verified = stages.get((round_index, "verify"))
+    if verified is None:
+        return None
+
+    def output(name: str, fingerprint: str) -> StageOutput:
+        return stored_output(catalog, run_id, {"fingerprint": fingerprint}, name, round_index)
+
+    problems = output("synthesize", verified["inputs"]["problems"])
+    rollouts = output("rollout", verified["inputs"]["rollouts"])
+    verdicts = stored_output(catalog, run_id, verified, "verify", round_index)
+    curate = stages.get((round_index, "curate"))
+    curated = (stored_output(catalog, run_id, curate, "curate", round_index)
+               if curate and curate["inputs"].get("verdicts") == verdicts.fingerprint else None)
+    promote = stages.get((round_index, "promote"))
+    evals = promote["inputs"] if promote and curated is not None else {}
+    candidate, incumbent = evals.get("candidate_evals"), evals.get("incumbent_evals")
+    return RoundInputs(round_index, problems, rollouts, verdicts, curated,
+                       output("evaluate", candidate) if candidate else None,
+                       output("evaluate", incumbent) if incumbent else None)
+
+
+def reverify_fingerprint(settings: WarmupVerifySettings, canary_seed: int,
+                         inputs: RoundInputs) -> str:
+    """The re-judging's fingerprint: the verify settings, the canaries' seed (the only random
+    draw of verification), the files judged and the versions of the code that judges them
+    (verify's and evaluate's VERSION)."""
+    judged = {"problems": inputs.problems.fingerprint, "rollouts": inputs.rollouts.fingerprint,
+              "judged_by": f"verify {verify.VERSION}, evaluate {evaluate.VERSION}"}
+    for name in ("candidate_evals", "incumbent_evals"):
+        if (evals := getattr(inputs, name)) is not None:
+            judged[name] = evals.fingerprint
+    return settings_fingerprint("reverify", VERSION, settings, canary_seed, judged)
+
+
+def canaries_of(domain: Domain, settings: WarmupVerifySettings, seed: int,
+                problem_file: Path) -> pl.DataFrame | None:
+    """The round's canaries as its verify stage drew them (tasks/verify.py `verify_round`:
+    their rollouts follow the round's in the rollouts file); None without canaries."""
+    count = settings.canary if isinstance(settings, VerifySettings) else 0
+    if not count:
+        return None
+    texts = pl.read_parquet(problem_file, columns=["text"])["text"]
+    return round_canaries(domain, settings.domain, count=count, seed=seed, problem_texts=texts)
+
+
+def reverify_dir(data_root: Path, run_id: str, fingerprint: str) -> Path:
+    """`<data-root>/runs/<run_id>/reverify/<fingerprint12>`: a re-judging's files."""
+    return run_folder(data_root, run_id) / "reverify" / fingerprint[:12]
+
+
+def rejudged_evals(domain: Domain, rows: list[dict[str, Any]],
+                   items: list[Problem]) -> list[dict[str, Any]]:
+    """Stored evals rows judged again as evaluate judges its answers (tasks/evaluate.py
+    `eval_rows`): each completion by `domain.judge` against its held-out item's problem row
+    (matched by `item_id`); answer, reward, method and correct are new, the rest is kept."""
+    by_item = {row_id("heldout", domain.name, p.text): problem_row(p) for p in items}
+    unknown = [r["item_id"] for r in rows if r["item_id"] not in by_item]
+    if unknown:
+        msg = (f"held-out item {unknown[0]} is not in the domain's held-out set any more (its "
+               "files or [domain] changed since the run); reverify needs the run's held-out set")
+        raise ReverifyError(msg)
+    judged = domain.judge([r["completion"] for r in rows], [by_item[r["item_id"]] for r in rows])
+    return [{**r, "answer": domain.extract(r["completion"]), "reward": j.reward,
+             "method": "reference" if j.reward is not None else j.reason,
+             "correct": j.reward == 1.0} for r, j in zip(rows, judged, strict=True)]
+
+
+def rejudge(catalog: Catalog, run_id: str, inputs: RoundInputs, settings: RoundSettings,
+            domain: Domain) -> tuple[str, dict[str, Path], bool]:
+    """(fingerprint, kind -> file, reused) of the round's re-judging: the recorded files when
+    intact, else verdicts and evals judged again, written, then recorded (the rows last)."""
+    verify_settings, problem_file = settings.verify, inputs.problems.path("problems")
+    fingerprint = reverify_fingerprint(verify_settings, settings.canary_seed, inputs)
+    recorded = reverified_datasets(catalog, run_id, fingerprint)
+    if recorded is not None and check_recorded(recorded) is None:
+        return fingerprint, {kind: Path(info["path"]) for kind, info in recorded.items()}, True
+    folder = reverify_dir(catalog.data_root, run_id, fingerprint)
+    canaries = canaries_of(domain, verify_settings, settings.canary_seed, problem_file)
+    outputs = [stream_verdicts(  # one in-process shard: the bytes do not depend on [scale]
+        domain, ScaleConfig(), inputs.rollouts.path("rollouts"), problem_file,
+        verify_settings.labels, folder / "verdicts.parquet", canaries=canaries)]
+    stored = [read_rows(e.path("evals")) for e in (inputs.candidate_evals, inputs.incumbent_evals)
+              if e is not None]
+    if stored:
+        items = domain.heldout(verify_settings.domain.domain.heldout_per_level)
+        rows = [row for part in stored for row in rejudged_evals(domain, part, items)]
+        outputs.append(write_atomic("evals", rows, folder / "evals.parquet"))
+    record_reverified(catalog, run_id=run_id, round_index=inputs.round, fingerprint=fingerprint,
+                      outputs=outputs)
+    return fingerprint, {out.kind: out.path for out in outputs}, False
+
+
+def verdict_changes(before: Path, after: Path, examples: int = EXAMPLES) -> dict[str, Any]:
+    """How the verdicts of `after` differ from those of `before`, rollout by rollout (see the
+    module docstring): counts per kind of change and the first `examples` changed verdicts."""
+    columns = ["rollout_id", "answer", "label", "reward", "method"]
+    joined = pl.read_parquet(before, columns=columns).join(
+        pl.read_parquet(after, columns=columns), on="rollout_id", how="left", suffix="_after",
+        maintain_order="left")
+    old, new = pl.col("reward"), pl.col("reward_after")
+    both = old.is_not_null() & new.is_not_null()
+    counts = joined.select(
+        (both & (new > old)).sum().alias("reward_up"),
+        (both & (new < old)).sum().alias("reward_down"),
+        (old.is_not_null() & new.is_null()).sum().alias("to_unjudged"),
+        (old.is_null() & new.is_not_null()).sum().alias("to_judged")).row(0, named=True)
+    changed = joined.filter(old.ne_missing(new)).head(examples).select(
+        "rollout_id", pl.col("answer").alias("answer_before"), "answer_after",
+        pl.col("label_after").alias("label"), pl.col("reward").alias("reward_before"),
+        "reward_after", "method_after")
+    return {"verdicts": len(joined), "flipped": sum(counts.values()), **counts,
+            "examples": changed.to_dicts()}
+
+
+def train_row_changes(before: Path, after: pl.DataFrame) -> dict[str, int]:
+    """The stored training rows (`before`) against those of the new verdicts (`after`): totals,
+    ids gained and lost, and ids in both whose content differs."""
+    old = pl.read_parquet(before, columns=["train_row_id", *TRAIN_CONTENT])
+    old_ids, new_ids = Counter(old["train_row_id"]), Counter(after["train_row_id"])
+    both = old.unique("train_row_id", keep="first", maintain_order=True).join(
+        after.select("train_row_id", *TRAIN_CONTENT).unique("train_row_id", keep="first"),
+        on="train_row_id", how="inner", suffix="_after")
+    differs = pl.any_horizontal([pl.col(c).ne_missing(pl.col(f"{c}_after"))
+                                 for c in TRAIN_CONTENT])
+    return {"train_rows_before": len(old), "train_rows_after": len(after),
+            "train_rows_gained": sum((new_ids - old_ids).values()),
+            "train_rows_lost": sum((old_ids - new_ids).values()),
+            "train_rows_changed": int(both.select(differs.sum()).item())}
+
+
+def promotion_changes(before: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None,
+                      after: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None,
+                      cfg: PromoteConfig, *, trainable_after: int) -> dict[str, Any]:
+    """Accuracies and the promotion decision over the stored and the re-judged evals, each a
+    (candidate rows, incumbent rows) pair (candidate rows empty: the round had no candidate);
+    `trainable_after`: the new verdicts' training rows of weight > 0 (none: no candidate)."""
+    out: dict[str, Any] = {}
+    for when, evals in (("before", before), ("after", after)):
+        candidate, incumbent = evals if evals is not None else ([], [])
+        out[f"candidate_accuracy_{when}"] = accuracy(candidate)["accuracy"] if candidate else None
+        out[f"incumbent_accuracy_{when}"] = accuracy(incumbent)["accuracy"] if incumbent else None
+        decision = (promotion_decision(candidate, incumbent, cfg) if candidate and incumbent
+                    else None)
+        out[f"promoted_{when}"] = None if decision is None else decision.promoted
+        out[f"decision_{when}"] = None if decision is None else decision.reason
+    had_candidate = before is not None and bool(before[0])
+    if before is not None and not had_candidate:
+        out.update(promoted_before=False, decision_before=NO_TRAINING_ROWS)
+    if before is not None and trainable_after == 0:
+        out.update(promoted_after=False, decision_after=NO_TRAINING_ROWS)
+    elif before is not None and not had_candidate:
+        out["decision_after"] = (f"{trainable_after} training rows: a candidate would be "
+                                 "trained, which reverify does not do")
+    flipped = None if out["promoted_after"] is None or out["promoted_before"] is None else (
+        out["promoted_after"] != out["promoted_before"])
+    return {**out, "promotion_flipped": flipped}
+
+
+def reverify_round(catalog: Catalog, run_id: str, inputs: RoundInputs, settings: RoundSettings,
+                   domain: Domain) -> dict[str, Any]:
+    """One round's record (module docstring): re-judged (or reused), then compared."""
+    fingerprint, files, reused = rejudge(catalog, run_id, inputs, settings, domain)
+    record: dict[str, Any] = {
+        "round": inputs.round, "fingerprint": fingerprint,
+        "path": catalog.relative(files["verdicts"].parent), "reused": reused,
+        **verdict_changes(inputs.verdicts.path("verdicts"), files["verdicts"])}
+    trainable_after = 0
+    if inputs.curated is not None:
+        curate = settings.curate
+        verdicts = StageOutput("reverify", inputs.round, fingerprint,
+                               {"verdicts": files["verdicts"]}, True)
+        rows = curate_round(domain, curate, inputs.problems, inputs.rollouts,
+                            verdicts).datasets["train_rows"]
+        record.update(train_row_changes(inputs.curated.path("train_rows"), rows))
+        trainable_after = int((rows["weight"] > 0).sum())
+    else:
+        record.update(dict.fromkeys(("train_rows_before", "train_rows_after",
+                                     "train_rows_gained", "train_rows_lost",
+                                     "train_rows_changed")))
+    before = after = None
+    if inputs.incumbent_evals is not None:
+        candidate = (read_rows(inputs.candidate_evals.path("evals"))
+                     if inputs.candidate_evals is not None else [])
+        before = (candidate, read_rows(inputs.incumbent_evals.path("evals")))
+        rejudged = read_rows(files["evals"])
+        after = (rejudged[:len(candidate)], rejudged[len(candidate):])
+    return {**record, **promotion_changes(before, after, settings.promote,
+                                          trainable_after=trainable_after)}
+
+
+def reverify_run(data_root: Path, run_id: str, settings: Callable[[int], RoundSettings], *,
+                 round_index: int | None = None) -> list[dict[str, Any]]:
+    """Re-judge every verified round of a run (or `round_index` only) and compare.
+
+    Parameters
+    ----------
+    data_root
+        The data root; its catalog must exist.
+    run_id
+        The run.
+    settings
+        A round's index -> its `RoundSettings`.
+    round_index
+        Only this round.
+
+    Returns
+    -------
+    One record per re-judged round, in round order (the module docstring shows one).
+
+    Raises
+    ------
+    ReverifyError
+        No round (or not `round_index`) has a completed verify stage, a recorded input is
+        missing or damaged, the domain cannot be built, or its held-out set changed.
+    """
+    catalog = Catalog(data_root)
+    stages = current_stages(catalog, run_id)
+    verified = sorted(r for r, stage in stages if stage == "verify")
+    wanted = verified if round_index is None else [round_index]
+    if not verified or round_index is not None and round_index not in verified:
+        which = "no round" if round_index is None else f"round {round_index}"
+        done = ", ".join(map(str, verified)) or "none yet"
+        msg = (f"run {run_id}: {which} has no completed verify stage to re-judge (verified "
+               f"rounds: {done}; `flywheel status {run_id}` shows how far it got)")
+        raise ReverifyError(msg)
+    verify_settings = settings(wanted[0]).verify  # the domain's part is every round's
+    try:
+        domain = get_domain(verify_settings.domain.domain.name,
+                            verify_settings.domain.domain_config())
+    except ValueError as exc:  # e.g. a dataset domain whose files moved
+        raise ReverifyError(f"run {run_id}: its domain cannot be built: {exc}") from None
+    return [reverify_round(catalog, run_id, round_inputs(catalog, run_id, r, stages),
+                           settings(r), domain) for r in wanted]
