@@ -157,6 +157,46 @@ class DomainConfig(Section):
         return self
 
 
+JUDGE_SCALES = ("1-10", "pass_fail")
+
+
+class JudgeConfig(Section):
+    """`[verify.judge]`: the LLM judge of `verify.compare = "judge"` (domains/judge.py,
+    docs/judges.md): a model folder scores each (question, answer) greedily on the run's rollout
+    backend; its reply is parsed into a reward by `scale`."""
+
+    model_path: str | None = Field(
+        None,
+        description="the judge's model folder or hub id; None = the run's model.path (the base "
+                    "model, one fixed judge for every round and stage)")
+    template: str | None = Field(
+        None,
+        description="the judge's prompt; placeholders {question}, {answer} and optionally "
+                    "{rubric}; None = the scale's built-in template (domains/judge.py)")
+    rubric: str = Field("", description="the text put in the template's {rubric}; empty = none")
+    scale: Literal[JUDGE_SCALES] = Field(
+        "1-10",
+        description="how the reply becomes a reward: 1-10 (score s -> (s-1)/9) or pass_fail "
+                    "(PASS -> 1, FAIL -> 0); anything else is unjudged (judge_unparseable)")
+    max_new_tokens: int = Field(16, ge=1, le=4096, description="longest judge reply, tokens")
+
+    @field_validator("template")
+    @classmethod
+    def _template_placeholders(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        try:
+            value.format(question="q", answer="a", rubric="r")
+        except (KeyError, IndexError, ValueError) as exc:
+            msg = (f"template = {value!r}: only the placeholders {{question}}, {{answer}} and "
+                   f"{{rubric}} are allowed ({exc!r}); write other braces as {{{{ and }}}}")
+            raise ValueError(msg) from None
+        if "{answer}" not in value:
+            msg = f"template = {value!r}: it must hold {{answer}}, the answer judged"
+            raise ValueError(msg)
+        return value
+
+
 class VerifyConfig(Section):
     """Which label a rollout's reward compares against (tasks/verify.py)."""
 
@@ -176,11 +216,19 @@ class VerifyConfig(Section):
     )
     answer_regex: str | None = Field(
         None, description="the `regex` extractor's pattern (group 1 = the answer)")
-    compare: Literal["auto", "exact", "math", "task"] = Field(
+    compare: Literal["auto", "exact", "math", "task", "judge"] = Field(
         "auto",
         description="reasoning_gym, dataset: exact (normalised text), math (math-verify "
                     "equivalence: 1/2 = 0.5 = \\frac{1}{2}), task (reasoning-gym's own scorer, "
-                    "partial credit); auto = task for reasoning_gym, math for dataset")
+                    "partial credit); auto = task for reasoning_gym, math for dataset; judge (any "
+                    "domain): an LLM judge scores each answer, [verify.judge]")
+    judge: JudgeConfig = Field(JudgeConfig(), description="the LLM judge of compare = 'judge'")
+    reward_function: str | None = Field(
+        None,
+        description="'module:function', a TRL-style reward function (completions, the problem "
+                    "row's columns as keywords -> floats in [0, 1] or None) judging every answer "
+                    "in verify, GRPO and evaluate instead of the domain's verifier; imported "
+                    "with the working directory on sys.path (domains/reward_function.py)")
     math_timeout_seconds: int = Field(
         5, ge=1, le=600, description="time limit of one math-verify parse or comparison")
     canary: int = Field(
@@ -190,6 +238,14 @@ class VerifyConfig(Section):
                     "round's problems, judged like them and never trained on; the verify stage "
                     "records the verifier's false-positive and false-negative rates on them "
                     "with Wilson intervals (tasks/verifier_rates.py); 0 = none (default)")
+
+    @model_validator(mode="after")
+    def _one_verifier(self) -> VerifyConfig:
+        if self.compare == "judge" and self.reward_function is not None:
+            msg = (f"compare = 'judge' and reward_function = {self.reward_function!r} are two "
+                   "verifiers: choose one (unset reward_function or set another compare)")
+            raise ValueError(msg)
+        return self
 
     @model_validator(mode="after")
     def _regex_usable(self) -> VerifyConfig:

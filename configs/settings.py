@@ -48,6 +48,7 @@ from configs import (
     VerifyConfig,
     WarmupConfig,
 )
+from configs.domain import JudgeConfig
 
 Dtype = Literal["float32", "bfloat16", "float16"]
 
@@ -66,16 +67,20 @@ class AnswerChecking(StageSettings):
         description="verify.extract: the answer extractors, tried in order")
     answer_regex: str | None = Field(
         description="verify.answer_regex: the regex extractor's pattern")
-    compare: Literal["auto", "exact", "math", "task"] = Field(
+    compare: Literal["auto", "exact", "math", "task", "judge"] = Field(
         description="verify.compare: how an answer is compared with the reference")
     math_timeout_seconds: int = Field(
         description="verify.math_timeout_seconds: time limit of one math-verify call")
+    judge: JudgeConfig = Field(description="[verify.judge]: the LLM judge of compare = 'judge'")
+    reward_function: str | None = Field(
+        description="verify.reward_function: the user's TRL-style reward function")
 
     @classmethod
     def from_config(cls, config: RunConfig) -> AnswerChecking:
         verify = config.verify
         return cls(extract=verify.extract, answer_regex=verify.answer_regex,
-                   compare=verify.compare, math_timeout_seconds=verify.math_timeout_seconds)
+                   compare=verify.compare, math_timeout_seconds=verify.math_timeout_seconds,
+                   judge=verify.judge, reward_function=verify.reward_function)
 
 
 class DomainSettings(StageSettings):

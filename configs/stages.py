@@ -11,7 +11,6 @@ from pydantic import Field, field_validator, model_validator
 
 from configs.base import RUN_ID_RULE, Section, is_run_id
 
-
 WARMUP_MODES = ("references", "self_samples", "none")
 
 

@@ -14,17 +14,21 @@ if TYPE_CHECKING:
 def get_domain(name: str, config: RunConfig | None = None) -> Domain:
     """The domain called `name`, built from the run's config (None: the defaults); with a
     `model.path` or a changed `[prompt]` section, wrapped so that its prompts go through the
-    model's chat template and its completions are cut at the stop strings (domains/chat.py)."""
+    model's chat template and its completions are cut at the stop strings (domains/chat.py);
+    with `verify.reward_function` or `verify.compare = "judge"`, judged by that
+    (domains/judge.py)."""
     domain = _build_domain(name, config)
     if config is None:
         return domain
     from configs import PromptConfig
+    from domains.judge import judged_domain
 
     if config.model.path is None and config.prompt == PromptConfig():
-        return domain
+        return judged_domain(domain, config)
     from domains.chat import ChatDomain
 
-    return ChatDomain(domain, config.prompt, config.model.path, config.model.revision)
+    return judged_domain(ChatDomain(domain, config.prompt, config.model.path,
+                                    config.model.revision), config)
 
 
 def _build_domain(name: str, config: RunConfig | None) -> Domain:

@@ -9,6 +9,8 @@ A verdict it cannot give is a `Judgement` with reward None and its reason:
     no_answer         no extractor found an answer in the completion
     verifier_timeout  math-verify ran past `verify.math_timeout_seconds`
     verifier_error    the comparison raised (odd input); never read as a wrong answer
+    judge_unparseable an LLM judge's reply held no score on its scale (domains/judge.py)
+    reward_none       the user's reward function returned None (domains/reward_function.py)
 
     >>> checker = AnswerChecker(extract=("boxed", "last_number"), compare="math")
     >>> checker.judge("so \\\\boxed{1/2}", "0.5")
@@ -31,10 +33,11 @@ if TYPE_CHECKING:
     from configs import VerifyConfig
 
 # The reasons a verdict carries no reward (the verdicts' `method` column records them).
-UNJUDGED_REASONS = ("none", "no_answer", "verifier_timeout", "verifier_error")
+UNJUDGED_REASONS = ("none", "no_answer", "verifier_timeout", "verifier_error",
+                    "judge_unparseable", "reward_none")
 # Of those, the verifier's own failures (not the answer's): gated by
 # `gates.max_verifier_failure_share`.
-VERIFIER_FAILURES = ("verifier_timeout", "verifier_error")
+VERIFIER_FAILURES = ("verifier_timeout", "verifier_error", "judge_unparseable")
 
 TaskScore = Callable[[str, str], float]  # (answer, reference) -> reward in [0, 1]
 
@@ -65,7 +68,9 @@ class AnswerChecker:
     @classmethod
     def from_config(cls, verify: VerifyConfig, *, default_compare: str) -> AnswerChecker:
         """The checker of `[verify]`; `compare = "auto"` takes the domain's `default_compare`."""
-        compare = default_compare if verify.compare == "auto" else verify.compare
+        # "judge" scores whole completions (domains/judge.py); answers are still extracted for
+        # the votes, and compared the domain's way where something asks this checker
+        compare = default_compare if verify.compare in ("auto", "judge") else verify.compare
         return cls(extract=verify.extract, compare=compare, pattern=verify.answer_regex,
                    timeout=verify.math_timeout_seconds)
 

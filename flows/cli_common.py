@@ -72,4 +72,5 @@ def print_summary(data_root: Path, run_id: str) -> None:
         table.add_column(column, justify="right")
     for row in round_summary(Catalog(data_root), run_id):
         table.add_row(*summary_cells(row))
-    Console(width=None if sys.stdout.isatty() else 120).print(table)
+    # In a pipe or a log, a line is never wrapped (a decision stays greppable whole)
+    Console(width=None if sys.stdout.isatty() else 240).print(table)

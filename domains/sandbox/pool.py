@@ -13,7 +13,8 @@ and replaced; the jobs it held get outcome "crash" with the reason.
 Isolation is checked when a worker starts: a mechanism the worker could not set up (for example
 namespaces without root or user namespaces) raises `IsolationError` under `isolation = "strict"`
 (the default) and warns (`SandboxIsolationWarning`, and the log) under `"warn"`; it is never
-silent. `mechanisms` says what is on.
+silent. `mechanisms` says what is on. The seccomp filter every child installs is compiled here,
+once per pool (domains/sandbox/seccomp.py, through libseccomp), and handed to each worker.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from domains.sandbox.seccomp import FilterUnavailable, allow_list_program
 from domains.sandbox.worker import OUTCOMES
 
 WORKER = Path(__file__).with_name("worker.py")
@@ -105,19 +107,22 @@ def _result(report: bytes) -> Result:
 
 
 class _Worker:
-    """One fork server process and its pipes."""
+    """One fork server process and its pipes; its children install `program` (classic BPF), or
+    no filter when it is empty, for the reason `missing`."""
 
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: Limits, program: bytes, missing: str) -> None:
         self.root = tempfile.mkdtemp(prefix="flywheel-sandbox-")
         self.process = subprocess.Popen(
             [sys.executable, "-S", "-P", "-B", str(WORKER), json.dumps(limits.as_dict()),
-             self.root],
+             self.root, program.hex()],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             env={"PYTHONHASHSEED": "0"}, cwd=self.root, start_new_session=True, close_fds=True)
         ready = self.receive(time.monotonic() + START_SECONDS)
         if not ready.get("ready"):
             raise WorkerLost(f"sandbox worker did not start: {ready!r}")
         self.mechanisms: dict[str, str] = dict(ready["mechanisms"])
+        if missing:
+            self.mechanisms["seccomp"] = f"missing: {missing}"
 
     def send(self, message: dict) -> None:
         body = json.dumps(message).encode()
@@ -188,13 +193,20 @@ class SandboxPool:
     isolation
         "strict": a missing isolation mechanism raises `IsolationError` at start; "warn": it
         warns (`SandboxIsolationWarning` and the log) and runs without it.
+    seccomp_program
+        The classic-BPF filter every child installs. None (the default): the allow list of
+        domains/sandbox/seccomp.py, compiled at start. bench/sandbox.py passes another one to
+        compare two filters side by side, or one that allows everything to measure what
+        children call.
     """
 
-    def __init__(self, limits: Limits, *, workers: int = 2, isolation: str = "strict") -> None:
+    def __init__(self, limits: Limits, *, workers: int = 2, isolation: str = "strict",
+                 seccomp_program: bytes | None = None) -> None:
         if isolation not in ("strict", "warn"):
             msg = f"sandbox.isolation = {isolation!r}: use 'strict' or 'warn'"
             raise ValueError(msg)
         self.limits, self.size, self.isolation = limits, workers, isolation
+        self._program, self._program_missing = seccomp_program, ""
         self._workers: list[_Worker] = []
         self.replaced = 0  # workers killed and replaced since start
         self.answer_slack_seconds = 10.0  # beyond the batch's wall limits, before a worker is lost
@@ -218,11 +230,16 @@ class SandboxPool:
     def start(self) -> None:
         if self._workers:
             return
+        if self._program is None:
+            try:
+                self._program = allow_list_program()
+            except FilterUnavailable as exc:
+                self._program, self._program_missing = b"", str(exc)
         self._workers = [self._start_worker() for _ in range(self.size)]
         atexit.register(self.close)
 
     def _start_worker(self) -> _Worker:
-        worker = _Worker(self.limits)
+        worker = _Worker(self.limits, self._program, self._program_missing)
         missing = {k: v for k, v in worker.mechanisms.items() if v != "on"}
         if missing:
             text = "; ".join(f"{k}: {v.removeprefix('missing: ')}" for k, v in missing.items())

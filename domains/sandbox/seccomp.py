@@ -1,74 +1,104 @@
-"""The seccomp filter of the sandbox's children: a deny list per architecture as classic BPF.
+"""The seccomp filter of the sandbox's children: an allow list, compiled by libseccomp.
 
-Part of the worker (domains/sandbox/worker.py), standard library only; the worker script loads it
-from its own folder. Wrong architecture -> the process is killed; a denied call -> EPERM; x32
-calls on x86_64 -> EPERM; anything else is allowed.
+Two halves, for two processes. The host (domains/sandbox/pool.py) compiles the filter once with
+libseccomp, through the `pyseccomp` binding to the system's libseccomp.so.2
+(`allow_list_program`: classic BPF bytes). The worker (worker.py, standard library only, which
+loads this file from its own folder and never imports pyseccomp) installs those bytes in every
+forked child with prctl (`seccomp_filter`, `install_seccomp`).
+
+What the filter does with a system call, by class (docs/sandbox.md says how each list was
+measured, and how to measure it again: `python bench/sandbox.py --syscalls`):
+
+    ALLOWED       allowed: what a child calls to run a pure-Python program and report on it
+    FILE_LOOKUPS  EPERM: CPython looks for files by itself on paths a pure program reaches (a
+                  warning's source line, a codec's module) and takes any OSError as "not there";
+                  killing would turn a SyntaxWarning into "forbidden". A program's own open() or
+                  os.stat() gets PermissionError, reported as "forbidden"
+    anything else KILL_PROCESS, the default: no measured program makes these calls, so one that
+                  does is doing what a pure function does not. It ends at its first such call
+                  (it cannot catch it, retry or probe which calls are open) and the server
+                  reports "forbidden" (SIGSYS). This covers every call a newer kernel adds
+    another architecture's calls (x86's int 0x80, x32): KILL_PROCESS too
 """
 
 from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import os
 import struct
 
 _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP = 38, 22
 
-# Refused system calls (EPERM) per architecture: process creation and exec, sockets, signals to
-# others, tracing, namespaces and mounts, limit/uid changes, timers (the CPU timer stays armed),
-# kernel keyrings, BPF, io_uring, perf, module loading and friends.
-_DENIED = {
-    "x86_64": (0xC000003E, [
-        56, 435, 57, 58, 59, 322, 41, 53, 42, 49, 50, 43, 288, 44, 46, 62, 200, 234, 129, 297,
-        424, 434, 101, 310, 311, 272, 308, 165, 166, 155, 161, 160, 302, 135, 321, 298, 323, 425,
-        426, 427, 250, 248, 249, 169, 38, 37, 222, 172, 173, 154, 133, 259, 304, 303, 246, 175,
-        313, 176, 167, 168, 163, 103, 312, 428, 429, 430, 431, 432, 433, 442, 105, 106, 113, 114,
-        117, 119, 116, 126]),
-    "aarch64": (0xC00000B7, [
-        220, 435, 221, 281, 198, 199, 203, 200, 201, 202, 242, 206, 211, 129, 130, 131, 138, 240,
-        424, 434, 117, 270, 271, 97, 268, 40, 39, 41, 51, 164, 261, 92, 280, 241, 282, 425, 426,
-        427, 219, 217, 218, 142, 103, 107, 33, 265, 264, 104, 105, 106, 273, 272, 267, 128, 116,
-        428, 429, 430, 431, 432, 433, 442, 146, 144, 145, 143, 147, 149, 159, 91]),
+# Allowed, each with why; measured on x86_64 (strace -f of the children on the ordinary workloads,
+# tests/sandbox/corpus.py ORDINARY and the python_io generator's programs), except clock_gettime.
+ALLOWED = {
+    "brk": "memory: glibc's malloc (main arena)",
+    "mmap": "memory: obmalloc's arenas and large blocks; a MemoryError is its ENOMEM",
+    "munmap": "memory: freeing them",
+    "mremap": "memory: realloc of a large block (a growing list or string)",
+    "getrandom": "random's seed when a program first imports it",
+    "getcwd": "the harness: run_program's working folder, _classify's paths",
+    "write": "the harness: the report on the result pipe",
+    "exit_group": "the harness: os._exit at the end of the child",
+    # Not seen by strace: the vDSO answers it without a system call on this machine. CPython's
+    # lock acquire reads CLOCK_MONOTONIC (an import takes the import lock; seen with gdb), and
+    # on a machine whose clock source has no vDSO that is a real call.
+    "clock_gettime": "CPython's locks (the import lock) read the monotonic clock",
 }
+# Refused with EPERM: openat and newfstatat measured (a SyntaxWarning at compile, re's
+# FutureWarning, an unknown codec); the others are the same lookups on other glibc versions.
+FILE_LOOKUPS = ("open", "openat", "stat", "lstat", "fstat", "newfstatat", "statx")
+
+ARCHITECTURES = {"x86_64": "X86_64", "aarch64": "AARCH64"}  # machine -> pyseccomp.Arch name
 
 
-_LD_ABS, _JEQ, _JGE, _RET = 0x20, 0x15, 0x35, 0x06
-_ALLOW, _EPERM, _KILL = 0x7FFF0000, 0x00050000 | errno.EPERM, 0x80000000
+class FilterUnavailable(RuntimeError):
+    """The allow list cannot be compiled here (no libseccomp, or an unsupported machine)."""
 
 
-def seccomp_program(machine: str | None = None) -> bytes | None:
-    """The BPF filter: wrong architecture -> kill; a denied call -> EPERM; else allow.
+@functools.cache
+def allow_list_program(machine: str | None = None) -> bytes:
+    """The classic-BPF program of the allow list for `machine` (default: this one's).
 
-    The denied numbers are searched as a binary tree (about 10 instructions a call instead of
-    one per denied number): the kernel runs the filter on every system call, and once per
-    system call number when it is installed (its action cache), which each child does."""
-    table = _DENIED.get(machine or os.uname().machine)
-    if table is None:
-        return None
-    arch, denied = table
-    code = [(_LD_ABS, 0, 0, 4), (_JEQ, 0, "kill", arch), (_LD_ABS, 0, 0, 0),
-            (_JGE, "eperm", 0, 0x40000000)]  # x32 system calls on x86_64: refused
-    code += _search_tree(sorted(set(denied)))
-    labels = {"allow": len(code), "eperm": len(code) + 1, "kill": len(code) + 2}
-    code += [(_RET, 0, 0, _ALLOW), (_RET, 0, 0, _EPERM), (_RET, 0, 0, _KILL)]
-    resolved = []
-    for index, (op, jt, jf, k) in enumerate(code):
-        jt, jf = (labels[j] - index - 1 if isinstance(j, str) else j for j in (jt, jf))
-        if not (0 <= jt <= 255 and 0 <= jf <= 255):
-            raise ValueError("seccomp filter: a jump past 255 instructions")
-        resolved.append(struct.pack("HBBI", op, jt, jf, k))
-    return b"".join(resolved)
+    libseccomp lays the calls out as a binary search tree (SCMP_FLTATR_CTL_OPTIMIZE = 2): the
+    kernel runs the filter once per system call number when a child installs it (to fill its
+    action cache: every allowed call is then free), and on each refused or killed call.
 
+    Raises
+    ------
+    FilterUnavailable
+        pyseccomp or the system's libseccomp.so.2 is missing, or `machine` has no allow list.
+    """
+    machine = machine or os.uname().machine
+    if machine not in ARCHITECTURES:
+        msg = (f"no measured allow list for {machine} (known: {', '.join(ARCHITECTURES)}); "
+               "measure one with bench/sandbox.py --syscalls")
+        raise FilterUnavailable(msg)
+    import tempfile  # here, not at the top: it imports random, which the worker must not
 
-def _search_tree(numbers: list[int]) -> list[tuple]:
-    """Instructions that jump to "eperm" when the loaded number is one of `numbers` (sorted)
-    and to "allow" otherwise; relative jumps inside the tree, labels for its exits."""
-    if len(numbers) <= 3:
-        return [(_JEQ, "eperm", 0 if i + 1 < len(numbers) else "allow", nr)
-                for i, nr in enumerate(numbers)]
-    middle = len(numbers) // 2
-    low, high = _search_tree(numbers[:middle]), _search_tree(numbers[middle:])
-    return [(_JGE, len(low), 0, numbers[middle]), *low, *high]
+    try:
+        import pyseccomp
+    except (ImportError, RuntimeError) as exc:  # pyseccomp raises RuntimeError without the .so
+        msg = (f"libseccomp is not usable ({exc}): install the system's libseccomp2 "
+               "(apt-get install libseccomp2) and the pyseccomp package (pip install -e .)")
+        raise FilterUnavailable(msg) from None
+    rules = pyseccomp.SyscallFilter(pyseccomp.KILL_PROCESS)
+    rules.set_attr(pyseccomp.Attr.ACT_BADARCH, pyseccomp.KILL_PROCESS)
+    rules.set_attr(pyseccomp.Attr.CTL_OPTIMIZE, 2)
+    target = getattr(pyseccomp.Arch, ARCHITECTURES[machine])
+    if target != pyseccomp.system_arch():
+        rules.add_arch(target)
+        rules.remove_arch(pyseccomp.Arch.NATIVE)
+    for name in ALLOWED:
+        rules.add_rule(pyseccomp.ALLOW, name)  # by name: libseccomp maps it per architecture
+    for name in FILE_LOOKUPS:
+        rules.add_rule(pyseccomp.ERRNO(errno.EPERM), name)
+    with tempfile.TemporaryFile() as handle:
+        rules.export_bpf(handle)
+        handle.seek(0)
+        return handle.read()
 
 
 def seccomp_filter(libc, program: bytes):

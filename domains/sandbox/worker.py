@@ -1,11 +1,12 @@
 """The sandbox worker: a fork server that runs one untrusted program per forked child.
 
-This file is started as a script (`python -S -P worker.py LIMITS_JSON ROOT`) by
-`domains.sandbox.pool` and imports the standard library only (and seccomp.py, its filter, from its
-own folder). It is importable too: the host uses its outcomes and modules, and `canonical`
-(canonical.py) writes both an answer and a program's output.
+This file is started as a script (`python -S -P worker.py LIMITS_JSON ROOT FILTER_HEX`) by
+`domains.sandbox.pool` and imports the standard library only (and jail.py, seccomp.py and
+canonical.py from its own folder). FILTER_HEX is the seccomp filter the host compiled
+(seccomp.py), as hex; empty for none. It is importable too: the host uses its outcomes and
+modules, and `canonical` (canonical.py) writes both an answer and a program's output.
 
-Start-up, once per worker (as root, or as root of a new user namespace):
+Start-up, once per worker (as root, or as root of a new user namespace; jail.py):
 
     unshare  mount, network, IPC, UTS and PID namespaces (no network device is brought up)
     mount    a size-capped tmpfs over the folder the host made; fork once: the child is PID 1 of
@@ -19,9 +20,9 @@ Per program, in a child forked from the server (copy-on-write: nothing a program
 it): a fresh working folder owned by nobody (the server makes it before the fork and removes it
 after); stdin/stdout/stderr on /dev/null, every other descriptor closed but the result pipe; uid
 and gid 65534 (no capabilities); the inherited rlimits and its own on processes (0: no threads
-either) and CPU time; a CPU timer; `PR_SET_NO_NEW_PRIVS` and a seccomp filter (seccomp.py) that
-refuses fork, exec, sockets, signals to other processes, ptrace, namespaces, mounts, limit changes
-and timers with EPERM. Print output goes to a capped buffer, never to a descriptor.
+either) and CPU time; a CPU timer; `PR_SET_NO_NEW_PRIVS` and the seccomp filter (seccomp.py): an
+allow list of the few system calls a pure program needs, file lookups refused with EPERM, any
+other call kills the child. Print output goes to a capped buffer, never to a descriptor.
 
 Protocol (host <-> server, on the server's stdin/stdout): a 4-byte big-endian length and a JSON
 body. The server first writes {"ready": true, "mechanisms": {name: "on" | "missing: why"}}; then
@@ -36,7 +37,6 @@ compares them with what it expects.
 from __future__ import annotations
 
 import builtins
-import ctypes
 import errno
 import gc
 import io
@@ -52,11 +52,13 @@ import time
 
 try:  # imported by the host as domains.sandbox.worker
     from domains.sandbox.canonical import canonical
-    from domains.sandbox.seccomp import install_seccomp, seccomp_filter, seccomp_program
+    from domains.sandbox.jail import isolate, open_libc, remove_tree, vm_size
+    from domains.sandbox.seccomp import install_seccomp, seccomp_filter
 except ModuleNotFoundError:  # run as the worker script (python -S -P worker.py): its own folder
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from canonical import canonical
-    from seccomp import install_seccomp, seccomp_filter, seccomp_program
+    from jail import isolate, open_libc, remove_tree, vm_size
+    from seccomp import install_seccomp, seccomp_filter
 
 # Modules a program may import: pre-imported here, before the chroot (nothing else can be).
 # (fractions, statistics and typing are left out: each pre-imported module makes every fork
@@ -70,10 +72,6 @@ PRELOADED_MODULES = {"random": ("_random", "_sha512")}
 OUTCOMES = ("ok", "timeout", "memory", "forbidden", "crash", "nondeterministic", "output_limit")
 NOBODY = 65534
 
-_CLONE_NEWNS, _CLONE_NEWUTS, _CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
-_CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
-_MS_NOSUID, _MS_NODEV, _MS_REC, _MS_PRIVATE = 2, 4, 0x4000, 0x40000
-_PR_SET_PDEATHSIG = 1
 
 class OutputLimit(Exception):
     """The program printed, or returned, more than the output cap."""
@@ -82,84 +80,6 @@ class OutputLimit(Exception):
 _type, _len, _isinstance, _eval = type, len, isinstance, eval
 _NO_BUILTINS = {"__builtins__": {}}  # argument tuples are literals the host has checked
 _quote = json.encoder.encode_basestring_ascii
-
-
-# ---- isolation, once per worker ------------------------------------------------------------
-
-def _libc():
-    return ctypes.CDLL(None, use_errno=True)
-
-
-def _call(fn, *args) -> None:
-    if fn(*args) != 0:
-        code = ctypes.get_errno()
-        raise OSError(code, os.strerror(code))
-
-
-def _unshare(libc) -> dict[str, str]:
-    """Enter new namespaces (a user namespace too when not root) -> mechanism -> state."""
-    flags = _CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWUTS | _CLONE_NEWPID
-    uid, gid = os.geteuid(), os.getegid()
-    if uid != 0:
-        flags |= _CLONE_NEWUSER
-    try:
-        _call(libc.unshare, flags)
-    except OSError as exc:
-        why = f"missing: unshare failed ({exc.strerror}); run as root or allow user namespaces"
-        return {name: why for name in ("mount_namespace", "network_namespace", "pid_namespace")}
-    if uid != 0:
-        for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"),
-                           ("gid_map", f"0 {gid} 1")):
-            with open(f"/proc/self/{name}", "w") as handle:
-                handle.write(text)
-    return {"mount_namespace": "on", "network_namespace": "on", "pid_namespace": "on"}
-
-
-def _mount_root(libc, root: str, size_mb: int) -> str:
-    """A private, size-capped tmpfs over `root` (the chroot of the serving process)."""
-    _call(libc.mount, None, b"/", None, _MS_REC | _MS_PRIVATE, None)
-    options = f"size={size_mb}m,mode=755".encode()
-    _call(libc.mount, b"tmpfs", root.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, options)
-    os.mkdir(os.path.join(root, "w"), 0o711)
-    return "on"
-
-
-def _vm_size() -> int:
-    with open("/proc/self/status") as handle:
-        for line in handle:
-            if line.startswith("VmSize:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-def isolate(root: str, limits: dict) -> dict[str, str]:
-    """Namespaces, the tmpfs root and PID 1; returns what is on and what is missing and why.
-
-    The calling process forks once after `unshare`: the parent waits for its child and exits
-    with its status; the child (PID 1 of the new PID namespace) returns and serves, chrooted."""
-    mechanisms = {"seccomp": "on" if seccomp_program() else
-                  f"missing: no seccomp table for {os.uname().machine}"}
-    if os.geteuid() != 0 and not os.path.exists("/proc/self/uid_map"):
-        mechanisms["uid_drop"] = "missing: not root and no user namespaces"
-    libc = _libc()
-    mechanisms.update(_unshare(libc))
-    jailed = mechanisms["mount_namespace"] == "on"
-    if jailed:
-        mechanisms["filesystem"] = _mount_root(libc, root, limits["tmpfs_mb"])
-        pid = os.fork()
-        if pid:
-            _, status = os.waitpid(pid, 0)
-            os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        os.chroot(root)
-        os.chdir("/")
-    else:
-        mechanisms["filesystem"] = "missing: no mount namespace, programs see the host's files"
-        os.makedirs(os.path.join(root, "w"), exist_ok=True)
-    mechanisms.setdefault("uid_drop", "on" if os.geteuid() == 0 else
-                          "missing: only uid 0 is mapped in the user namespace")
-    mechanisms["rlimits"] = "on"
-    return mechanisms
 
 
 # ---- one program, in a forked child --------------------------------------------------------
@@ -334,34 +254,6 @@ def _collect(pid: int, read_fd: int, limits: dict) -> tuple[bytes, int, object, 
     return b"".join(chunks), status, usage, killed
 
 
-def _remove_tree(path: str) -> None:
-    """Remove what a (dead) program left in its folder, as far as it can: depth first, by
-    changing into each folder (no recursion and no long paths, however deep the program nested
-    its folders), removing links and never following them."""
-    names: list[str] = []
-    try:
-        os.chdir(path)
-        while True:
-            entries = os.listdir(".")
-            inner = next((e for e in entries if os.path.isdir(e) and not os.path.islink(e)), None)
-            if inner is not None:
-                os.chdir(inner)
-                names.append(inner)
-                continue
-            for entry in entries:
-                os.unlink(entry)
-            if not names:
-                break
-            os.chdir("..")
-            os.rmdir(names.pop())
-        os.chdir("/")
-        os.rmdir(path)
-    except OSError:
-        pass
-    finally:
-        os.chdir("/")
-
-
 def run_job(job: dict, limits: dict, state: dict, index: int) -> bytes:
     """Fork one child for `job` in a fresh working folder, wait for it, clean up after it.
     Returns the child's report as it wrote it (the host checks it: domains/sandbox/pool.py), or
@@ -386,7 +278,7 @@ def run_job(job: dict, limits: dict, state: dict, index: int) -> bytes:
         try:
             os.rmdir(workdir)  # the common case: the program left nothing behind
         except OSError:
-            _remove_tree(workdir)
+            remove_tree(workdir)
     if data and not killed and os.WIFEXITED(status):
         return data
     return json.dumps(_outcome_of_status(status, usage, limits, killed)).encode()
@@ -466,21 +358,22 @@ class _Preloaded:
         exec(self.code[module.__name__], module.__dict__)  # noqa: S102 (the standard library's)
 
 
-def serve(limits: dict, root: str) -> None:
-    """Isolate, report readiness, then run batches of jobs until stdin closes."""
+def serve(limits: dict, root: str, program: bytes) -> None:
+    """Isolate, report readiness, then run batches of jobs until stdin closes; every child
+    installs the seccomp filter `program` (classic BPF; none when empty)."""
     for name in ALLOWED_MODULES:
         if name not in PRELOADED_MODULES:
             __import__(name)
     sys.meta_path.insert(0, _Preloaded(PRELOADED_MODULES))
     inbox, outbox = sys.stdin.buffer, sys.stdout.buffer
     devnull = os.open(os.devnull, os.O_RDWR)
-    address_space = _vm_size() + limits["memory_mb"] * 1024 * 1024
-    mechanisms = isolate(root, limits)
+    address_space = vm_size() + limits["memory_mb"] * 1024 * 1024
+    mechanisms = {"seccomp": "on" if program else "missing: the host gave no filter",
+                  **isolate(root, limits)}
     jailed = mechanisms["filesystem"] == "on"
-    program = seccomp_program()
     state = {"base": "/w" if jailed else os.path.join(root, "w"), "devnull": devnull,
              "drop_uid": mechanisms["uid_drop"] == "on",
-             "seccomp": seccomp_filter(_libc(), program) if program else None,
+             "seccomp": seccomp_filter(open_libc(), program) if program else None,
              "address_space": address_space}
     _inherited_limits(state, limits)
     _warm_up(limits)
@@ -498,4 +391,4 @@ def serve(limits: dict, root: str) -> None:
 
 
 if __name__ == "__main__":
-    serve(json.loads(sys.argv[1]), sys.argv[2])
+    serve(json.loads(sys.argv[1]), sys.argv[2], bytes.fromhex(sys.argv[3]))

@@ -35,6 +35,8 @@ COMPANIONS: dict[str, dict[str, Any]] = {
     "verify.labels": {"curate.solver_targets": "verified"},
     "train.proposer.algorithm": {"train.replay_proposer_rows": True},
     "evaluate.samples": {"evaluate.temperature": 0.8},
+    "scale.vllm_engines": {"rollout.backend": "vllm", "scale.task_runner": "ray",
+                           "scale.rollout_shards": 4},
 }
 SPECIAL: dict[str, list[Any]] = {  # values the generic rules below cannot guess
     "schedule.cron": ["0 3 * * *"], "schedule.timezone": ["Europe/Paris"],

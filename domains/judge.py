@@ -1,0 +1,268 @@
+"""The LLM judge (`verify.compare = "judge"`) and the domain wrapper that puts a judge or the
+user's reward function (domains/reward_function.py) in the one judging path.
+
+`judged_domain(domain, config)` (called by `domains.get_domain`) wraps the run's domain in a
+`JudgedDomain` whose `judge(completions, problems)` asks the configured scorer instead of the
+domain's own verifier; every other method is the wrapped domain's. So verify, the GRPO reward
+(models/grpo.py `verifier_reward`), the proposer's online reward and evaluate all get the
+judge's rewards through `Domain.judge`, as they get every other verifier's.
+
+A judgement, prompt by prompt:
+
+    prompt  "Rate the answer to the question from 1 (wrong or useless) to 10 (correct and
+             complete). ...\\n\\nQuestion: What is 2 + 3?\\n\\nAnswer: 5\\n\\nReply with the
+             score only.\\nScore:"   (through the judge's chat template where it has one)
+    reply   " 9"
+    reward  (9 - 1) / 9 = 0.889          scale "1-10"; "pass_fail": PASS -> 1.0, FAIL -> 0.0
+
+A reply with no score on its scale is `Judgement(None, "judge_unparseable")`, a verifier failure
+(gated by `gates.max_verifier_failure_share`), never 0. The judge samples greedily, so the same
+prompt on the same judge gives the same reply: a reward is data. All completions of one `judge`
+call are judged in one backend call (the verify stage calls it once per chunk and shard), and a
+prompt already judged in this process is not sent again.
+
+Departures (issue 32): the judge is a fixed model, `[verify.judge] model_path` or else the run's
+`model.path` (the base model), not the incumbent of each round (Meta-Rewarding's self-judge):
+a fixed judge keeps the same completion's reward the same in every round and stage. It runs on
+the run's `[rollout]` backend; a launched GRPO process, which rebuilds the domain from the
+domain's settings alone, judges on the transformers backend. Judgements are not yet stored as
+a dataset; the verdict's `verifier` names the judge and its settings' hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import TYPE_CHECKING, Any, Protocol
+
+from domains.base import Domain, DomainInputError, Problem, ProblemRow, Rejected
+from domains.checking import Judgement
+
+if TYPE_CHECKING:
+    import random
+
+    from configs import RunConfig
+    from configs.domain import JudgeConfig
+    from models.rollout_types import RolloutBackend
+
+JUDGE_VERSION = 1  # bumped when the same reply would be parsed into another reward
+# The built-in prompt of each scale (`[verify.judge] template` unset).
+SCALE_TEMPLATES = {
+    "1-10": ("Rate the answer to the question from 1 (wrong or useless) to 10 (correct and "
+             "complete).{rubric}\n\nQuestion: {question}\n\nAnswer: {answer}\n\n"
+             "Reply with the score only.\nScore:"),
+    "pass_fail": ("Decide whether the answer to the question is correct.{rubric}\n\n"
+                  "Question: {question}\n\nAnswer: {answer}\n\n"
+                  "Reply with PASS or FAIL only.\nVerdict:"),
+}
+_LABELLED_SCORE = re.compile(r"(?i)\bscore\s*(?:is|of|:|=)?\s*(\d+(?:\.\d+)?)")
+_NUMBER = re.compile(r"(?<![\d.\-])(\d+(?:\.\d+)?)")
+_PASS_FAIL = re.compile(r"(?i)\b(pass|fail)\b")
+
+
+def parse_score(reply: str, scale: str) -> float | None:
+    """The reward in [0, 1] a judge's `reply` gives, or None when it holds none on `scale`.
+
+    1-10: the number after a "score" label, else the reply's first number; s in [1, 10] gives
+    (s - 1) / 9, any other number None. pass_fail: the first whole word PASS or FAIL (any case).
+
+    >>> parse_score(" 7", "1-10"), parse_score("Score: 10/10", "1-10")
+    (0.6666666666666666, 1.0)
+    >>> parse_score("FAIL: the sum is wrong", "pass_fail"), parse_score("great!", "1-10")
+    (0.0, None)
+    """
+    if scale == "pass_fail":
+        match = _PASS_FAIL.search(reply)
+        return None if match is None else float(match.group(1).lower() == "pass")
+    if scale != "1-10":
+        msg = f"verify.judge.scale = {scale!r}: use '1-10' or 'pass_fail'"
+        raise ValueError(msg)
+    match = _LABELLED_SCORE.search(reply) or _NUMBER.search(reply)
+    if match is None:
+        return None
+    score = float(match.group(1))
+    return (score - 1.0) / 9.0 if 1.0 <= score <= 10.0 else None
+
+
+class Scorer(Protocol):
+    """What `JudgedDomain` asks of a verifier that replaces the domain's own."""
+
+    def judge(self, completions: list[str], problems: list[ProblemRow],
+              domain: Domain) -> list[Judgement]: ...
+
+    def describe(self) -> str: ...
+
+
+class ModelJudge:
+    """An LLM judge: `[verify.judge]` over a backend loaded lazily from `model_path` (or given:
+    tests pass a scripted one)."""
+
+    def __init__(self, settings: JudgeConfig, *, model_path: str, revision: str | None = None,
+                 backend_name: str = "transformers", batch_size: int = 64,
+                 dtype: str = "float32", backend: RolloutBackend | None = None) -> None:
+        self.settings = settings
+        self.template = settings.template or SCALE_TEMPLATES[settings.scale]
+        self.model_path, self.revision = model_path, revision
+        self.backend_name, self.batch_size, self.dtype = backend_name, batch_size, dtype
+        self._backend = backend
+        self._tokenizer: Any = None
+        self._replies: dict[str, str] = {}  # prompt -> reply, this process's judgements
+        self.backend_calls = 0
+
+    def __getstate__(self) -> dict[str, Any]:  # shipped to a Ray worker: reload the model there
+        return {**self.__dict__, "_backend": None, "_tokenizer": None}
+
+    def describe(self) -> str:
+        """`judge[<model>:<scale>:<hash of the judge's settings>]@<version>`."""
+        key = json.dumps({"model": self.model_path, "revision": self.revision,
+                          "template": self.template, "rubric": self.settings.rubric,
+                          "scale": self.settings.scale,
+                          "max_new_tokens": self.settings.max_new_tokens}, sort_keys=True)
+        digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+        return f"judge[{self.model_path}:{self.settings.scale}:{digest}]@{JUDGE_VERSION}"
+
+    def prompt(self, question: str, answer: str) -> str:
+        """The template filled in (before the judge's chat template)."""
+        rubric = f"\n\nRubric: {self.settings.rubric}" if self.settings.rubric else ""
+        if self.settings.template is not None:  # a user's template places the rubric text itself
+            rubric = self.settings.rubric
+        return self.template.format(question=question, answer=answer, rubric=rubric)
+
+    def judge(self, completions: list[str], problems: list[ProblemRow],
+              domain: Domain) -> list[Judgement]:
+        prompts = [self.prompt(domain.question(p["text"]), c)
+                   for c, p in zip(completions, problems, strict=True)]
+        missing = [p for p in dict.fromkeys(prompts) if p not in self._replies]
+        if missing:
+            self._replies.update(zip(missing, self.replies(missing), strict=True))
+        out = []
+        for prompt in prompts:
+            reward = parse_score(self._replies[prompt], self.settings.scale)
+            out.append(Judgement(reward, None if reward is not None else "judge_unparseable"))
+        return out
+
+    def replies(self, prompts: list[str]) -> list[str]:
+        """The judge's greedy reply to each prompt, in one backend call."""
+        from models.rollout_types import SamplingParams
+
+        backend = self.backend()
+        rendered = [self.render(p) for p in prompts]
+        params = SamplingParams(n=1, temperature=1.0, greedy=True, seed=0,
+                                max_new_tokens=self.settings.max_new_tokens)
+        self.backend_calls += 1
+        return [samples[0].text for samples in backend.generate(rendered, params)]
+
+    def backend(self) -> RolloutBackend:
+        if self._backend is None:
+            from models.backends import make_backend
+            from models.hub import locate_model
+
+            folder = locate_model(self.model_path, self.revision).folder
+            self._backend = make_backend(self.backend_name, folder, batch_size=self.batch_size,
+                                         dtype=self.dtype)
+        return self._backend
+
+    def render(self, prompt: str) -> str:
+        """`prompt` as the judge's user message in its chat template, where it has one."""
+        tokenizer = getattr(self.backend(), "tokenizer", None)
+        from domains.chat import has_chat_template, render, role_messages
+
+        if tokenizer is None or not has_chat_template(tokenizer):
+            return prompt
+        return render(tokenizer, role_messages("", prompt))
+
+
+def model_judge(config: RunConfig) -> ModelJudge:
+    """The judge of `[verify.judge]` on the run's `[rollout]` backend; a DomainInputError (exit 2
+    before the run starts) when there is no model to judge with or its folder is missing."""
+    settings = config.verify.judge
+    path = settings.model_path or config.model.path
+    if path is None:
+        msg = ("verify.compare = 'judge' needs a judge model: set verify.judge.model_path (or "
+               "model.path) to a model folder or hub id; the built-in tiny model cannot judge")
+        raise DomainInputError(msg)
+    revision = None if settings.model_path else config.model.revision
+    from models.hub import is_hub_id
+
+    if not is_hub_id(path):
+        from pathlib import Path
+
+        if not (Path(path) / "config.json").is_file():
+            key = "verify.judge.model_path" if settings.model_path else "model.path"
+            msg = f"{key} = {path!r}: no model folder (config.json) there; the judge loads it"
+            raise DomainInputError(msg)
+    rollout = config.rollout
+    return ModelJudge(settings, model_path=path, revision=revision,
+                      backend_name=rollout.backend, batch_size=rollout.batch_size,
+                      dtype=rollout.dtype)
+
+
+def judged_domain(domain: Domain, config: RunConfig) -> Domain:
+    """`domain` judged by `verify.reward_function` or the LLM judge when one is configured, else
+    `domain` itself."""
+    verify = config.verify
+    if verify.reward_function is not None:
+        from domains.reward_function import RewardFunction
+
+        return JudgedDomain(domain, RewardFunction(verify.reward_function))
+    if verify.compare == "judge":
+        return JudgedDomain(domain, model_judge(config))
+    return domain
+
+
+class JudgedDomain(Domain):
+    """A domain whose verifier is `scorer` (a `ModelJudge` or a `RewardFunction`); every other
+    method is the wrapped domain's, passed explicitly."""
+
+    def __init__(self, domain: Domain, scorer: Scorer) -> None:
+        self.domain, self.scorer = domain, scorer
+        self.name, self.levels = domain.name, domain.levels
+        self.tasks, self.weights = domain.tasks, domain.weights
+
+    def judge(self, completions: list[str], problems: list[ProblemRow]) -> list[Judgement]:
+        return self.scorer.judge(list(completions), problems, self.domain)
+
+    def verifier(self) -> str:
+        return self.scorer.describe()
+
+    # ---- the wrapped domain's own ------------------------------------------------------------
+
+    def proposer_prompt(self, level: int) -> str:
+        return self.domain.proposer_prompt(level)
+
+    def parse(self, proposal: str) -> Problem | Rejected:
+        return self.domain.parse(proposal)
+
+    def prepare(self, proposals: list[str]) -> None:
+        self.domain.prepare(proposals)
+
+    def generate(self, rng: random.Random, level: int) -> Problem:
+        return self.domain.generate(rng, level)
+
+    def generate_task(self, rng: random.Random, task: str, level: int) -> Problem:
+        return self.domain.generate_task(rng, task, level)
+
+    def shape(self, problem_text: str) -> str:
+        return self.domain.shape(problem_text)
+
+    def task_of(self, problem_text: str) -> str | None:
+        return self.domain.task_of(problem_text)
+
+    def heldout(self, per_level: int) -> list[Problem]:
+        return self.domain.heldout(per_level)
+
+    def solver_prompt(self, problem_text: str) -> str:
+        return self.domain.solver_prompt(problem_text)
+
+    def question(self, problem_text: str) -> str:
+        return self.domain.question(problem_text)
+
+    def cut(self, completion: str) -> str:
+        return self.domain.cut(completion)
+
+    def extract(self, completion: str) -> str | None:
+        return self.domain.extract(completion)
+
+    def training_target(self, reference: str) -> str:
+        return self.domain.training_target(reference)
