@@ -130,7 +130,8 @@ def bench_filters(count: int, workers: int, baseline_commit: str,
     pools = {"allow_list": SandboxPool(Limits(), workers=workers),
              baseline_commit: SandboxPool(Limits(), workers=workers,
                                           seccomp_program=_filter_of_commit(baseline_commit))}
-    totals = {name: {"executions": 0, "seconds": 0.0, "cpu": 0.0} for name in pools}
+    totals = {name: {"executions": 0, "seconds": 0.0, "cpu": 0.0, "rounds": []}
+              for name in pools}
     try:
         for pool in pools.values():
             pool.run(jobs[:workers * 8])  # warm: the workers are started and have served
@@ -145,12 +146,14 @@ def bench_filters(count: int, workers: int, baseline_commit: str,
                 totals[name]["executions"] += count
                 totals[name]["seconds"] += row["seconds"]
                 totals[name]["cpu"] += row["cpu_ms_per_execution"] * count / 1000
+                totals[name]["rounds"].append(row["per_second"])
     finally:
         for pool in pools.values():
             pool.close()
     return {name: {"executions": t["executions"], "seconds": t["seconds"],
                    "per_second": t["executions"] / t["seconds"],
-                   "cpu_ms_per_execution": 1000 * t["cpu"] / t["executions"]}
+                   "cpu_ms_per_execution": 1000 * t["cpu"] / t["executions"],
+                   "per_second_by_round": t["rounds"]}
             for name, t in totals.items()}
 
 
@@ -313,11 +316,15 @@ def _report_filters(args: argparse.Namespace) -> None:
               f"{row['cpu_ms_per_execution']:>12.2f}")
     rate_ratio = new["per_second"] / old["per_second"]
     cpu_ratio = new["cpu_ms_per_execution"] / old["cpu_ms_per_execution"]
+    by_round = [a / b for a, b in zip(new["per_second_by_round"], old["per_second_by_round"],
+                                      strict=True)]
+    print("per round, allow list / baseline: " + " ".join(f"{r:.2f}" for r in by_round))
     print(f"allow list / {args.baseline_commit}: {rate_ratio:.3f}x per second, {cpu_ratio:.3f}x "
           f"the CPU per execution, {args.rounds} rounds of {args.programs} alternating (load "
           f"average {load_before:.2f} before, {load_after:.2f} after, on {os.cpu_count()} CPUs)")
     _write(args.out.with_name("sandbox-filters.json"),
            {"filters": rows, "rate_ratio": rate_ratio, "cpu_ratio": cpu_ratio,
+            "rate_ratio_by_round": by_round,
             "rounds": args.rounds, "workers": args.workers, "cpus": os.cpu_count(),
             "load_average_before": load_before, "load_average_after": load_after,
             "python": platform.python_version(), "machine": platform.machine()})

@@ -155,19 +155,23 @@ class ModelJudge:
 
     def backend(self) -> RolloutBackend:
         if self._backend is None:
+            from transformers import AutoTokenizer
+
             from models.backends import make_backend
             from models.hub import locate_model
 
             folder = locate_model(self.model_path, self.revision).folder
+            self._tokenizer = AutoTokenizer.from_pretrained(folder)  # its chat template
             self._backend = make_backend(self.backend_name, folder, batch_size=self.batch_size,
                                          dtype=self.dtype)
         return self._backend
 
     def render(self, prompt: str) -> str:
-        """`prompt` as the judge's user message in its chat template, where it has one."""
-        tokenizer = getattr(self.backend(), "tokenizer", None)
+        """`prompt` as the judge's user message in its chat template, where it has one (a given
+        backend: its own tokenizer's, if it has one)."""
         from domains.chat import has_chat_template, render, role_messages
 
+        tokenizer = self._tokenizer or getattr(self.backend(), "tokenizer", None)
         if tokenizer is None or not has_chat_template(tokenizer):
             return prompt
         return render(tokenizer, role_messages("", prompt))
@@ -183,13 +187,18 @@ def model_judge(config: RunConfig) -> ModelJudge:
                "model.path) to a model folder or hub id; the built-in tiny model cannot judge")
         raise DomainInputError(msg)
     revision = None if settings.model_path else config.model.revision
-    from models.hub import is_hub_id
+    from models.hub import ModelNotCached, is_hub_id, locate_model
 
-    if not is_hub_id(path):
+    key = "verify.judge.model_path" if settings.model_path else "model.path"
+    if is_hub_id(path):
+        try:
+            locate_model(path, revision)
+        except ModelNotCached as exc:
+            raise DomainInputError(f"{key}: {exc}") from None
+    else:
         from pathlib import Path
 
         if not (Path(path) / "config.json").is_file():
-            key = "verify.judge.model_path" if settings.model_path else "model.path"
             msg = f"{key} = {path!r}: no model folder (config.json) there; the judge loads it"
             raise DomainInputError(msg)
     rollout = config.rollout

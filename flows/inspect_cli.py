@@ -87,10 +87,16 @@ def runs(
     from storage.lock import live_holder
     from storage.runs import runs_overview
 
-    overview = runs_overview(open_catalog(data_root))
+    from storage.integrity import check_run
+
+    catalog = open_catalog(data_root)
+    overview = runs_overview(catalog)
     for row in overview:
         row["status"] = effective_status(row["status"], row.pop("last_stage_status"),
                                          live=live_holder(data_root, row["run_id"]) is not None)
+        if row["status"] == "completed" and check_run(  # as `status` says (changed files hashed)
+                catalog, row["run_id"], checksums="modified").damaged:
+            row["status"] = "damaged"
     if as_json:
         typer.echo(to_json([{**r, "incumbent": r["incumbent"] and r["incumbent"].record()}
                             for r in overview]))

@@ -18,7 +18,6 @@ are left as they were; the new verdicts are a dataset of their own, reused by th
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -141,8 +140,9 @@ def reverify(
     except ReverifyError as exc:
         fail(str(exc))
     if as_json:
-        typer.echo(json.dumps({"run_id": run_id, "sets": overrides, "rounds": records},
-                              indent=2))
+        from storage.json_output import to_json
+
+        typer.echo(to_json({"run_id": run_id, "sets": overrides, "rounds": records}))
         return
     shown = ", ".join(f"{key}={value}" for key, value in overrides.items()) or "its own settings"
     typer.echo(f"run {run_id} judged again with {shown}")

@@ -187,6 +187,8 @@ def promote(ctx: RunContext, round_index: int, incumbent: Checkpoint, incumbent_
         if candidate is not None and candidate_eval is not None:  # before the stage's row
             add_evaluation(candidate.path, {
                 "heldout_accuracy": candidate_accuracy, "evals": candidate_eval.fingerprint,
+                **{f"heldout_accuracy_{end}": candidate_eval.accuracy[f"accuracy_{end}"]
+                   for end in ("low", "high") if f"accuracy_{end}" in candidate_eval.accuracy},
                 "incumbent": incumbent.fingerprint, "incumbent_accuracy": incumbent_accuracy,
                 "promoted": decision.promoted, "reason": decision.reason})
         ctx.catalog.record_round(

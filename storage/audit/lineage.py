@@ -88,6 +88,23 @@ def _clip(text: Any, width: int = 40) -> str:
     return text if len(text) <= width else text[: width - 2] + "…'"
 
 
+def _rejudged(con: duckdb.DuckDBPyConnection, rollout_id: str,
+              round_index: int) -> list[dict[str, Any]]:
+    """The rollout's verdicts in the run's `flywheel reverify` files (datasets of stage
+    `reverify`, storage/catalog/reverify.py), one per re-judging, oldest fingerprint first."""
+    from storage.catalog.reverify import REVERIFY_STAGE
+
+    found = []
+    for fingerprint, path in con.execute(
+            "SELECT fingerprint, path FROM datasets WHERE stage = ? AND kind = 'verdicts'"
+            " AND round = ? ORDER BY fingerprint", [REVERIFY_STAGE, round_index]).fetchall():
+        row = first_row(con, "SELECT * FROM read_parquet(?) WHERE rollout_id = ?",
+                        [path, rollout_id])
+        if row is not None:
+            found.append({**row, "fingerprint": fingerprint})
+    return found
+
+
 def _add_problem(con: duckdb.DuckDBPyConnection, add: Any, problem: dict[str, Any], *,
                  first: bool) -> None:
     """The problem's link and, where curate judged it, its curate decision."""
@@ -156,6 +173,10 @@ def row_lineage(con: duckdb.DuckDBPyConnection, view: str, row_id: str) -> Resul
             add("its verdict", "verdict", verdict["rollout_id"], verdict["round"],
                 f"answer={_clip(verdict['answer'])} reward={verdict['reward']}"
                 f" method={verdict['method']}")
+        for again in _rejudged(con, rollout["rollout_id"], rollout["round"]):
+            add("judged again", "verdict", again["rollout_id"], again["round"],
+                f"reward={again['reward']} method={again['method']} "
+                f"(flywheel reverify {again['fingerprint'][:12]})")
         problem_key = (rollout["problem_id"], rollout["round"])
     if problem is None and (train is not None or rollout is not None):
         problem = first_row(con, "SELECT * FROM problems WHERE problem_id = ? AND round = ?",

@@ -168,6 +168,7 @@ def test_the_tiny_chat_model_judges_through_the_real_backend(tmp_path: Path):
     first = domain.judge(completions, rows)
     scorer = domain.scorer
     assert scorer.backend_calls == 1
+    assert scorer.render("Score?") == "<|im_start|>user\nScore?<|im_end|>\n<|im_start|>assistant\n"
     assert all((j.reward is None and j.reason == "judge_unparseable")
                or (j.reason is None and 0.0 <= j.reward <= 1.0) for j in first)
     again = get_domain("arithmetic", config)  # a fresh process's judge: the same rewards

@@ -121,6 +121,8 @@ def test_an_intact_run_validates_and_is_completed(data_root):
     assert "3 recorded outputs compared with the catalog, 0 damaged" in checked.stdout
     shown = _cli("status", RUN, root=data_root)
     assert shown.exit_code == 0 and shown.stdout.splitlines()[0] == f"run {RUN}: completed"
+    listed = _cli("runs", "--json", root=data_root)
+    assert [r["status"] for r in json.loads(listed.stdout) if r["run_id"] == RUN] == ["completed"]
 
 
 def test_a_reward_flipped_in_range_is_a_changed_checksum(data_root):
@@ -152,6 +154,8 @@ def test_a_checkpoint_without_its_weights_is_damaged(data_root):
     shown = _cli("status", RUN, "--json", root=data_root)
     assert shown.exit_code == 5, shown.output
     assert json.loads(shown.stdout)["status"] == "damaged"
+    listed = _cli("runs", "--json", root=data_root)  # the list says what `status` says
+    assert [r["status"] for r in json.loads(listed.stdout) if r["run_id"] == RUN] == ["damaged"]
 
 
 def test_validate_names_every_damaged_file_and_checks_only_the_stage_asked(data_root):

@@ -110,21 +110,26 @@ def test_promote_adds_the_held_out_accuracy_and_decision_to_the_card(trained, tm
                                      ("incumbent", "d" * 32, [True, False, False, False])):
         path = write_atomic("evals", _eval_rows(name, marks),
                             dataset_path(tmp_path, "r", 0, "evals", fingerprint)).path
-        evals[name] = Evaluation({"accuracy": sum(marks) / 4}, path, fingerprint)
+        figures = {"accuracy": sum(marks) / 4}
+        if name == "candidate":  # the evaluate stage's interval reaches the card
+            figures |= {"accuracy_low": 0.3, "accuracy_high": 0.95}
+        evals[name] = Evaluation(figures, path, fingerprint)
     winner = promote.fn(ctx, 0, incumbent, evals["incumbent"], candidate, evals["candidate"])
     assert winner == candidate
     meta = ModelCard.load(candidate.path / "README.md").data.to_dict()["flywheel"]
     assert meta["evaluation"] == {
         "heldout_accuracy": 0.75, "evals": "c" * 32, "incumbent": "b" * 32,
         "incumbent_accuracy": 0.25, "promoted": True,
-        "reason": "accuracy 0.750 >= 0.250 - 0.000"}
+        "reason": "accuracy 0.750 >= 0.250 - 0.000",
+        "heldout_accuracy_low": 0.3, "heldout_accuracy_high": 0.95}
     assert meta["data"] == read_meta(candidate.path)["data"], "the training provenance stays"
     assert before != (candidate.path / "README.md").read_bytes()
     card = ModelCard.load(candidate.path / "README.md")
     (result,) = card.data.eval_results  # model-index, as the Hub reads it
     assert (result.metric_type, result.metric_value, result.dataset_split) == (
         "accuracy", 0.75, "heldout")
-    assert result.dataset_name == "arithmetic held-out set" and result.metric_args is None
+    assert result.dataset_name == "arithmetic held-out set"
+    assert result.metric_args == {"interval": [0.3, 0.95]}
     assert card.data.model_name == "flywheel r round 0"
     assert card.data.base_model.startswith("flywheel tiny Llama")
     assert "| 0 | train | this checkpoint | 8 | 0.750 | promoted |" in card.text

@@ -222,6 +222,16 @@ def test_exact_comparison_flips_the_decimal_answers_and_round_0s_promotion(run):
     assert (first["promoted_before"], first["promoted_after"]) == (True, True)
     assert (first["incumbent_accuracy_before"], first["incumbent_accuracy_after"]) == (1.0, 0.25)
     _untouched(run)
+    # the rollout's lineage shows its stored verdict and the re-judged one beside it
+    flipped = warmup["examples"][0]["rollout_id"]
+    lineage = CliRunner().invoke(app, ["audit", RUN, "lineage", flipped, "--format", "json",
+                                       "--data-root", str(run["data_root"])])
+    assert lineage.exit_code == 0, lineage.output
+    rows = json.loads(lineage.stdout)
+    again = [r for r in rows if r["link"] == "judged again"]
+    assert [r["id"] for r in again] == [flipped], rows
+    assert "reward=0.0 method=reference" in again[0]["detail"]
+    assert f"flywheel reverify {warmup['fingerprint'][:12]}" in again[0]["detail"]
 
 
 def test_the_printed_counts_are_the_records(run):

@@ -43,6 +43,7 @@ SPECIAL: dict[str, list[Any]] = {  # values the generic rules below cannot guess
     "verify.answer_regex": ["answer: (.+)"], "train.lora.target_modules": [["q_proj"]],
     "train.dtype": ["bfloat16"],  # float32 is what `auto` resolves to on a CPU machine
     "alarms.block": [["heldout_leak"]],
+    "verify.judge.template": ["Q: {question} A: {answer} Score:"],
 }
 
 
