@@ -83,11 +83,10 @@ def runs(
 ) -> None:
     """List the data root's runs: status, rounds, best held-out accuracy, promoted checkpoint."""
     from flows.status_view import effective_status
+    from storage.integrity import check_run
     from storage.json_output import to_json
     from storage.lock import live_holder
     from storage.runs import runs_overview
-
-    from storage.integrity import check_run
 
     catalog = open_catalog(data_root)
     overview = runs_overview(catalog)
