@@ -130,7 +130,7 @@ def bench_filters(count: int, workers: int, baseline_commit: str,
     pools = {"allow_list": SandboxPool(Limits(), workers=workers),
              baseline_commit: SandboxPool(Limits(), workers=workers,
                                           seccomp_program=_filter_of_commit(baseline_commit))}
-    totals = {name: {"executions": 0, "seconds": 0.0, "cpu": 0.0, "rounds": []}
+    totals = {name: {"executions": 0, "seconds": 0.0, "cpu": 0.0, "rounds": [], "cpu_rounds": []}
               for name in pools}
     try:
         for pool in pools.values():
@@ -147,13 +147,15 @@ def bench_filters(count: int, workers: int, baseline_commit: str,
                 totals[name]["seconds"] += row["seconds"]
                 totals[name]["cpu"] += row["cpu_ms_per_execution"] * count / 1000
                 totals[name]["rounds"].append(row["per_second"])
+                totals[name]["cpu_rounds"].append(row["cpu_ms_per_execution"])
     finally:
         for pool in pools.values():
             pool.close()
     return {name: {"executions": t["executions"], "seconds": t["seconds"],
                    "per_second": t["executions"] / t["seconds"],
                    "cpu_ms_per_execution": 1000 * t["cpu"] / t["executions"],
-                   "per_second_by_round": t["rounds"]}
+                   "per_second_by_round": t["rounds"],
+                   "cpu_ms_per_execution_by_round": t["cpu_rounds"]}
             for name, t in totals.items()}
 
 
@@ -316,15 +318,17 @@ def _report_filters(args: argparse.Namespace) -> None:
               f"{row['cpu_ms_per_execution']:>12.2f}")
     rate_ratio = new["per_second"] / old["per_second"]
     cpu_ratio = new["cpu_ms_per_execution"] / old["cpu_ms_per_execution"]
-    by_round = [a / b for a, b in zip(new["per_second_by_round"], old["per_second_by_round"],
-                                      strict=True)]
-    print("per round, allow list / baseline: " + " ".join(f"{r:.2f}" for r in by_round))
+    by_round = {key: [a / b for a, b in zip(new[key], old[key], strict=True)]
+                for key in ("per_second_by_round", "cpu_ms_per_execution_by_round")}
+    for key, label in (("per_second_by_round", "rate"), ("cpu_ms_per_execution_by_round", "CPU")):
+        print(f"{label} per round, allow list / baseline: "
+              + " ".join(f"{r:.2f}" for r in by_round[key]))
     print(f"allow list / {args.baseline_commit}: {rate_ratio:.3f}x per second, {cpu_ratio:.3f}x "
           f"the CPU per execution, {args.rounds} rounds of {args.programs} alternating (load "
           f"average {load_before:.2f} before, {load_after:.2f} after, on {os.cpu_count()} CPUs)")
     _write(args.out.with_name("sandbox-filters.json"),
            {"filters": rows, "rate_ratio": rate_ratio, "cpu_ratio": cpu_ratio,
-            "rate_ratio_by_round": by_round,
+            "ratios_by_round": by_round,
             "rounds": args.rounds, "workers": args.workers, "cpus": os.cpu_count(),
             "load_average_before": load_before, "load_average_after": load_after,
             "python": platform.python_version(), "machine": platform.machine()})

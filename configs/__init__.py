@@ -157,7 +157,28 @@ class RunConfig(Section):
                    "McNemar's test needs pass/fail items, and an item's several samples give a "
                    "pass fraction; set promote.test = 'paired_bootstrap' or evaluate.samples = 1")
             raise ValueError(msg)
+        self._benchmarks_are_not_training_files()
         return self
+
+    def _benchmarks_are_not_training_files(self) -> None:
+        """A benchmark must never be trained on: one that is a `[domain.dataset]` file (by path
+        or the same file under another name) is refused before the run starts."""
+        import os
+
+        for name, path in self.evaluate.benchmarks.items():
+            for other in self.domain.dataset.paths:
+                same = os.path.abspath(path) == os.path.abspath(other)
+                if not same:
+                    try:
+                        same = os.path.samefile(path, other)
+                    except OSError:
+                        same = False
+                if same:
+                    msg = (f"evaluate.benchmarks.{name} = {path!r} is the training file "
+                           f"{other!r} of domain.dataset.paths: "
+                           "a benchmark must never be trained on; point the benchmark at its "
+                           "own file or remove it from domain.dataset.paths")
+                    raise ValueError(msg)
 
     def _scale_fits_the_backend(self) -> None:
         """vLLM shards need engine actors (Ray); engine actors need vLLM, Ray and a shard each."""

@@ -352,13 +352,34 @@ class EvaluateSettings(StageSettings):
     samples: int = Field(description="evaluate.samples: answers per held-out item")
     temperature: float = Field(description="evaluate.temperature: 0 = greedy")
     backend: BackendSettings = Field(description="the backend the answers are sampled on")
+    benchmarks: dict[str, str] = Field(
+        description="evaluate.benchmarks: benchmark name -> its JSONL file")
+    benchmark_digests: dict[str, str] = Field(
+        description="benchmark name -> sha256 of its file's bytes, so editing a benchmark "
+                    "file re-evaluates (tasks/benchmarks.py)")
 
     @classmethod
     def from_config(cls, config: RunConfig) -> EvaluateSettings:
+        benchmarks = config.evaluate.benchmarks
         return cls(domain=DomainSettings.from_config(config),
                    max_new_tokens=config.evaluate.max_new_tokens,
                    samples=config.evaluate.samples, temperature=config.evaluate.temperature,
-                   backend=BackendSettings.from_config(config))
+                   backend=BackendSettings.from_config(config), benchmarks=benchmarks,
+                   benchmark_digests={name: benchmark_digest(name, path)
+                                      for name, path in benchmarks.items()})
+
+
+def benchmark_digest(name: str, path: str) -> str:
+    """The sha256 of a benchmark file's bytes: it enters the evaluate stage's fingerprint, so
+    an edited benchmark is answered again rather than its old figures reused."""
+    from storage.fingerprint import file_checksum
+
+    try:
+        return file_checksum(path)
+    except OSError as exc:
+        msg = (f"evaluate.benchmarks.{name} = {path!r}: cannot read it ({exc.strerror}); "
+               "check the path (relative paths are from the working directory)")
+        raise FileNotFoundError(msg) from None
 
 
 class PromoteSettings(StageSettings):

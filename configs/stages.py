@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -247,6 +248,26 @@ class EvaluateConfig(Section):
         0.0, ge=0, le=5,
         description="0 = greedy answers, the same every run (default); > 0 = sampled at this "
                     "temperature, every checkpoint from the same seed")
+    benchmarks: dict[str, str] = Field(
+        {},
+        description="benchmark name -> JSONL file of {question, answer} rows (GSM8K- or "
+                    "MATH-style), answered every round with the run's extraction, judging, "
+                    "samples and temperature; recorded as benchmark/<name>/accuracy, pass_at_k; "
+                    "{} = none (default)")
+
+    @field_validator("benchmarks")
+    @classmethod
+    def _benchmark_names(cls, benchmarks: dict[str, str]) -> dict[str, str]:
+        for name, path in benchmarks.items():
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", name):
+                msg = (f"benchmark name {name!r}: use 1-64 letters, digits, '_', '.' or '-' "
+                       "(it names metrics benchmark/<name>/...), e.g. gsm8k")
+                raise ValueError(msg)
+            if not path.endswith((".jsonl", ".ndjson")):
+                msg = (f"benchmarks.{name} = {path!r}: a benchmark is a JSONL file of "
+                       '{"question": ..., "answer": ...} rows; name a .jsonl file')
+                raise ValueError(msg)
+        return benchmarks
 
     @model_validator(mode="after")
     def _samples_need_temperature(self) -> EvaluateConfig:

@@ -26,7 +26,12 @@ def status(
     """Show a run's stages and summary; exit 1, 4, 130 or 143: it stopped; 5: files damaged."""
     check_run_id(run_id)
     from flows.execution import log_path
-    from flows.status_view import effective_status, print_task_accuracy, stop_line
+    from flows.status_view import (
+        effective_status,
+        print_benchmarks,
+        print_task_accuracy,
+        stop_line,
+    )
     from storage.audit.snapshot import round_summary
     from storage.catalog import Catalog
     from storage.lock import live_holder
@@ -64,6 +69,7 @@ def status(
                    f"{s['seconds']:.1f}s" + (f"  {_clip(s['error'])}" if s["error"] else ""))
     print_summary(data_root, run_id)
     print_task_accuracy(catalog, run_id, typer.echo)  # reasoning_gym: per task and level
+    print_benchmarks(catalog, run_id, typer.echo)  # [evaluate] benchmarks: per file and round
     from storage.audit.snapshot import round_summary, verifier_rate_lines
 
     for rate_line in verifier_rate_lines(round_summary(catalog, run_id)):  # verify.canary, votes

@@ -22,6 +22,15 @@ level, for the base model and each round's candidate (`task_accuracy_lines`):
       spell_backward        1  0.000  0.080  0.160
       spell_backward      all  0.000  0.060  0.160
 
+With `[evaluate] benchmarks` a block per benchmark file follows (`benchmark_lines`): the base
+model's and each round's candidate's pass@1 accuracy, its 95 % interval, the largest pass@k and
+how many benchmark questions were found whole in the round's training rows:
+
+    benchmarks (accuracy = pass@1, 95% interval; in training = questions in the train rows)
+      gsm8k  round  accuracy  interval        pass@k          in training
+              base     0.100  [0.052, 0.184]  -                         -
+                 1     0.150  [0.091, 0.236]  pass@4 0.310              0
+
 Exit statuses: flows/exit_codes.py (`STATUS_EXIT`). Light: no torch, no Prefect.
 """
 
@@ -172,4 +181,55 @@ def print_task_accuracy(catalog: Any, run_id: str, echo: Callable[[str], Any]) -
     from storage.audit.queries import task_accuracy
 
     for line in task_accuracy_lines(task_accuracy(catalog, run_id)):
+        echo(line)
+
+
+_BENCHMARK_METRIC = re.compile(r"^benchmark/([^/]+)/(.+)$")
+BENCHMARK_SQL = ("SELECT round, stage, name, value FROM metrics WHERE run_id = ?"
+                 " AND stage IN ('baseline', 'evaluate') AND name LIKE 'benchmark/%'"
+                 " ORDER BY round, stage, name")
+
+
+def _figure(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def benchmark_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The benchmark block of `flywheel status` (module docstring); empty without benchmarks.
+
+    Parameters
+    ----------
+    rows
+        The run's `benchmark/<name>/<figure>` metrics (round, stage, name, value): the baseline
+        stage's are the base model's, each evaluate stage's its round's candidate's.
+    """
+    table: dict[str, dict[str, dict[str, float | None]]] = {}
+    for r in rows:
+        match = _BENCHMARK_METRIC.match(r["name"])
+        if match is None:
+            continue
+        column = "base" if r["stage"] == "baseline" else str(r["round"])
+        table.setdefault(match.group(1), {}).setdefault(column, {})[match.group(2)] = r["value"]
+    if not table:
+        return []
+    lines = ["benchmarks (accuracy = pass@1, 95% interval; in training = questions in the "
+             "train rows)"]
+    for name, columns in sorted(table.items()):
+        lines.append(f"  {name}  round  accuracy  interval        pass@k          in training")
+        for column, figures in columns.items():
+            ks = sorted(int(key.removeprefix("pass_at_")) for key in figures
+                        if re.fullmatch(r"pass_at_\d+", key))
+            best = f"pass@{ks[-1]} {_figure(figures[f'pass_at_{ks[-1]}'])}" if ks else "-"
+            low, high = figures.get("accuracy_low"), figures.get("accuracy_high")
+            interval = "-" if low is None or high is None else f"[{low:.3f}, {high:.3f}]"
+            leaked = figures.get("in_training")
+            lines.append(f"  {'':<{len(name)}}  {column:>5}  {_figure(figures.get('accuracy')):>8}"
+                         f"  {interval:<14}  {best:<14}  "
+                         f"{'-' if leaked is None else int(leaked):>11}")
+    return lines
+
+
+def print_benchmarks(catalog: Any, run_id: str, echo: Callable[[str], Any]) -> None:
+    """Print the run's benchmark block with `echo` (nothing without `[evaluate] benchmarks`)."""
+    for line in benchmark_lines(catalog.query(BENCHMARK_SQL, [run_id])):
         echo(line)

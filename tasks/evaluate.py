@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 from prefect import task
 from prefect.cache_policies import NONE
 
@@ -230,12 +231,16 @@ class Evaluation:
 
 def evaluate_checkpoint(ctx: RunContext, settings: EvaluateSettings, round_index: int,
                         checkpoint: Checkpoint, items: list[Problem], tasks: dict[str, str], *,
-                        stage: str) -> StageResult:
+                        stage: str, train_rows: Path | None = None) -> StageResult:
     """The evaluate stage's computation: `settings.samples` answers to each of the drawn
-    held-out `items` (greedy at temperature 0), their accuracy and figures."""
+    held-out `items` (greedy at temperature 0), their accuracy and figures; then the same for
+    each of `settings.benchmarks` (tasks/benchmarks.py), checked against `train_rows`, the
+    round's training rows (None for the base model)."""
     from models.backends import backend_for
+    from tasks.benchmarks import benchmark_metrics
 
     backend = backend_for(settings.backend, checkpoint.path)
+    seed = ctx.stage_seed("evaluate", 0)  # one seed for every checkpoint
     try:
         with progress_bar(f"round {round_index} {stage}",
                           len(items) * settings.samples) as advance:
@@ -245,11 +250,21 @@ def evaluate_checkpoint(ctx: RunContext, settings: EvaluateSettings, round_index
                              checkpoint=checkpoint.fingerprint, run_id=ctx.run_id,
                              round_index=round_index, progress=advance, items=items,
                              samples=settings.samples, temperature=settings.temperature,
-                             seed=ctx.stage_seed("evaluate", 0))  # one seed for every checkpoint
+                             seed=seed)
+        benchmarks = benchmark_metrics(
+            backend, ctx.domain, settings.benchmarks, settings.domain.domain.dataset,
+            train_rows=None if train_rows is None else pl.read_parquet(train_rows),
+            max_new_tokens=settings.max_new_tokens, samples=settings.samples,
+            temperature=settings.temperature, seed=seed, checkpoint=checkpoint.fingerprint,
+            run_id=ctx.run_id, round_index=round_index) if settings.benchmarks else {}
     finally:
         backend.close()
+    if benchmarks and stage == "evaluate":  # the run's own checkpoint: its card lists them
+        from tasks.model_card import add_benchmarks
+
+        add_benchmarks(checkpoint.path, benchmarks)
     return StageResult(datasets={"evals": rows},
-                       metrics={**accuracy(rows, tasks), **sample_figures(rows)})
+                       metrics={**accuracy(rows, tasks), **sample_figures(rows), **benchmarks})
 
 
 @task(name="evaluate", cache_policy=NONE, persist_result=False, **TRANSIENT)
@@ -259,10 +274,13 @@ def evaluate(ctx: RunContext, round_index: int, checkpoint: Checkpoint, *,
     per_level = settings.domain.domain.heldout_per_level
     items = ctx.domain.heldout(per_level)  # drawn once for the whole stage
     tasks = heldout_tasks(ctx.domain, per_level, items)
+    trained = (ctx.catalog.latest_dataset(ctx.run_id, round_index, "train_rows")
+               if settings.benchmarks and stage == "evaluate" else None)  # the leak check's
     out = run_stage(
         ctx, stage=stage, version=VERSION, round_index=round_index, settings=settings,
         inputs={"checkpoint": checkpoint.fingerprint},
-        compute=lambda _fingerprint: evaluate_checkpoint(ctx, settings, round_index, checkpoint,
-                                                         items, tasks, stage=stage),
+        compute=lambda _fingerprint: evaluate_checkpoint(
+            ctx, settings, round_index, checkpoint, items, tasks, stage=stage,
+            train_rows=None if trained is None else Path(trained)),
     )
     return Evaluation(read_accuracy(out.path("evals"), tasks), out.path("evals"), out.fingerprint)

@@ -39,6 +39,9 @@ out of the data root still says where it came from. It is huggingface_hub's `Mod
                                               fingerprint hashes, configs/settings.py:
                                               TrainSettings; round 0's WarmupTrainSettings,
                                               the base stage's BaseModelSettings)
+      benchmarks:                             (added by the evaluate stage with
+        gsm8k: {accuracy: 0.41, accuracy_low: 0.38, ...}   [evaluate] benchmarks: one
+                                              model-index entry each, tasks/benchmarks.py)
       evaluation:                             (added by the promote stage)
         heldout_accuracy: 0.335
         evals: 2b7e...                        (the evaluate stage's fingerprint)
@@ -185,7 +188,25 @@ def eval_results(meta: dict[str, Any]) -> list[Any]:
                        dataset_type=f"flywheel-heldout-{domain}",
                        dataset_name=f"{domain} held-out set", dataset_split="heldout",
                        metric_type="accuracy", metric_value=evaluation["heldout_accuracy"],
-                       metric_name="held-out accuracy", metric_args=interval)]
+                       metric_name="held-out accuracy", metric_args=interval),
+            *benchmark_results(meta.get("benchmarks") or {})]
+
+
+def benchmark_results(benchmarks: dict[str, dict[str, Any]]) -> list[Any]:
+    """One model-index entry per benchmark file (`[evaluate] benchmarks`): its accuracy (pass@1)
+    with its 95 % interval, as the evaluate stage recorded it (`add_benchmarks`)."""
+    from huggingface_hub import EvalResult
+
+    results = []
+    for name, figures in sorted(benchmarks.items()):
+        low, high = figures.get("accuracy_low"), figures.get("accuracy_high")
+        interval = {"interval": [low, high]} if low is not None and high is not None else None
+        results.append(EvalResult(task_type="text-generation", task_name=f"benchmark {name}",
+                                  dataset_type=f"flywheel-benchmark-{name}", dataset_name=name,
+                                  dataset_split="test", metric_type="accuracy",
+                                  metric_value=figures["accuracy"],
+                                  metric_name=f"{name} accuracy", metric_args=interval))
+    return results
 
 
 def _cell(value: Any) -> str:
@@ -228,6 +249,8 @@ def card_body(meta: dict[str, Any]) -> str:
         verdict = "promoted" if evaluation["promoted"] else "not promoted"
         lines.append(f"Held-out accuracy {evaluation['heldout_accuracy']:.3f}: {verdict} "
                      f"({evaluation['reason']}).")
+    for name, figures in sorted((meta.get("benchmarks") or {}).items()):
+        lines.append(f"Benchmark `{name}`: accuracy {figures['accuracy']:.3f}.")
     lines += ["", "## Lineage", "", *lineage_table(meta), "",
               "The metadata above lists its inputs' fingerprints and the config it was "
               "trained with; `flywheel audit RUN_ID lineage CHECKPOINT` lists its training rows."]
@@ -275,3 +298,17 @@ def add_evaluation(folder: Path, evaluation: dict[str, Any]) -> Path | None:
     if meta is None:
         return None
     return write_card(folder, {**meta, "evaluation": evaluation})
+
+
+def add_benchmarks(folder: Path, metrics: dict[str, float | None]) -> Path | None:
+    """Add the benchmark figures (`benchmark/<name>/<figure>` metrics of the evaluate stage) to
+    the card in `folder`, as {name: {figure: value}}; None when it has no card (a base model
+    folder, which the run must not write)."""
+    meta = read_meta(folder)
+    if meta is None:
+        return None
+    benchmarks: dict[str, dict[str, float | None]] = {}
+    for key, value in metrics.items():
+        _, name, figure = key.split("/", 2)
+        benchmarks.setdefault(name, {})[figure] = value
+    return write_card(folder, {**meta, "benchmarks": benchmarks})

@@ -69,25 +69,33 @@ def allow_list_program(machine: str | None = None) -> bytes:
     Raises
     ------
     FilterUnavailable
-        pyseccomp or the system's libseccomp.so.2 is missing, or `machine` has no allow list.
+        pyseccomp or the system's libseccomp.so.2 is missing or too old, or `machine` has no
+        allow list.
     """
     machine = machine or os.uname().machine
     if machine not in ARCHITECTURES:
         msg = (f"no measured allow list for {machine} (known: {', '.join(ARCHITECTURES)}); "
                "measure one with bench/sandbox.py --syscalls")
         raise FilterUnavailable(msg)
-    import tempfile  # here, not at the top: it imports random, which the worker must not
-
     try:
         import pyseccomp
     except (ImportError, RuntimeError) as exc:  # pyseccomp raises RuntimeError without the .so
         msg = (f"libseccomp is not usable ({exc}): install the system's libseccomp2 "
                "(apt-get install libseccomp2) and the pyseccomp package (pip install -e .)")
         raise FilterUnavailable(msg) from None
+    try:
+        return _compile(pyseccomp, getattr(pyseccomp.Arch, ARCHITECTURES[machine]))
+    except OSError as exc:  # e.g. a libseccomp older than 2.5 (no CTL_OPTIMIZE)
+        msg = f"libseccomp could not compile the allow list ({exc}); it needs libseccomp >= 2.5"
+        raise FilterUnavailable(msg) from None
+
+
+def _compile(pyseccomp, target: int) -> bytes:
+    import tempfile  # here, not at the top: it imports random, which the worker must not
+
     rules = pyseccomp.SyscallFilter(pyseccomp.KILL_PROCESS)
     rules.set_attr(pyseccomp.Attr.ACT_BADARCH, pyseccomp.KILL_PROCESS)
     rules.set_attr(pyseccomp.Attr.CTL_OPTIMIZE, 2)
-    target = getattr(pyseccomp.Arch, ARCHITECTURES[machine])
     if target != pyseccomp.system_arch():
         rules.add_arch(target)
         rules.remove_arch(pyseccomp.Arch.NATIVE)
@@ -99,7 +107,6 @@ def allow_list_program(machine: str | None = None) -> bytes:
         rules.export_bpf(handle)
         handle.seek(0)
         return handle.read()
-
 
 def seccomp_filter(libc, program: bytes):
     """The `sock_fprog` of `program`, built once in the server; a forked child reuses it (its

@@ -1,29 +1,33 @@
 """`flywheel report RUN_ID`: one self-contained HTML page per run.
 
-Plots (inline SVG drawn by `svg.py`, no scripts, nothing fetched): held-out accuracy per round
-(overall with its 95 % interval drawn as an error bar, and per level; per level with its n and
-95 % interval; per task and level for a domain of several tasks, reasoning_gym; pass@k and maj@k
-with their intervals when `[evaluate] samples` > 1), training (the loss curve of each round,
-stage timings, promotion decisions with the candidate - incumbent difference and its interval,
-a promotion whose interval holds 0 marked "inside the noise", and checkpoint folders), the
-pass-rate histogram per round (never-solved problems counted apart, so they do not dwarf the
-rest), the filter funnel, drop reasons, and difficulty drift; under each plot the table it was
-drawn from. Every interval's unit is the held-out item (storage/audit/round_metrics.py).
+Plots (inline SVG drawn by matplotlib in `charts.py`, no scripts, nothing fetched): held-out
+accuracy per round (overall with its 95 % interval drawn as an error bar, and per level; per
+level with its n and 95 % interval; per task and level for a domain of several tasks,
+reasoning_gym; pass@k and maj@k with their intervals when `[evaluate] samples` > 1), training
+(the loss curve of each round, stage timings, promotion decisions with the candidate -
+incumbent difference and its interval, a promotion whose interval holds 0 marked "inside the
+noise", and checkpoint folders), the pass-rate histogram per round (never-solved problems
+counted apart, so they do not dwarf the rest), the filter funnel, drop reasons, and difficulty
+drift; under each plot the table it was drawn from. Every interval's unit is the held-out item
+(storage/audit/round_metrics.py).
 Everything comes from the audit snapshot (`storage.audit.snapshot.open_run`), so the page and
-`flywheel audit` agree. Importable without torch or Prefect.
+`flywheel audit` agree. The page's HTML comes from the jinja2 templates in
+storage/audit/templates/ (autoescaped: a question or a path in a table cannot inject markup);
+the same snapshot gives the same page byte for byte (no write time on it: the file has one).
+Importable without torch, Prefect, matplotlib or jinja2 (each is imported when a page is built).
 """
 
 from __future__ import annotations
 
 import json
 import re
-import time
-from html import escape
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
+from storage.audit.charts import bar_chart, curve_chart, line_chart
 from storage.audit.operations import (
     pass_rate_counts_apart_from_zero,
     stage_timings,
@@ -45,24 +49,11 @@ from storage.audit.report_noise import (
 )
 from storage.audit.round_metrics import heldout_item_passes, item_interval, wilson_interval
 from storage.audit.snapshot import AuditError, Result, format_cell, open_run, run_config, run_status
-from storage.audit.svg import bar_chart, curve_chart, line_chart
 from storage.paths import run_folder
 
 __all__ = ["AuditError", "build_report", "wilson_interval", "write_report"]
 
 PASS_RATE_BINS = 10
-_CSS = """
-body { font-family: system-ui, sans-serif; margin: 24px auto; max-width: 1180px; color: #222; }
-h1 { font-size: 22px; } h2 { font-size: 17px; margin-top: 32px; border-bottom: 1px solid #ccc; }
-.row { display: flex; flex-wrap: wrap; gap: 16px; }
-table { border-collapse: collapse; font-size: 12px; margin: 8px 0; }
-th, td { border: 1px solid #ddd; padding: 3px 7px; text-align: right; }
-th { background: #f3f3f3; }
-td.text { text-align: left; max-width: 420px; overflow-wrap: anywhere; }
-.scroll { overflow-x: auto; max-width: 100%; }
-.row > div { min-width: 0; max-width: 100%; }
-.note { color: #555; font-size: 12px; } details { margin: 8px 0; } pre { font-size: 11px; }
-"""
 
 
 def write_report(data_root: Path | str, run_id: str, out_dir: Path | str | None = None) -> Path:
@@ -103,21 +94,38 @@ def write_report(data_root: Path | str, run_id: str, out_dir: Path | str | None 
     return path
 
 
-def _table(result: Result) -> str:
+@cache
+def _templates() -> Any:
+    """The report's jinja2 environment: templates from the package (so an installed wheel
+    finds them), autoescaped, with the cell formatting of `flywheel audit`."""
+    from jinja2 import Environment, PackageLoader
+    from markupsafe import Markup, escape
+
+    env = Environment(loader=PackageLoader("storage.audit", "templates"), autoescape=True,
+                      keep_trailing_newline=True)
+    env.filters["cell"] = format_cell
     # a long column name may wrap after its underscores, so a wide table stays on the page
-    head = "".join(f"<th>{escape(c).replace('_', '_<wbr>')}</th>" for c in result.columns)
-    body = []
-    for row in result.rows:
-        cells = []
-        for c in result.columns:
-            value = row.get(c)
-            text = (isinstance(value, str | list)
-                    and not str(value).lstrip("-").replace(".", "").isdigit())
-            cells.append(f'<td class="{"text" if text else ""}">{escape(format_cell(value))}</td>')
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    notes = "".join(f'<p class="note">{escape(n)}</p>' for n in result.notes)
-    rows = "".join(body) or f'<tr><td colspan="{len(result.columns)}">no rows</td></tr>'
-    return f'{notes}<div class="scroll"><table><tr>{head}</tr>{rows}</table></div>'
+    env.filters["breakable"] = lambda name: Markup(str(escape(name)).replace("_", "_<wbr>"))
+    env.tests["text_cell"] = lambda value: (isinstance(value, str | list) and not str(
+        value).lstrip("-").replace(".", "").isdigit())
+    return env
+
+
+def _parts() -> Any:
+    """The macros of templates/parts.html.j2 (table, figure, charts_row), callable here."""
+    return _templates().get_template("parts.html.j2").module
+
+
+def _safe(html: str) -> Any:
+    """Mark HTML this module wrote (a chart's SVG, a fixed heading) as safe for the templates;
+    never for user data, which the templates escape."""
+    from markupsafe import Markup
+
+    return Markup(html)
+
+
+def _table(result: Result) -> Any:
+    return _parts().table(result)
 
 
 def accuracy_table(con: duckdb.DuckDBPyConnection) -> Result:
@@ -368,22 +376,22 @@ def training_section(con: duckdb.DuckDBPyConnection) -> list[str]:
     chart = (curve_chart(series, title="training loss per round", y_label="loss")
              if series else '<p class="note">no training curve recorded</p>')
     return [
-        "<h2>Training</h2>",
-        f'<div class="row"><div>{chart}</div><div><details><summary>the curve\'s points'
-        f" ({len(curve.rows)})</summary>{_table(curve)}</details></div></div>",
-        "<h3>Stage timings</h3>", _table(stage_timings_table(con)),
-        "<h3>Promotion decisions</h3>", _promotions(con),
+        _safe("<h2>Training</h2>"),
+        _safe(f'<div class="row"><div>{chart}</div><div><details><summary>the curve\'s points'
+              f" ({len(curve.rows)})</summary>{_table(curve)}</details></div></div>"),
+        _safe("<h3>Stage timings</h3>"), _table(stage_timings_table(con)),
+        _safe("<h3>Promotion decisions</h3>"), _promotions(con),
     ]
 
 
-def _promotions(con: duckdb.DuckDBPyConnection) -> str:
+def _promotions(con: duckdb.DuckDBPyConnection) -> Any:
     table = promotion_noise_table(con)
     chart = promotion_chart(table)
     return _table(table) if chart is None else _figure(chart, table)
 
 
-def _figure(svg: str, result: Result) -> str:
-    return f'<div class="row"><div>{svg}</div><div>{_table(result)}</div></div>'
+def _figure(svg: str, result: Result) -> Any:
+    return _parts().figure(_safe(svg), result)
 
 
 def accuracy_section(con: duckdb.DuckDBPyConnection) -> list[str]:
@@ -396,17 +404,18 @@ def accuracy_section(con: duckdb.DuckDBPyConnection) -> list[str]:
     bars = [(r["ci95_low"], r["ci95_high"]) if r.get("ci95_low") is not None else None
             for r in accuracy.rows]
     parts = [
-        "<h2>Held-out accuracy per round</h2>",
+        _safe("<h2>Held-out accuracy per round</h2>"),
         _figure(line_chart([r["round"] for r in accuracy.rows], series,
                            title="held-out accuracy (overall and per level)",
                            y_label="accuracy", y_max=1.0, percent=True,
                            intervals={"overall": bars}), accuracy),
-        "<h3>Per level, with n and a 95 % interval</h3>",
+        _safe("<h3>Per level, with n and a 95 % interval</h3>"),
         _table(level_accuracy_table(con)),
     ]
     figures = sample_figures_table(con)
     if figures.rows:
-        parts += ["<h3>Several samples per item: pass@k and maj@k, with a 95 % interval</h3>",
+        parts += [_safe("<h3>Several samples per item: pass@k and maj@k, with a 95 % interval"
+                        "</h3>"),
                   _figure(sample_figures_chart(figures), figures)]
     by_task = task_accuracy_table(con)
     if not by_task.rows:
@@ -415,7 +424,7 @@ def accuracy_section(con: duckdb.DuckDBPyConnection) -> list[str]:
     overall = {(r["model"], r["task"]): r["accuracy"] for r in by_task.rows if r["level"] == "all"}
     task_series = {task: [overall.get((model, task)) for model in models]
                    for task in sorted({r["task"] for r in by_task.rows})}
-    return [*parts, "<h3>Per task and level, with n and a 95 % interval</h3>",
+    return [*parts, _safe("<h3>Per task and level, with n and a 95 % interval</h3>"),
             _figure(line_chart(models, task_series, title="held-out accuracy per task",
                                y_label="accuracy", y_max=1.0, percent=True), by_task)]
 
@@ -444,7 +453,7 @@ def verifier_rates_table(con: duckdb.DuckDBPyConnection) -> Result:
 
 
 def build_report(con: duckdb.DuckDBPyConnection, run_id: str) -> str:
-    """The HTML page for the snapshot `con` of `run_id`.
+    """The HTML page for the snapshot `con` of `run_id` (templates/report.html.j2).
 
     Parameters
     ----------
@@ -455,8 +464,8 @@ def build_report(con: duckdb.DuckDBPyConnection, run_id: str) -> str:
 
     Returns
     -------
-    A self-contained HTML document (inline CSS and SVG, no scripts), stamped with the
-    current local time.
+    A self-contained HTML document (inline CSS and SVG, no scripts), the same for the same
+    snapshot.
     """
     hist = pass_rate_histogram(con)
     rounds = [c for c in hist.columns if c.startswith("round_") and not c.endswith("_share")]
@@ -467,53 +476,33 @@ def build_report(con: duckdb.DuckDBPyConnection, run_id: str) -> str:
     drift_result = drift(con)
     level_columns = [c for c in drift_result.columns if c.startswith("level_")]
     d_labels = [str(r["round"]) for r in drift_result.rows]
-    label_result = labels(con)
-    config = run_config(con)
-    status = run_status(con)
-
-    written = time.strftime("%Y-%m-%d %H:%M:%S")
     hist_series = {k.replace("_", " "): [r[f"{k}_share"] for r in hist.rows[1:]]
                    for k in rounds}  # the never-solved row is in the table only
     level_mix = {c.replace("_", " "): [r[c] for r in drift_result.rows] for c in level_columns}
     pass_rates = {"mean pass rate": [r["pass_rate_mean"] for r in drift_result.rows],
                   "kept: mean pass rate": [r["kept_pass_rate_mean"] for r in drift_result.rows],
                   "median pass rate": [r["pass_rate_p50"] for r in drift_result.rows]}
-    sections = [
-        f"<h1>Flywheel run <code>{escape(run_id)}</code></h1>",
-        (f'<p class="note">status: {escape(str(status))}; written {written};'
-         f" rounds in the catalog: {len(f_labels)}</p>"),
-        ("<details><summary>run config</summary><pre>"
-         + escape(json.dumps(config, indent=2)) + "</pre></details>"),
-        *accuracy_section(con),
-        *training_section(con),
-        "<h2>Pass-rate histogram per round</h2>",
-        _figure(bar_chart([f"{b / PASS_RATE_BINS:.1f}" for b in range(PASS_RATE_BINS)],
-                          hist_series, title="share of judged problems by pass rate (p > 0)",
-                          y_label="share of problems",
-                          x_title=f"pass rate (bins of width {1 / PASS_RATE_BINS:.1f}, labelled by"
-                          " their lower edge)", percent=True), hist),
-        "<h2>Filter funnel</h2>",
-        _figure(bar_chart(f_labels, {s: [r[s] for r in funnel_result.rows] for s in f_steps},
-                          title="proposed → valid → novel → judged → kept → trained",
-                          y_label="problems"), funnel_result),
-        "<h2>Drop reasons</h2>",
-        '<div class="row">' + "".join(
-            f"<div>{_drop_chart(drop_result, dataset, f_labels)}</div>"
-            for dataset in ("proposals", "curriculum")) + "</div>" + _table(drop_result),
-        "<h2>Difficulty drift</h2>",
-        '<div class="row"><div>' + bar_chart(
+    return _templates().get_template("report.html.j2").render(
+        run_id=run_id, status=str(run_status(con)), rounds=len(f_labels),
+        config=json.dumps(run_config(con), indent=2),
+        accuracy=accuracy_section(con), training=training_section(con),
+        histogram=hist, histogram_chart=_safe(bar_chart(
+            [f"{b / PASS_RATE_BINS:.1f}" for b in range(PASS_RATE_BINS)], hist_series,
+            title="share of judged problems by pass rate (p > 0)", y_label="share of problems",
+            x_title=f"pass rate (bins of width {1 / PASS_RATE_BINS:.1f}, labelled by their lower"
+            " edge)", percent=True)),
+        funnel=funnel_result, funnel_chart=_safe(bar_chart(
+            f_labels, {s: [r[s] for r in funnel_result.rows] for s in f_steps},
+            title="proposed → valid → novel → judged → kept → trained", y_label="problems")),
+        drops=drop_result,
+        drop_charts=[_safe(_drop_chart(drop_result, dataset, f_labels))
+                     for dataset in ("proposals", "curriculum")],
+        drift=drift_result, drift_charts=[_safe(bar_chart(
             d_labels, level_mix, title="level mix of the round's problems", y_label="share",
-            stacked=True, y_max=1.0, percent=True) + "</div><div>" + line_chart(
+            stacked=True, y_max=1.0, percent=True)), _safe(line_chart(
             d_labels, pass_rates, title="pass rate of the round's problems",
-            y_label="pass rate", y_max=1.0) + "</div></div>"
-        + _table(drift_result),
-        "<h2>Pseudo-labels vs references</h2>",
-        _table(label_result),
-        *([_table(rates)] if (rates := verifier_rates_table(con)).rows else []),
-    ]
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>flywheel run {escape(run_id)}</title><style>{_CSS}</style></head><body>\n"
-            + "\n".join(sections) + "\n</body></html>\n")
+            y_label="pass rate", y_max=1.0))],
+        labels=labels(con), verifier_rates=verifier_rates_table(con))
 
 
 def _drop_chart(result: Result, dataset: str, labels_: list[str]) -> str:

@@ -1,7 +1,7 @@
 """The report's view of the noise in its held-out figures: each promotion's candidate - incumbent
 difference with its interval, marked "inside the noise" when the interval holds 0, and the
-several-sample figures (pass@k, maj@k) with theirs. Tables and charts; storage/audit/report.py
-places them on the page.
+several-sample figures (pass@k, maj@k) with theirs. Tables, and charts drawn by
+storage/audit/charts.py; storage/audit/report.py places them on the page.
 
     promotion_noise_table(con).rows
     -> [{"round": 1, "promoted": True, "incumbent_accuracy": 0.2, "candidate_accuracy": 0.24,
@@ -21,6 +21,7 @@ from typing import Any
 
 import duckdb
 
+from storage.audit.charts import line_chart, nice_max
 from storage.audit.operations import promotion_decisions
 from storage.audit.round_metrics import (
     bootstrap_interval,
@@ -29,7 +30,6 @@ from storage.audit.round_metrics import (
     promotion_test_metrics,
 )
 from storage.audit.snapshot import Result
-from storage.audit.svg import line_chart, nice_max
 
 INSIDE, BEYOND = "inside the noise", "beyond the noise"
 _FIGURE_SUFFIXES = ("_low", "_high", "_unjudged", "_no_vote")

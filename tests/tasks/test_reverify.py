@@ -228,10 +228,10 @@ def test_exact_comparison_flips_the_decimal_answers_and_round_0s_promotion(run):
                                        "--data-root", str(run["data_root"])])
     assert lineage.exit_code == 0, lineage.output
     rows = json.loads(lineage.stdout)
-    again = [r for r in rows if r["link"] == "judged again"]
-    assert [r["id"] for r in again] == [flipped], rows
-    assert "reward=0.0 method=reference" in again[0]["detail"]
-    assert f"flywheel reverify {warmup['fingerprint'][:12]}" in again[0]["detail"]
+    again = [r for r in rows if r["link"] == "judged again"]  # one per re-judging so far
+    (exact,) = [r for r in again if warmup["fingerprint"][:12] in r["detail"]]
+    assert exact["id"] == flipped and "reward=0.0 method=reference" in exact["detail"], rows
+    assert all(r["id"] == flipped for r in again)
 
 
 def test_the_printed_counts_are_the_records(run):

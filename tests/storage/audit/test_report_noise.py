@@ -19,8 +19,7 @@ from storage.audit.report_noise import (
 )
 from storage.audit.round_metrics import bootstrap_interval, item_interval, wilson_interval
 from storage.audit.snapshot import heldout_figures
-
-NS = "{http://www.w3.org/2000/svg}"
+from tests.storage.audit.test_charts import NS, marks, ticks, tooltip
 
 
 def _snapshot(metrics, evals, rounds):
@@ -86,14 +85,13 @@ def test_the_accuracy_table_has_the_interval_recorded_or_computed_from_the_evals
 def test_the_accuracy_chart_draws_the_interval_as_error_bars_not_as_lines():
     page = "\n".join(accuracy_section(_snapshot(_accuracy_metrics(True), EVALS, ROUNDS)))
     svg = page[page.index("<svg"):page.index("</svg>") + 6]
-    root = ET.fromstring(svg)
-    bars = [e.find(f"{NS}title").text for e in root.iter(f"{NS}line")
-            if e.find(f"{NS}title") is not None]
+    bars = marks(svg, "interval-")
     low, high = wilson_interval(4, 20)
-    assert bars[0] == f"overall, base: 95% interval {low:.1%} to {high:.1%}"
-    assert len(bars) == 3
-    legend = [t.text for t in root.iter(f"{NS}text")]
-    assert "overall" in legend and "level_1" in legend and "ci95_low" not in legend
+    assert list(bars) == ["interval-0-0", "interval-0-1", "interval-0-2"]  # overall only
+    assert tooltip(bars["interval-0-0"]) == f"overall, base: 95% interval {low:.1%} to {high:.1%}"
+    legend = [t.text for g in ET.fromstring(svg).iter(f"{NS}g")
+              if (g.get("id") or "").startswith("legend") for t in g.iter(f"{NS}text")]
+    assert legend == ["overall", "level_1"]
 
 
 def test_promotions_inside_the_noise_are_marked_in_the_table_and_chart():
@@ -108,11 +106,11 @@ def test_promotions_inside_the_noise_are_marked_in_the_table_and_chart():
     # round 1: nine items gained, none lost: beyond the noise
     assert second["difference"] == pytest.approx(0.45) and second["noise"] == "beyond the noise"
     assert table.notes[0] == "promoted inside the noise: round 0"
-    chart = ET.fromstring(promotion_chart(table))
-    titles = [e.find(f"{NS}title").text for e in chart.iter(f"{NS}circle")]
-    assert titles == ["promoted, 1: 45.0%", "promoted inside the noise, 0: 5.0%"]
-    ticks = [t.text for t in chart.iter(f"{NS}text")]
-    assert {"-100%", "-50%", "0%", "50%", "100%"} <= set(ticks)  # reaches round 1's interval
+    chart = promotion_chart(table)
+    assert [tooltip(m) for m in marks(chart, "point-").values()] == [
+        "promoted, 1: 45.0%", "promoted inside the noise, 0: 5.0%"]
+    assert len(marks(chart, "interval-")) == 2
+    assert ticks(chart) == ["-100%", "-50%", "0%", "50%", "100%"]  # reaches round 1's interval
 
 
 def test_a_round_the_promote_stage_tested_shows_the_tests_own_interval():

@@ -1,17 +1,12 @@
-"""The report's pieces that need no run: the Wilson interval, the curve chart, the stage
-timings and held-out tables on a hand-made snapshot."""
+"""The report's pieces that need no run: the Wilson interval, the stage timings and held-out
+tables on a hand-made snapshot, and the page's templates (escaping, shipped in the wheel)."""
 
 from __future__ import annotations
-
-import xml.etree.ElementTree as ET
 
 import duckdb
 import pytest
 
 from storage.audit.report import level_accuracy_table, stage_timings_table, wilson_interval
-from storage.audit.svg import curve_chart
-
-NS = "{http://www.w3.org/2000/svg}"
 
 
 @pytest.mark.parametrize(("correct", "n", "low", "high"), [
@@ -24,18 +19,6 @@ def test_wilson_interval_matches_the_formula_and_stays_in_0_1(correct, n, low, h
     lo, hi = wilson_interval(correct, n)
     assert lo == pytest.approx(low, abs=1e-4) and hi == pytest.approx(high, abs=1e-4)
     assert wilson_interval(0, 0) == (None, None)
-
-
-def test_curve_chart_places_points_on_a_numeric_step_axis():
-    svg = curve_chart({"round 0": [(10, 2.0), (20, 1.0), (40, 0.5)], "round 1": [(10, 0.8)]},
-                      title="training loss per round", y_label="loss")
-    root = ET.fromstring(svg)
-    dots = [c for c in root.iter(f"{NS}circle")]
-    assert [d.find(f"{NS}title").text for d in dots] == [
-        "round 0, step 10: 2", "round 0, step 20: 1", "round 0, step 40: 0.5",
-        "round 1, step 10: 0.8"]
-    xs = [float(d.get("cx")) for d in dots[:3]]
-    assert xs[2] - xs[1] == pytest.approx(2 * (xs[1] - xs[0]))  # steps, not categories
 
 
 @pytest.fixture
@@ -67,3 +50,17 @@ def test_held_out_accuracy_per_level_tells_the_base_model_from_candidates(con):
     assert [(r["model"], r["level"], r["n"], r["correct"], r["accuracy"]) for r in rows] == [
         ("base", 1, 4, 1, 0.25), ("0", 1, 4, 3, 0.75)]
     assert rows[1]["ci95_low"] < 0.75 < rows[1]["ci95_high"]
+
+
+def test_a_table_escapes_user_text_and_breaks_long_column_names():
+    from storage.audit.report import _table
+    from storage.audit.snapshot import Result
+
+    html = str(_table(Result("t", ["question", "ci95_low"],
+                             [{"question": "<script>x</script> & y", "ci95_low": 0.25}],
+                             ["a note <i>"])))
+    assert "<script>" not in html and "&lt;script&gt;x&lt;/script&gt; &amp; y" in html
+    assert '<p class="note">a note &lt;i&gt;</p>' in html
+    assert "<th>ci95_<wbr>low</th>" in html
+    assert '<td class="text">&lt;script&gt;' in html and '<td class="">0.25' in html
+    assert "no rows" in str(_table(Result("t", ["a"], [], [])))
