@@ -185,9 +185,6 @@ def print_task_accuracy(catalog: Any, run_id: str, echo: Callable[[str], Any]) -
 
 
 _BENCHMARK_METRIC = re.compile(r"^benchmark/([^/]+)/(.+)$")
-BENCHMARK_SQL = ("SELECT round, stage, name, value FROM metrics WHERE run_id = ?"
-                 " AND stage IN ('baseline', 'evaluate') AND name LIKE 'benchmark/%'"
-                 " ORDER BY round, stage, name")
 
 
 def _figure(value: float | None) -> str:
@@ -231,5 +228,7 @@ def benchmark_lines(rows: list[dict[str, Any]]) -> list[str]:
 
 def print_benchmarks(catalog: Any, run_id: str, echo: Callable[[str], Any]) -> None:
     """Print the run's benchmark block with `echo` (nothing without `[evaluate] benchmarks`)."""
-    for line in benchmark_lines(catalog.query(BENCHMARK_SQL, [run_id])):
+    from storage.audit.round_metrics import benchmark_figures
+
+    for line in benchmark_lines(benchmark_figures(catalog, run_id)):
         echo(line)

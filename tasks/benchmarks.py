@@ -10,9 +10,9 @@ checkpoint the evaluate stage sees, beside the domain's held-out set.
 The rows are read and checked by the dataset domain's reader (domains/dataset.py `load_rows`:
 one-line errors naming file and line, `[domain.dataset]`'s length limits), answered with the
 run's solver prompt, answer extraction and `Domain.judge`, and with `[evaluate]`'s samples and
-temperature, so the figures are the held-out set's (tasks/evaluate.py `accuracy`,
-`sample_figures`) under another name. Their rows are not written: they must never steer
-promotion, which reads the held-out `evals` file only.
+temperature (tasks/evaluate.py `benchmark_metrics`, on the held-out set's backend), so the
+figures are the held-out set's (`accuracy`, `sample_figures`) under another name. Their rows
+are not written: they must never steer promotion, which reads the held-out `evals` file only.
 
 Benchmark items are never trained on: a benchmark that is a training file is refused when the
 config loads (configs `RunConfig`), and each round's evaluate records how much of every
@@ -24,15 +24,12 @@ records it for the held-out set. A benchmark file's bytes enter the stage finger
 
 from __future__ import annotations
 
-from typing import Any
-
 import polars as pl
 
 from configs import DatasetConfig
-from domains.base import Domain, Problem
-from models.backends import RolloutBackend
+from domains.base import Problem
+from domains.dataset import DatasetFileError, load_rows, normalise_question
 from tasks.alarms import leak_metrics
-from tasks.evaluate import accuracy, eval_rows, sample_figures
 
 PREFIX = "benchmark"
 
@@ -42,8 +39,6 @@ def read_benchmark(path: str, limits: DatasetConfig) -> list[Problem]:
     checked as dataset files are; the columns are always `question` and `answer`."""
     cfg = DatasetConfig(max_question_chars=limits.max_question_chars,
                         max_answer_chars=limits.max_answer_chars)
-    from domains.dataset import DatasetFileError, load_rows, normalise_question
-
     items, seen = [], set()
     for r in load_rows([path], cfg):
         key = normalise_question(r["question"])
@@ -56,12 +51,9 @@ def read_benchmark(path: str, limits: DatasetConfig) -> list[Problem]:
     return items
 
 
-def benchmark_figures(name: str, rows: list[dict[str, Any]]) -> dict[str, float | None]:
-    """The held-out figures of one benchmark's eval rows, named `benchmark/<name>/<figure>`:
-    accuracy (pass@1, the mean over samples), its interval, and with several samples pass@k
-    and maj@n (tasks/evaluate.py). Per-level accuracies are left out: benchmark files are
-    usually of one level."""
-    figures = {"accuracy": accuracy(rows)["accuracy"], **sample_figures(rows)}
+def named(name: str, figures: dict[str, float | None]) -> dict[str, float | None]:
+    """One benchmark's figures (tasks/evaluate.py `accuracy`, `sample_figures`) as metrics
+    `benchmark/<name>/<figure>`, apart from the held-out set's."""
     return {f"{PREFIX}/{name}/{key}": value for key, value in figures.items()}
 
 
@@ -74,19 +66,3 @@ def training_leaks(name: str, items: list[Problem], train_rows: pl.DataFrame | N
     leaks = leak_metrics([p.text for p in items], train_rows)
     return {f"{PREFIX}/{name}/in_training": float(leaks["heldout_in_training"]),
             f"{PREFIX}/{name}/overlap": leaks["heldout_overlap"]}
-
-
-def benchmark_metrics(backend: RolloutBackend, domain: Domain, benchmarks: dict[str, str],
-                      limits: DatasetConfig, *, train_rows: pl.DataFrame | None,
-                      max_new_tokens: int, samples: int, temperature: float, seed: int,
-                      checkpoint: str, run_id: str, round_index: int) -> dict[str, float | None]:
-    """Every benchmark answered on `backend` and its figures and training leaks, by name."""
-    metrics: dict[str, float | None] = {}
-    for name, path in sorted(benchmarks.items()):
-        items = read_benchmark(path, limits)
-        rows = eval_rows(backend, domain, per_level=0, max_new_tokens=max_new_tokens,
-                         checkpoint=checkpoint, run_id=run_id, round_index=round_index,
-                         items=items, samples=samples, temperature=temperature, seed=seed)
-        metrics |= benchmark_figures(name, rows)
-        metrics |= training_leaks(name, items, train_rows)
-    return metrics

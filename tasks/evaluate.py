@@ -27,6 +27,10 @@ pass/fail items, a fixed-seed bootstrap over items for fractional ones):
     {"accuracy": 0.55, "accuracy_low": 0.48, "accuracy_high": 0.62, "samples": 4.0,
      "pass_at_1": 0.55, "pass_at_2": 0.66, ..., "pass_at_4": 0.74, "maj_at_4": 0.6, ...}
 
+With `[evaluate] benchmarks` the same backend then answers each benchmark file the same way
+(`benchmark_metrics`, tasks/benchmarks.py): metrics `benchmark/<name>/accuracy`, `_low`,
+`_high`, `pass_at_K`, ... and `in_training` / `overlap` (the round's training rows); no rows.
+
 Every checkpoint is sampled with the same seed (the run's evaluate seed of round 0), so the
 candidate and the incumbent answer with the same random numbers: their paired difference
 (tasks/promote.py, which averages an item's samples) then carries less sampling noise.
@@ -44,12 +48,14 @@ import polars as pl
 from prefect import task
 from prefect.cache_policies import NONE
 
+from configs import DatasetConfig
 from configs.settings import EvaluateSettings
 from domains.base import Domain, Problem, problem_row
 from models.backends import ProgressCallback, RolloutBackend, SamplingParams
 from storage.audit.round_metrics import item_interval
 from storage.datasets import read_rows
 from storage.fingerprint import row_id
+from tasks.benchmarks import named, read_benchmark, training_leaks
 from tasks.context import Checkpoint, RunContext
 from tasks.curriculum.votes import majority_vote
 from tasks.progress import progress_bar
@@ -210,6 +216,25 @@ def item_passes(rows: list[dict[str, Any]]) -> dict[str, tuple[int, float]]:
             for item, g in _by_item(rows).items()}
 
 
+def benchmark_metrics(backend: RolloutBackend, domain: Domain, benchmarks: dict[str, str],
+                      limits: DatasetConfig, *, train_rows: pl.DataFrame | None,
+                      max_new_tokens: int, samples: int, temperature: float, seed: int,
+                      checkpoint: str, run_id: str, round_index: int) -> dict[str, float | None]:
+    """Every benchmark file (tasks/benchmarks.py) answered on `backend` as the held-out set is
+    (`eval_rows`: the run's prompt, extraction, judge, samples and temperature), its figures
+    under `benchmark/<name>/` (accuracy, interval, pass@k; no per-level split) and its leaks
+    into `train_rows`, the round's training rows."""
+    metrics: dict[str, float | None] = {}
+    for name, path in sorted(benchmarks.items()):
+        items = read_benchmark(path, limits)
+        rows = eval_rows(backend, domain, per_level=0, max_new_tokens=max_new_tokens,
+                         checkpoint=checkpoint, run_id=run_id, round_index=round_index,
+                         items=items, samples=samples, temperature=temperature, seed=seed)
+        metrics |= named(name, {"accuracy": accuracy(rows)["accuracy"], **sample_figures(rows)})
+        metrics |= training_leaks(name, items, train_rows)
+    return metrics
+
+
 def read_accuracy(path: Path, tasks: dict[str, str] | None = None) -> dict[str, float]:
     return accuracy(read_rows(path), tasks)
 
@@ -237,7 +262,6 @@ def evaluate_checkpoint(ctx: RunContext, settings: EvaluateSettings, round_index
     each of `settings.benchmarks` (tasks/benchmarks.py), checked against `train_rows`, the
     round's training rows (None for the base model)."""
     from models.backends import backend_for
-    from tasks.benchmarks import benchmark_metrics
 
     backend = backend_for(settings.backend, checkpoint.path)
     seed = ctx.stage_seed("evaluate", 0)  # one seed for every checkpoint

@@ -232,3 +232,24 @@ def task_accuracy(catalog: Any, run_id: str) -> list[dict[str, Any]]:
         The run.
     """
     return catalog.query(TASK_ACCURACY_SQL, [run_id])
+
+
+# The benchmark files' figures (`[evaluate] benchmarks`, tasks/benchmarks.py): the metrics
+# `benchmark/<name>/<figure>` of the baseline (the base model) and of each round's candidate.
+BENCHMARK_SQL = (
+    "SELECT round, stage, name, value FROM metrics WHERE run_id = ?"
+    " AND stage IN ('baseline', 'evaluate') AND name LIKE 'benchmark/%'"
+    " ORDER BY round, stage, name")
+
+
+def benchmark_figures(catalog: Any, run_id: str) -> list[dict[str, Any]]:
+    """The run's benchmark metrics (round, stage, name, value), oldest first.
+
+    Parameters
+    ----------
+    catalog
+        A `storage.catalog.Catalog` (its `query` reads without writing).
+    run_id
+        The run.
+    """
+    return catalog.query(BENCHMARK_SQL, [run_id])

@@ -31,6 +31,9 @@ def test_a_wheel_ships_the_presets_and_an_install_from_it_finds_them(tmp_path):
     (wheel,) = (tmp_path / "dist").glob("flywheel-*.whl")
     shipped = {n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".toml")}
     assert shipped == {f"configs/{p.name}" for p in (REPO / "configs").glob("*.toml")}
+    templates = {n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".j2")}
+    assert templates == {f"storage/audit/templates/{p.name}"  # the report's HTML
+                         for p in (REPO / "storage" / "audit" / "templates").glob("*.j2")}
 
     site = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target",

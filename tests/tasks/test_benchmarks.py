@@ -17,8 +17,9 @@ from flows.status_view import benchmark_lines
 from models.rollout_types import Completion
 from storage.audit.round_metrics import bootstrap_interval
 from tasks import evaluate as evaluate_module
-from tasks.benchmarks import benchmark_metrics, read_benchmark, training_leaks
+from tasks.benchmarks import read_benchmark, training_leaks
 from tasks.context import Checkpoint, RunContext
+from tasks.evaluate import benchmark_metrics
 from tasks.model_card import add_benchmarks, eval_results, write_card
 from tasks.stage import settings_fingerprint
 

@@ -64,6 +64,8 @@ def alternatives(key: str, annotation: Any, value: Any, tmp_model: str) -> list[
         return SPECIAL[key]
     if key == "model.path":
         return [tmp_model]
+    if key == "evaluate.benchmarks":  # its file's digest is fingerprinted: the file must exist
+        return [{"toy": f"{tmp_model}/benchmark.jsonl"}]
     args = typing.get_args(annotation)
     origin = typing.get_origin(annotation)
     if origin is typing.Literal:
@@ -144,6 +146,7 @@ def cases(tmp_model: str) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]
 def tmp_model(tmp_path_factory: pytest.TempPathFactory) -> str:
     folder = tmp_path_factory.mktemp("model")
     (folder / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    (folder / "benchmark.jsonl").write_text('{"question": "What is 2 + 2?", "answer": "4"}\n')
     return str(folder)
 
 
