@@ -43,6 +43,9 @@ OVERRIDES = {"rounds": 1, "domain.seed_problems": 200, "domain.min_level": 1, "d
              "train.batch_size": 32, "train.warmup.max_steps": 60, "train.max_steps": 4,
              "train.proposer.max_steps": 2, "train.proposer.samples": 2,
              "gates.enabled": False}
+# absolute-zero's GRPO passes over programs cost minutes at those sizes: half the batch, fewer steps
+LIGHTER = {"absolute-zero": {"domain.seed_problems": 120, "train.batch_size": 16,
+                             "train.max_steps": 2, "train.proposer.max_steps": 1}}
 # The GPU presets on the CPU and the tiny random chat model: its sizes, the transformers backend,
 # float32, and references to train on (it answers nothing right).
 CHAT_OVERRIDES = {"rounds": 1, "domain.seed_problems": 40, "domain.heldout_per_level": 3,
@@ -77,11 +80,11 @@ def test_the_gpu_presets_keep_the_model_s_reasoning():
 
 
 def preset_overrides(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
-    """The `load_config` overrides that run `path` here: OVERRIDES, or for a GPU preset
-    CHAT_OVERRIDES with the tiny chat model as its model (qwen-gpu: as the hub id HUB_ID in a
-    hub cache built in tmp_path) and gsm8k-style's files written."""
+    """The `load_config` overrides that run `path` here: OVERRIDES (and LIGHTER's), or for a GPU
+    preset CHAT_OVERRIDES with the tiny chat model as its model (qwen-gpu: as the hub id HUB_ID
+    in a hub cache built in tmp_path) and gsm8k-style's files written."""
     if path.stem not in GPU_PRESETS:
-        return OVERRIDES
+        return {**OVERRIDES, **LIGHTER.get(path.stem, {})}
     from tests.models.chat_model import build_chat_model, question_lines
     from tests.models.hub_cache import cache_snapshot
 
