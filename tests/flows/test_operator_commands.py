@@ -18,6 +18,8 @@ from flows.cli import app
 from flows.config_cli import parse_sets
 from storage.catalog import Catalog
 from storage.datasets import WrittenDataset
+from storage.fingerprint import checkpoint_checksum
+from tests.security.checkpoints import save_checkpoint
 
 
 def _cli(*args: str) -> tuple[int, str]:
@@ -132,11 +134,11 @@ def test_a_preset_runs_by_name(tmp_path, monkeypatch):
 def _checkpoint(catalog: Catalog, run_id: str, round_index: int, stage: str, fp: str) -> Path:
     folder = (catalog.data_root / "runs" / run_id / f"round-{round_index:03d}"
               / f"checkpoint-{fp[:12]}")
-    folder.mkdir(parents=True)
-    (folder / "model.safetensors").write_bytes(b"w")
+    save_checkpoint(folder)  # intact, so `runs` and `status` do not call the run damaged
     catalog.record_completed(run_id=run_id, round_index=round_index, stage=stage, fingerprint=fp,
                              started_at=time.time(), inputs={},
-                             outputs=[WrittenDataset("checkpoint", folder, 1, "x")])
+                             outputs=[WrittenDataset("checkpoint", folder, 1,
+                                                     checkpoint_checksum(folder))])
     return folder
 
 

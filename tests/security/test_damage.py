@@ -17,10 +17,8 @@ import shutil
 import time
 from pathlib import Path
 
-import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from safetensors.numpy import save_file
 from typer.testing import CliRunner
 
 from flows.cli import app
@@ -28,18 +26,9 @@ from storage.catalog import Catalog
 from storage.datasets import WrittenDataset, dataset_path, round_dir, write_atomic
 from storage.fingerprint import checkpoint_checksum
 from storage.integrity import check_run, output_damage
+from tests.security.checkpoints import save_checkpoint
 
 RUN = "r"
-
-
-def _save_checkpoint(folder: Path) -> None:
-    """What `save_pretrained` of a model and its tokenizer leaves, in miniature."""
-    folder.mkdir(parents=True)
-    save_file({"embed": np.arange(64, dtype=np.float32).reshape(8, 8)},
-              str(folder / "model.safetensors"))
-    (folder / "config.json").write_text(json.dumps({"model_type": "llama", "hidden_size": 8}))
-    (folder / "tokenizer_config.json").write_text("{}")
-    (folder / "tokenizer.json").write_text('{"model": {"vocab": {}}}')
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +49,7 @@ def pristine(tmp_path_factory):
          "agreement": None, "outcome": None, "verifier": "reference"} for i in range(3)],
         dataset_path(root, RUN, 0, "verdicts", "b" * 32))
     folder = round_dir(root, RUN, 0) / f"checkpoint-{'c' * 12}"
-    _save_checkpoint(folder)
+    save_checkpoint(folder)
     checkpoint = WrittenDataset("checkpoint", folder, 3, checkpoint_checksum(folder))
     for stage, fingerprint, output in (("synthesize", "a" * 32, problems),
                                        ("verify", "b" * 32, verdicts),
