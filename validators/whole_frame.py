@@ -143,7 +143,8 @@ AGGREGATE_CHECKS = ("expect_table_row_count_to_be_between",
                     "expect_table_columns_to_match_ordered_list",
                     "expect_column_mean_to_be_between",
                     "expect_column_proportion_of_unique_values_to_be_between",
-                    "expect_column_values_to_be_unique")
+                    "expect_column_values_to_be_unique",
+                    "expect_compound_columns_to_be_unique")
 WHOLE_FRAME_EXPECTATIONS = MAP_CHECKS + AGGREGATE_CHECKS
 HASH_SEED = 0
 
@@ -213,10 +214,37 @@ def _repeated_values(lf: pl.LazyFrame, column: str, *, on_hashes: bool) -> tuple
     return int(repeated["len"].sum()), values
 
 
+COMPOUND_KEY = "__compound_key"
+
+
+def _compound_check(lf: pl.LazyFrame, spec: tuple[int, str, dict[str, Any]]) -> WholeFrameCheck:
+    """Unique combinations of columns (GX's compound check): every copy of a repeated
+    combination counts; a row whose columns are all null is skipped, as GX skips it."""
+    index, expectation, kwargs = spec
+    columns = list(kwargs["column_list"])
+    some = pl.any_horizontal([pl.col(c).is_not_null() for c in columns])
+    key = pl.concat_str([pl.col(c).cast(pl.String).fill_null("\x00") for c in columns],
+                        separator="\x1f")
+    keyed = lf.filter(some).with_columns(key.alias(COMPOUND_KEY))
+    unexpected, repeated = _repeated_values(keyed, COMPOUND_KEY, on_hashes=True)
+    rows = int(_collect(keyed.select(pl.len())).item())
+    check = WholeFrameCheck(index, expectation, kwargs, unexpected == 0,
+                            {"element_count": rows, "unexpected_count": unexpected,
+                             "partial_unexpected_list": []})
+    if unexpected:
+        check.rows = _collect(keyed.filter(pl.col(COMPOUND_KEY).is_in(repeated))
+                              .head(MAX_ROWS_SHOWN).drop(COMPOUND_KEY)).to_dicts()
+        check.result["partial_unexpected_list"] = [
+            {c: r[c] for c in columns} for r in check.rows[:MAX_VALUES_SHOWN]]
+    return check
+
+
 def _repeat_check(lf: pl.LazyFrame, spec: tuple[int, str, dict[str, Any]],
                   values: dict[str, Any]) -> WholeFrameCheck:
     """Unique ids (every copy counts) or the share of distinct values."""
     index, expectation, kwargs = spec
+    if expectation == "expect_compound_columns_to_be_unique":
+        return _compound_check(lf, spec)
     column = kwargs["column"]
     if expectation == "expect_column_values_to_be_unique":
         unexpected, repeated = _repeated_values(lf, column, on_hashes=True)
@@ -264,7 +292,7 @@ def _evaluate(lf: pl.LazyFrame, spec: tuple[int, str, dict[str, Any]],
     expectation = spec[1]
     if expectation in MAP_CHECKS:
         return _map_check(lf, spec, values)
-    if expectation in ("expect_column_values_to_be_unique",
+    if expectation in ("expect_column_values_to_be_unique", "expect_compound_columns_to_be_unique",
                        "expect_column_proportion_of_unique_values_to_be_between"):
         return _repeat_check(lf, spec, values)
     return _value_check(lf, spec, values)

@@ -47,7 +47,8 @@ HOSTILE: list[tuple[str, str, str, tuple[str, ...] | None]] = [
      "    return 1", "forbidden", None),
     ("memory_bomb", "def f(x):\n    return [0] * 10**9", "memory", None),
     ("memory_bomb_gradual",
-     "def f(x):\n    a = []\n    while True:\n        a.append(' ' * 10**6)", "memory", None),
+     "def f(x):\n    a = []\n    while True:\n        a.append(' ' * 10**6)",
+     "memory|timeout", None),  # faulting in 256 MB costs CPU: the CPU limit can come first
     ("deep_recursion", "def f(x):\n    return f(x + 1)", "crash", None),
     ("deep_recursion_raised_limit",
      "import sys\nsys.setrecursionlimit(10**7)\ndef f(x):\n    return f(x + 1) + 1",
