@@ -216,3 +216,59 @@ class Domain(ABC):
     def score(self, completions: list[str], problems: list[ProblemRow]) -> list[float | None]:
         """The rewards of `judge` alone."""
         return [j.reward for j in self.judge(completions, problems)]
+
+
+class WrappedDomain(Domain):
+    """A domain that changes some of another's methods (its chat template: domains/chat.py; its
+    verifier: domains/judge.py) and passes every other call to it, one method each: a method
+    the domain API gains is passed on here once, not in every wrapper."""
+
+    def __init__(self, domain: Domain) -> None:
+        self.domain = domain
+        self.name, self.levels = domain.name, domain.levels
+        self.tasks, self.weights = domain.tasks, domain.weights
+
+    def proposer_prompt(self, level: int) -> str:
+        return self.domain.proposer_prompt(level)
+
+    def parse(self, proposal: str) -> Problem | Rejected:
+        return self.domain.parse(proposal)
+
+    def prepare(self, proposals: list[str]) -> None:
+        self.domain.prepare(proposals)
+
+    def generate(self, rng: random.Random, level: int) -> Problem:
+        return self.domain.generate(rng, level)
+
+    def generate_task(self, rng: random.Random, task: str, level: int) -> Problem:
+        return self.domain.generate_task(rng, task, level)
+
+    def shape(self, problem_text: str) -> str:
+        return self.domain.shape(problem_text)
+
+    def task_of(self, problem_text: str) -> str | None:
+        return self.domain.task_of(problem_text)
+
+    def heldout(self, per_level: int) -> list[Problem]:
+        return self.domain.heldout(per_level)
+
+    def solver_prompt(self, problem_text: str) -> str:
+        return self.domain.solver_prompt(problem_text)
+
+    def question(self, problem_text: str) -> str:
+        return self.domain.question(problem_text)
+
+    def cut(self, completion: str) -> str:
+        return self.domain.cut(completion)
+
+    def extract(self, completion: str) -> str | None:
+        return self.domain.extract(completion)
+
+    def training_target(self, reference: str) -> str:
+        return self.domain.training_target(reference)
+
+    def verifier(self) -> str:
+        return self.domain.verifier()
+
+    def judge(self, completions: list[str], problems: list[ProblemRow]) -> list[Judgement]:
+        return self.domain.judge(completions, problems)

@@ -29,11 +29,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from domains.base import Domain, Problem, ProblemRow, Rejected
-from domains.checking import Judgement
+from domains.base import Domain, WrappedDomain
 
 if TYPE_CHECKING:
-    import random
 
     from configs import PromptConfig
 
@@ -107,17 +105,15 @@ def cut_at_stop(text: str, stop: list[str]) -> str:
     return text[:min(ends)] if ends else text
 
 
-class ChatDomain(Domain):
+class ChatDomain(WrappedDomain):
     """A domain whose prompts go through `model_path`'s chat template (module docstring)."""
 
     def __init__(self, domain: Domain, prompt: PromptConfig, model_path: str | None,
                  revision: str | None = None) -> None:
-        self.domain = domain
+        super().__init__(domain)
         self.prompt = prompt
         self.model_path = model_path
         self.revision = revision  # model.revision: a hub id's snapshot (models/hub.py)
-        self.name, self.levels = domain.name, domain.levels
-        self.tasks, self.weights = domain.tasks, domain.weights
         self._tokenizer: Any = None
         self._checked = False
 
@@ -174,36 +170,3 @@ class ChatDomain(Domain):
         return cut_at_stop(completion, self.prompt.stop)
 
     # ---- the wrapped domain's own ------------------------------------------------------------
-
-    def parse(self, proposal: str) -> Problem | Rejected:
-        return self.domain.parse(proposal)
-
-    def prepare(self, proposals: list[str]) -> None:
-        self.domain.prepare(proposals)
-
-    def generate(self, rng: random.Random, level: int) -> Problem:
-        return self.domain.generate(rng, level)
-
-    def generate_task(self, rng: random.Random, task: str, level: int) -> Problem:
-        return self.domain.generate_task(rng, task, level)
-
-    def shape(self, problem_text: str) -> str:
-        return self.domain.shape(problem_text)
-
-    def task_of(self, problem_text: str) -> str | None:
-        return self.domain.task_of(problem_text)
-
-    def heldout(self, per_level: int) -> list[Problem]:
-        return self.domain.heldout(per_level)
-
-    def question(self, problem_text: str) -> str:
-        return self.domain.question(problem_text)
-
-    def extract(self, completion: str) -> str | None:
-        return self.domain.extract(completion)
-
-    def verifier(self) -> str:
-        return self.domain.verifier()
-
-    def judge(self, completions: list[str], problems: list[ProblemRow]) -> list[Judgement]:
-        return self.domain.judge(completions, problems)

@@ -36,11 +36,10 @@ import json
 import re
 from typing import TYPE_CHECKING, Any, Protocol
 
-from domains.base import Domain, DomainInputError, Problem, ProblemRow, Rejected
+from domains.base import Domain, DomainInputError, ProblemRow, WrappedDomain
 from domains.checking import Judgement
 
 if TYPE_CHECKING:
-    import random
 
     from configs import RunConfig
     from configs.domain import JudgeConfig
@@ -220,58 +219,16 @@ def judged_domain(domain: Domain, config: RunConfig) -> Domain:
     return domain
 
 
-class JudgedDomain(Domain):
+class JudgedDomain(WrappedDomain):
     """A domain whose verifier is `scorer` (a `ModelJudge` or a `RewardFunction`); every other
-    method is the wrapped domain's, passed explicitly."""
+    method is the wrapped domain's (WrappedDomain)."""
 
     def __init__(self, domain: Domain, scorer: Scorer) -> None:
-        self.domain, self.scorer = domain, scorer
-        self.name, self.levels = domain.name, domain.levels
-        self.tasks, self.weights = domain.tasks, domain.weights
+        super().__init__(domain)
+        self.scorer = scorer
 
     def judge(self, completions: list[str], problems: list[ProblemRow]) -> list[Judgement]:
         return self.scorer.judge(list(completions), problems, self.domain)
 
     def verifier(self) -> str:
         return self.scorer.describe()
-
-    # ---- the wrapped domain's own ------------------------------------------------------------
-
-    def proposer_prompt(self, level: int) -> str:
-        return self.domain.proposer_prompt(level)
-
-    def parse(self, proposal: str) -> Problem | Rejected:
-        return self.domain.parse(proposal)
-
-    def prepare(self, proposals: list[str]) -> None:
-        self.domain.prepare(proposals)
-
-    def generate(self, rng: random.Random, level: int) -> Problem:
-        return self.domain.generate(rng, level)
-
-    def generate_task(self, rng: random.Random, task: str, level: int) -> Problem:
-        return self.domain.generate_task(rng, task, level)
-
-    def shape(self, problem_text: str) -> str:
-        return self.domain.shape(problem_text)
-
-    def task_of(self, problem_text: str) -> str | None:
-        return self.domain.task_of(problem_text)
-
-    def heldout(self, per_level: int) -> list[Problem]:
-        return self.domain.heldout(per_level)
-
-    def solver_prompt(self, problem_text: str) -> str:
-        return self.domain.solver_prompt(problem_text)
-
-    def question(self, problem_text: str) -> str:
-        return self.domain.question(problem_text)
-
-    def cut(self, completion: str) -> str:
-        return self.domain.cut(completion)
-
-    def extract(self, completion: str) -> str | None:
-        return self.domain.extract(completion)
-
-    def training_target(self, reference: str) -> str:
-        return self.domain.training_target(reference)
