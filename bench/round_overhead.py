@@ -1,11 +1,21 @@
-"""Where does a round's time go? Model compute (sampling, training) vs everything else.
+"""Where does a round's time go? Model compute against everything else, each part named.
 
-Runs the warm-up and one self-improvement round of a config (default: tests/flows/small.toml)
-in-process, times every call into the rollout backend and the trainer, and splits round 1's
-wall time (first stage start to last stage end, from the catalog) into model compute and the
-rest (Prefect orchestration, Parquet and catalog I/O, verification, curation, gates).
+Runs a config (default: tests/flows/small.toml, the warm-up and one round) the way `flywheel run`
+does (flows/execution.py `execute`: the run's own temporary Prefect server, the log file, the
+stage lines forwarded to the Prefect API), in this process, and records round 1 with the spans
+of tasks/spans.py: the stage runner's parts (done check, integrity check, own work, Parquet
+writes, checkpoint hashing, gates, catalog rows) and, wrapped here, the model (sampling,
+training), Prefect's task and flow runs, log forwarding, the round's artifact and the tracker.
+What no span covers is the round flow's own steps between its task calls.
 
-    python bench/round_overhead.py [--config F] [--out bench/results/round_overhead.json]
+With `--resume`, the same run is then resumed (every stage reused) and recorded whole.
+
+    python bench/round_overhead.py [--config F] [--resume] [--out F]
+    python bench/round_overhead.py --against ../before --repeats 3   # A B A B ... side by side
+
+`--against DIR` runs DIR's copy of this bench and this one in turn, each in a fresh process, and
+prints each run's round wall and non-model share: a before/after measured on the same machine
+in the same minutes (DIR: a checkout of the other commit with its own .venv, or this one's).
 """
 
 from __future__ import annotations
@@ -13,71 +23,194 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+QUIET = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
+         "TRANSFORMERS_VERBOSITY": "error", "PREFECT_LOGGING_LEVEL": "WARNING",
+         "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+MODEL = ("sampling", "training")
+BETWEEN = ("prefect task run",)  # named for a stage, but outside its runner
+
+
+def wrap(owner: Any, name: str, part: str, *, per_task: bool = False) -> None:
+    """Make `owner.name` a span called `part` (tasks/spans.py); `per_task`: of the stage the
+    Prefect task is named for (its time outside the stage runner counts there)."""
+    from tasks.spans import spent, stage
+
+    original = getattr(owner, name)
+
+    def spanned(*args: Any, **kwargs: Any) -> Any:
+        if per_task:
+            with stage(args[0].name), spent(part):
+                return original(*args, **kwargs)
+        with spent(part):
+            return original(*args, **kwargs)
+
+    setattr(owner, name, spanned)
+
+
+def instrument(record_round: int, recordings: dict[int, Any]) -> None:
+    """Wrap the model, Prefect's task/flow runs and log handlers, and record round
+    `record_round` into `recordings[record_round]` (its wall time under "wall")."""
+    from prefect import Flow, Task
+    from prefect.logging.handlers import APILogHandler
+
+    import flows.run as run_module
+    from models import backends, trainer
+    from tasks import spans, tracking
+
+    wrap(backends.TransformersBackend, "generate", "sampling")
+    wrap(trainer, "train_sft", "training")  # tasks/train.py imports it at call time
+    wrap(Task, "__call__", "prefect task run", per_task=True)
+    wrap(Flow, "__call__", "prefect flow runs")
+    wrap(APILogHandler, "emit", "log forwarding")
+    wrap(run_module, "publish_round_artifact", "round artifact")
+    wrap(run_module, "trainable_rows", "flow steps")
+    wrap(tracking, "track_round", "tracker")
+
+    observed = run_module.observed_round
+
+    @contextmanager
+    def recorded_round(data_root: Any, run_id: str, round_index: int,
+                       report_to: str) -> Iterator[None]:
+        if round_index != record_round:
+            with observed(data_root, run_id, round_index, report_to):
+                yield
+            return
+        with spans.recording() as recording:
+            start = time.perf_counter()
+            with observed(data_root, run_id, round_index, report_to):
+                yield
+            recordings[round_index] = (recording, time.perf_counter() - start)
+
+    run_module.observed_round = recorded_round
+
+
+def split(recording: Any, wall: float) -> dict[str, Any]:
+    """The recorded seconds as model / between stages / inside stages, and their shares."""
+    seconds = recording.seconds()
+    calls = recording.calls()
+    model = sum(s for (stage, part), s in seconds.items() if part in MODEL)
+    parts = []
+    for (stage, part), s in sorted(seconds.items(), key=lambda kv: -kv[1]):
+        where = ("model" if part in MODEL else "between" if stage == "-" or part in BETWEEN
+                 else "inside")
+        parts.append({"where": where, "stage": stage, "part": part, "seconds": round(s, 3),
+                      "calls": calls[(stage, part)], "share": round(s / wall, 4)})
+    covered = sum(seconds.values())
+    parts.append({"where": "between", "stage": "-", "part": "round flow's own steps",
+                  "seconds": round(wall - covered, 3), "calls": 1,
+                  "share": round((wall - covered) / wall, 4)})
+    other = wall - model
+    return {"wall_s": round(wall, 2), "model_compute_s": round(model, 2),
+            "sampling_s": round(sum(s for (_, p), s in seconds.items() if p == "sampling"), 2),
+            "training_s": round(sum(s for (_, p), s in seconds.items() if p == "training"), 2),
+            "everything_else_s": round(other, 2), "everything_else_share": round(other / wall, 4),
+            "parts": parts}
+
+
+def table(title: str, result: dict[str, Any]) -> str:
+    lines = [f"{title}: wall {result['wall_s']:.2f} s = model {result['model_compute_s']:.2f} s "
+             f"(sampling {result['sampling_s']:.2f} s, training {result['training_s']:.2f} s)"
+             f" + everything else {result['everything_else_s']:.2f} s "
+             f"({100 * result['everything_else_share']:.1f} %)",
+             f"  {'where':8} {'stage':11} {'part':24} {'seconds':>8} {'share':>7} {'calls':>6}"]
+    for where in ("between", "inside", "model"):
+        for p in (p for p in result["parts"] if p["where"] == where):
+            lines.append(f"  {where:8} {p['stage']:11} {p['part']:24} {p['seconds']:8.3f} "
+                         f"{100 * p['share']:6.2f}% {p['calls']:6d}")
+    return "\n".join(lines)
+
+
+def run_once(config_path: Path, data_root: Path, run_id: str) -> float:
+    """`flywheel run` in this process; returns its wall seconds."""
+    from configs import load_config
+    from flows.execution import execute
+
+    config = load_config(config_path)
+    start = time.perf_counter()
+    status = execute(data_root, run_id, config, command="bench", echo=print)
+    if status != 0:
+        raise SystemExit(f"the run stopped with exit status {status}")
+    return time.perf_counter() - start
+
+
+def measure(config_path: Path, resume: bool) -> dict[str, Any]:
+    """Round 1's split; with `resume`, the resumed run's too."""
+    for key, value in QUIET.items():
+        os.environ.setdefault(key, value)
+    recordings: dict[int, Any] = {}
+    instrument(1, recordings)
+    data_root = Path(tempfile.mkdtemp(prefix="flywheel-bench-"))
+    run_wall = run_once(config_path, data_root, "bench")
+    recording, wall = recordings[1]
+    result: dict[str, Any] = {"config": str(config_path), "run_wall_s": round(run_wall, 2),
+                              "round_1": split(recording, wall)}
+    if resume:
+        from tasks import spans
+
+        with spans.recording() as whole:
+            resumed = run_once(config_path, data_root, "bench")
+        result["resume"] = split(whole, resumed)
+    return result
+
+
+def alternate(against: Path, repeats: int, config: Path) -> None:
+    """This bench and `against`'s in turn, each in a fresh process; one line per run."""
+    rows = []
+    for i in range(repeats):
+        for label, root in (("before", against), ("after", ROOT)):
+            python = root / ".venv" / "bin" / "python"
+            out = Path(tempfile.mkstemp(suffix=".json")[1])
+            subprocess.run([str(python if python.exists() else sys.executable),
+                            str(root / "bench" / "round_overhead.py"), "--config", str(config),
+                            "--out", str(out)], check=True, cwd=root,
+                           stdout=subprocess.DEVNULL)
+            data = json.loads(out.read_text())
+            data = data.get("round_1", data)  # an older copy writes its figures at the top
+            wall = data.get("wall_s", data.get("round_wall_s"))
+            other = data["everything_else_s"]
+            rows.append((label, i, wall, other))
+            print(f"{label:6} run {i}: round wall {wall:7.2f} s, everything else "
+                  f"{other:6.2f} s ({100 * other / wall:4.1f} %)", flush=True)
+    for label in ("before", "after"):
+        mine = [r for r in rows if r[0] == label]
+        share = sum(r[3] for r in mine) / sum(r[2] for r in mine)
+        print(f"{label}: everything else {100 * share:.1f} % of the round over {len(mine)} runs")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", type=Path, default=ROOT / "tests" / "flows" / "small.toml")
+    parser.add_argument("--config", type=Path, default=ROOT / "tests" / "flows" / "small.toml",
+                        help="the run's config (default: tests/flows/small.toml)")
+    parser.add_argument("--resume", action="store_true",
+                        help="then resume the finished run (every stage reused) and split that")
+    parser.add_argument("--against", type=Path,
+                        help="a checkout whose copy of this bench runs in turn with this one")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each under --against")
     parser.add_argument("--out", type=Path,
-                        default=ROOT / "bench" / "results" / "round_overhead.json")
+                        default=ROOT / "bench" / "results" / "round_overhead.json",
+                        help="where the figures go as JSON")
     args = parser.parse_args()
-    for key, value in {"HF_HUB_OFFLINE": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
-                       "TRANSFORMERS_VERBOSITY": "error", "PREFECT_LOGGING_LEVEL": "WARNING",
-                       "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}.items():
-        os.environ.setdefault(key, value)
-
-    from configs import load_config
-    from flows.run import RunSpec, flywheel_flow
-    from models import backends, trainer
-    from storage.catalog import Catalog
-
-    spans: list[tuple[str, float, float]] = []
-
-    def timed(kind, fn):
-        def wrapper(*a, **kw):
-            start = time.time()
-            try:
-                return fn(*a, **kw)
-            finally:
-                spans.append((kind, start, time.time()))
-        return wrapper
-
-    backends.TransformersBackend.generate = timed("sampling", backends.TransformersBackend.generate)
-    trainer.train_sft = timed("training", trainer.train_sft)
-    import tasks.train as train_task  # noqa: F401  (imports train_sft lazily, at call time)
-
-    config = load_config(args.config, {"rounds": 1})
-    data_root = Path(tempfile.mkdtemp(prefix="flywheel-bench-"))
-    flywheel_flow(RunSpec(data_root=str(data_root), run_id="bench", config=config))
-
-    stages = Catalog(data_root).query(
-        "SELECT stage, started_at, finished_at FROM stages WHERE run_id = 'bench' AND round = 1"
-    )
-    start = min(s["started_at"] for s in stages)
-    end = max(s["finished_at"] for s in stages)
-    inside = [(k, max(a, start), min(b, end)) for k, a, b in spans if b > start and a < end]
-    compute = {k: sum(b - a for kk, a, b in inside if kk == k) for k in ("sampling", "training")}
-    model = sum(compute.values())
-    wall = end - start
-    result = {
-        "config": str(args.config), "round_wall_s": round(wall, 2),
-        "sampling_s": round(compute["sampling"], 2), "training_s": round(compute["training"], 2),
-        "model_compute_s": round(model, 2), "everything_else_s": round(wall - model, 2),
-        "overhead_ratio": round((wall - model) / model, 3),
-        "stage_seconds": {s["stage"]: round(s["finished_at"] - s["started_at"], 2) for s in stages},
-    }
+    if args.against is not None:
+        alternate(args.against.resolve(), args.repeats, args.config.resolve())
+        return
+    result = measure(args.config, args.resume)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
-    print(f"round 1 wall {wall:.1f} s = model compute {model:.1f} s "
-          f"(sampling {compute['sampling']:.1f} s, training {compute['training']:.1f} s) "
-          f"+ everything else {wall - model:.1f} s;"
-          f" overhead / compute = {result['overhead_ratio']:.3f}")
-    print(json.dumps(result["stage_seconds"]))
+    print(table("round 1", result["round_1"]))
+    if "resume" in result:
+        print(table("resume (every stage reused)", result["resume"]))
 
 
 if __name__ == "__main__":

@@ -48,6 +48,8 @@ from storage.recovery import (
 )
 from tasks.context import RunContext
 from tasks.gates import failed_gate, gate_outputs, regate_stored
+from tasks.spans import spent
+from tasks.spans import stage as stage_span
 
 log = logging.getLogger("flywheel")
 
@@ -166,18 +168,31 @@ def run_stage(
         `skipped` when the output was found done (or its stored data passed a re-run gate).
     """
     interruption.check()  # a stop request that a library swallowed ends the run here
-    fingerprint = settings_fingerprint(stage, version, settings,
-                                       ctx.stage_seed(stage, round_index), inputs)
-    stored = stored_output(ctx, stage=stage, round_index=round_index, fingerprint=fingerprint)
+    with stage_span(stage):
+        return run_stage_parts(ctx, stage=stage, version=version, round_index=round_index,
+                               settings=settings, inputs=inputs, compute=compute)
+
+
+def run_stage_parts(ctx: RunContext, *, stage: str, version: int, round_index: int,
+                    settings: BaseModel, inputs: dict[str, str],
+                    compute: Callable[[str], StageResult]) -> StageOutput:
+    """`run_stage`'s body, each part a span (tasks/spans.py) of the stage."""
+    with spent("done check"):
+        fingerprint = settings_fingerprint(stage, version, settings,
+                                           ctx.stage_seed(stage, round_index), inputs)
+        stored = stored_output(ctx, stage=stage, round_index=round_index,
+                               fingerprint=fingerprint)
     if stored is not None:
         return stored
     started = time.time()
     log_stage(round_index, stage, f"started (fingerprint {fingerprint[:12]})")
     try:
         pause_point(f"{stage}:{round_index}:start")
-        result = compute(fingerprint)
-        outputs = write_result(ctx, result, stage=stage, round_index=round_index,
-                               fingerprint=fingerprint)
+        with spent("own work"):
+            result = compute(fingerprint)
+        with spent("parquet writes"):
+            outputs = write_result(ctx, result, stage=stage, round_index=round_index,
+                                   fingerprint=fingerprint)
     except BaseException as exc:
         mark_failed_stage(exc, stage, round_index)
         error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
@@ -263,7 +278,9 @@ def stored_output(ctx: RunContext, *, stage: str, round_index: int, fingerprint:
     """
     recorded = ctx.catalog.completed_datasets(ctx.run_id, fingerprint)
     if recorded is not None:
-        damage = check_recorded(recorded) or lost_rows(ctx, round_index, fingerprint, recorded)
+        with spent("integrity check"):
+            damage = (check_recorded(recorded)
+                      or lost_rows(ctx, round_index, fingerprint, recorded))
         if damage is None:
             log_stage(round_index, stage, f"reused (fingerprint {fingerprint[:12]})",
                       {kind: info["rows"] for kind, info in recorded.items()})
@@ -322,8 +339,9 @@ def write_result(ctx: RunContext, result: StageResult, *, stage: str, round_inde
             shutil.rmtree(final)
         make_readable(result.checkpoint)  # safetensors writes 0600 weights, mkdtemp 0700 folders
         result.checkpoint.rename(final)
-        outputs.append(WrittenDataset("checkpoint", final, result.checkpoint_rows,
-                                      checkpoint_checksum(final)))  # every shard of a sharded save
+        with spent("checkpoint hashing"):
+            checksum = checkpoint_checksum(final)  # every shard of a sharded save
+        outputs.append(WrittenDataset("checkpoint", final, result.checkpoint_rows, checksum))
         pause_point(f"{point}:wrote-checkpoint")
     return outputs
 
@@ -359,15 +377,17 @@ def record_result(ctx: RunContext, result: StageResult, outputs: list[WrittenDat
         The outputs just written; GateFailed is raised instead when a gate fails (the files
         stay for audit, nothing downstream runs).
     """
-    gated = failed_gate(stage, round_index, gate_outputs(
-        ctx, stage=stage, round_index=round_index, fingerprint=fingerprint,
-        paths={o.kind: o.path for o in outputs}))
-    ctx.catalog.record_completed(
-        run_id=ctx.run_id, round_index=round_index, stage=stage, fingerprint=fingerprint,
-        started_at=started, outputs=outputs, inputs=inputs, metrics=result.metrics,
-        status="completed" if gated is None else "gate_failed",
-        error=None if gated is None else str(gated),
-    )
+    with spent("gates"):
+        gated = failed_gate(stage, round_index, gate_outputs(
+            ctx, stage=stage, round_index=round_index, fingerprint=fingerprint,
+            paths={o.kind: o.path for o in outputs}))
+    with spent("catalog rows"):
+        ctx.catalog.record_completed(
+            run_id=ctx.run_id, round_index=round_index, stage=stage, fingerprint=fingerprint,
+            started_at=started, outputs=outputs, inputs=inputs, metrics=result.metrics,
+            status="completed" if gated is None else "gate_failed",
+            error=None if gated is None else str(gated),
+        )
     if gated is not None:
         raise gated
     pause_point(f"{stage}:{round_index}:done")
