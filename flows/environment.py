@@ -4,9 +4,9 @@ anything the user already set wins.
 `ATEN_CPU_CAPABILITY=avx2` and `MKL_CBWR=AVX2` pin PyTorch's CPU kernels and MKL to their AVX2
 code paths. The tiny model's training is chaotic: an AVX-512 machine rounds differently, and
 after a thousand steps the held-out accuracies differ by several points. With both pinned, the
-same config gives the same table on every x86-64 CPU with AVX2 (the default demo took about
-the same time either way on a 2-core AMD EPYC). Unset them (or set `default`) for the widest
-kernels.
+same config gives the same table on AMD EPYC machines with and without AVX-512 (the default demo
+took about the same time either way); an Intel Xeon still rounds its own way (docs/history.md).
+Unset them (or set `default`) for the widest kernels.
 """
 
 from __future__ import annotations

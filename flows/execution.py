@@ -19,12 +19,13 @@ only; the line above says what they would.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +134,21 @@ def _start_server(data_root: Path) -> Any:
     return server
 
 
+@contextlib.contextmanager
+def no_heartbeats_to(server: Any) -> Iterator[None]:
+    """Flow runs send no heartbeats to the run's own temporary server (`server` not None).
+    Heartbeats let a server outliving a run mark it crashed; ours dies with the run, and each
+    flow run's end waited up to a second for its heartbeat thread (bench/round_overhead.py).
+    A server named by PREFECT_API_URL gets them as usual."""
+    if server is None:
+        yield
+        return
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+        yield
+
+
 def execute(data_root: Path, run_id: str, config: Any, *, command: str, echo: Echo) -> int:
     """Run (or resume) `run_id` with `config` to its end or to the first thing that stops it.
 
@@ -173,8 +189,9 @@ def execute(data_root: Path, run_id: str, config: Any, *, command: str, echo: Ec
                     server.wait_ready()
                 attach_log_file(log)
                 quiet_gate_tracebacks()
-                run_flywheel(RunSpec(data_root=str(Path(data_root).resolve()), run_id=run_id,
-                                     config=config))
+                with no_heartbeats_to(server):
+                    run_flywheel(RunSpec(data_root=str(Path(data_root).resolve()),
+                                         run_id=run_id, config=config))
         except RunLocked as exc:
             echo(f"error: {exc}")
             return exit_codes.LOCKED

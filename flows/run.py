@@ -12,7 +12,7 @@ What the Prefect UI shows of a run `demo` (`run_flywheel`):
 
     flow runs   demo (flywheel), demo-round-0, demo-round-1, ... (flywheel-round)
     task runs   base-model-r0, baseline-r0, synthesize-r1, rollout-r1, ..., promote-r1
-    tags        run:demo on the flow runs and the task runs
+    tags        run:demo on the flow runs; their task runs are listed under them
     logs        every `flywheel` record made inside a flow or task run (the stages' start and
                 end lines, progress lines, notices), besides Prefect's own
 """
@@ -20,6 +20,8 @@ What the Prefect UI shows of a run `demo` (`run_flywheel`):
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +68,18 @@ class RoundOutcome(BaseModel):
 def run_tag(run_id: str) -> str:
     """The tag every flow and task run of `run_id` carries in Prefect."""
     return f"run:{run_id}"
+
+
+@contextmanager
+def untagged_task_runs() -> Iterator[None]:
+    """Task runs created inside carry no tags. Prefect's task engine asks the API for a
+    concurrency slot of every tag a task run carries before the task starts, and after a task
+    of a few seconds or more that request took about 2 s (bench/round_overhead.py; docs/
+    benchmarks.md): the run's tag stays on its flow runs, which list their task runs."""
+    from prefect.context import TagsContext
+
+    with TagsContext(current_tags=set()):
+        yield
 
 
 def named(stage_task: Any, stage: str, round_index: int) -> Any:
@@ -132,6 +146,15 @@ def publish_round_artifact(spec: RunSpec, round_index: int) -> None:
 def round_flow(spec: RunSpec, round_index: int, incumbent: Checkpoint, incumbent_eval: Evaluation,
                earlier_problems: list[StageOutput],
                earlier_curated: list[StageOutput]) -> RoundOutcome:
+    with untagged_task_runs():
+        return round_stages(spec, round_index, incumbent, incumbent_eval, earlier_problems,
+                            earlier_curated)
+
+
+def round_stages(spec: RunSpec, round_index: int, incumbent: Checkpoint,
+                 incumbent_eval: Evaluation, earlier_problems: list[StageOutput],
+                 earlier_curated: list[StageOutput]) -> RoundOutcome:
+    """The round flow's body: its stages in turn."""
     ctx, r = spec.context(), round_index
     problems = named(synthesize, "synthesize", r)(ctx, r, incumbent, earlier_problems,
                                                    earlier_curated)
@@ -179,13 +202,16 @@ def run_rounds(spec: RunSpec) -> Checkpoint:
         with scale_session(spec.config.scale) as runner:  # [scale]: rounds' shards on Ray workers
             one_round = (round_flow if runner is None
                          else round_flow.with_options(task_runner=runner))
-            incumbent = named(base_model, "base-model", 0)(ctx)
-            incumbent_eval = named(evaluate, "baseline", 0)(ctx, 0, incumbent, stage="baseline")
+            with untagged_task_runs():
+                incumbent = named(base_model, "base-model", 0)(ctx)
+                incumbent_eval = named(evaluate, "baseline", 0)(ctx, 0, incumbent,
+                                                               stage="baseline")
             problems: list[StageOutput] = []
             curated: list[StageOutput] = []
             first = spec.config.warmup.first_round  # 1 under [warmup] mode = "none"
             if first:  # round 0 only decides: the base model stays the incumbent
-                with observed_round(spec.data_root, spec.run_id, 0, spec.config.train.report_to):
+                with (observed_round(spec.data_root, spec.run_id, 0,
+                                     spec.config.train.report_to), untagged_task_runs()):
                     named(promote, "promote", 0)(ctx, 0, incumbent, incumbent_eval,
                                                  without_candidate=NO_WARMUP)
             for round_index in range(first, spec.config.rounds + 1):

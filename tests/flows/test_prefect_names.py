@@ -1,5 +1,6 @@
 """What the Prefect UI shows of a run (flows/run.py): flow runs named by the run id (and round),
-task runs `<stage>-r<round>`, the `run:<run_id>` tag on all of them, and the `flywheel`
+task runs `<stage>-r<round>` listed under them, the `run:<run_id>` tag on the flow runs (the
+task runs carry none: a tag costs an API call before each task starts), and the `flywheel`
 logger's stage lines stored as the runs' logs; and the train stage's curve in the catalog."""
 
 from __future__ import annotations
@@ -50,12 +51,13 @@ def test_flow_runs_are_named_by_run_id_and_round_and_tagged(prefect_view):
 
 
 @pytest.mark.slow
-def test_task_runs_are_named_stage_and_round_and_tagged(prefect_view):
+def test_task_runs_are_named_stage_and_round_under_the_tagged_flow_runs(prefect_view):
     _, tasks, *_ = prefect_view
     names = {t.name for t in tasks}
     assert {"base-model-r0", "baseline-r0", "synthesize-r0", "rollout-r0", "verify-r0",
             "curate-r0", "train-r0", "evaluate-r0", "promote-r0"} <= names, names
-    assert all(f"run:{RUN}" in t.tags for t in tasks), [(t.name, t.tags) for t in tasks]
+    stages = [t for t in tasks if not t.name.startswith("flywheel-round")]  # not a subflow's
+    assert stages and all(t.tags == [] for t in stages), [(t.name, t.tags) for t in stages]
 
 
 @pytest.mark.slow
