@@ -83,8 +83,15 @@ def untagged_task_runs() -> Iterator[None]:
 
 
 def named(stage_task: Any, stage: str, round_index: int) -> Any:
-    """`stage_task` with its task runs named `<stage>-r<round>` (`rollout-r2`)."""
-    return stage_task.with_options(task_run_name=f"{stage}-r{round_index}")
+    """`stage_task` with its task runs named `<stage>-r<round>` (`rollout-r2`) and untagged
+    (`untagged_task_runs`): every stage task of a run is called through this."""
+    task = stage_task.with_options(task_run_name=f"{stage}-r{round_index}")
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with untagged_task_runs():
+            return task(*args, **kwargs)
+
+    return call
 
 
 class FlywheelRecordsToPrefect(APILogHandler):
@@ -146,15 +153,6 @@ def publish_round_artifact(spec: RunSpec, round_index: int) -> None:
 def round_flow(spec: RunSpec, round_index: int, incumbent: Checkpoint, incumbent_eval: Evaluation,
                earlier_problems: list[StageOutput],
                earlier_curated: list[StageOutput]) -> RoundOutcome:
-    with untagged_task_runs():
-        return round_stages(spec, round_index, incumbent, incumbent_eval, earlier_problems,
-                            earlier_curated)
-
-
-def round_stages(spec: RunSpec, round_index: int, incumbent: Checkpoint,
-                 incumbent_eval: Evaluation, earlier_problems: list[StageOutput],
-                 earlier_curated: list[StageOutput]) -> RoundOutcome:
-    """The round flow's body: its stages in turn."""
     ctx, r = spec.context(), round_index
     problems = named(synthesize, "synthesize", r)(ctx, r, incumbent, earlier_problems,
                                                    earlier_curated)
@@ -202,16 +200,13 @@ def run_rounds(spec: RunSpec) -> Checkpoint:
         with scale_session(spec.config.scale) as runner:  # [scale]: rounds' shards on Ray workers
             one_round = (round_flow if runner is None
                          else round_flow.with_options(task_runner=runner))
-            with untagged_task_runs():
-                incumbent = named(base_model, "base-model", 0)(ctx)
-                incumbent_eval = named(evaluate, "baseline", 0)(ctx, 0, incumbent,
-                                                               stage="baseline")
+            incumbent = named(base_model, "base-model", 0)(ctx)
+            incumbent_eval = named(evaluate, "baseline", 0)(ctx, 0, incumbent, stage="baseline")
             problems: list[StageOutput] = []
             curated: list[StageOutput] = []
             first = spec.config.warmup.first_round  # 1 under [warmup] mode = "none"
             if first:  # round 0 only decides: the base model stays the incumbent
-                with (observed_round(spec.data_root, spec.run_id, 0,
-                                     spec.config.train.report_to), untagged_task_runs()):
+                with observed_round(spec.data_root, spec.run_id, 0, spec.config.train.report_to):
                     named(promote, "promote", 0)(ctx, 0, incumbent, incumbent_eval,
                                                  without_candidate=NO_WARMUP)
             for round_index in range(first, spec.config.rounds + 1):
