@@ -240,11 +240,11 @@ def failed_stage(exc: BaseException) -> tuple[str, int] | None:
     return None
 
 
-def lost_rows(ctx: RunContext, round_index: int, fingerprint: str,
+def lost_rows(ctx: RunContext, round_index: int, expected: int | None,
               recorded: dict[str, dict[str, Any]]) -> tuple[Path, str] | None:
     """(the round's folder, why) when the catalog lists fewer datasets of a completed stage
-    than the stage wrote (a `datasets` row was lost), else None: such a stage is not done."""
-    expected = ctx.catalog.recorded_output_count(ctx.run_id, fingerprint)
+    than the stage wrote (`expected`: a `datasets` row was lost), else None: such a stage is
+    not done."""
     if expected is None or expected == len(recorded):
         return None
     return (round_dir(ctx.data_root, ctx.run_id, round_index),
@@ -276,11 +276,11 @@ def stored_output(ctx: RunContext, *, stage: str, round_index: int, fingerprint:
     StageOutput or None
         The stored output (`skipped`), or None when the stage must be computed.
     """
-    recorded = ctx.catalog.completed_datasets(ctx.run_id, fingerprint)
-    if recorded is not None:
+    done = ctx.catalog.completed_outputs(ctx.run_id, fingerprint)
+    if done is not None:
+        recorded, expected = done
         with spent("integrity check"):
-            damage = (check_recorded(recorded)
-                      or lost_rows(ctx, round_index, fingerprint, recorded))
+            damage = check_recorded(recorded) or lost_rows(ctx, round_index, expected, recorded)
         if damage is None:
             log_stage(round_index, stage, f"reused (fingerprint {fingerprint[:12]})",
                       {kind: info["rows"] for kind, info in recorded.items()})

@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -335,5 +335,14 @@ class CatalogFile:
             names = [d[0] for d in cur.description]
             return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
-    def _refresh_views(self, con: duckdb.DuckDBPyConnection) -> None:
-        refresh_views(con, self.resolve)
+    @staticmethod
+    def _recorded_kinds(con: duckdb.DuckDBPyConnection, run_id: str,
+                        fingerprint: str) -> set[str]:
+        """The kinds of the datasets recorded for one stage execution."""
+        return {row[0] for row in con.execute(
+            "SELECT DISTINCT kind FROM datasets WHERE run_id = ? AND fingerprint = ?",
+            [run_id, fingerprint]).fetchall()}
+
+    def _refresh_views(self, con: duckdb.DuckDBPyConnection, kinds: Iterable[str]) -> None:
+        """Refresh the views of the dataset kinds a write changed (storage/catalog/views.py)."""
+        refresh_views(con, self.resolve, kinds)

@@ -103,7 +103,7 @@ class GateRecords(CatalogFile):
                 " ORDER BY finished_at DESC LIMIT 1",
                 [started_at, finished, finished, started_at, run_id, fingerprint],
             )
-            self._refresh_views(con)
+            self._refresh_views(con, self._recorded_kinds(con, run_id, fingerprint))
 
     def latest_dataset(self, run_id: str, round_index: int, kind: str) -> str | None:
         """Path of the newest completed dataset of `kind` in a round of a run (drift baseline).

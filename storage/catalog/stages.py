@@ -37,12 +37,28 @@ class StageRecords(CatalogFile):
         it wrote none); None when no completed stage row exists for (run_id, fingerprint).
         The files themselves are not checked here (see `storage.recovery.check_recorded`).
         """
+        done = self.completed_outputs(run_id, fingerprint)
+        return None if done is None else done[0]
+
+    def completed_outputs(
+        self, run_id: str, fingerprint: str
+    ) -> tuple[dict[str, dict[str, Any]], int | None] | None:
+        """`completed_datasets` of a stage and how many datasets its latest completed row says
+        it wrote (when fewer rows are there, one was lost and the stage is not done), read on
+        one connection: opening the catalog costs more than both queries, and a resumed run
+        asks this of every stage.
+
+        Returns
+        -------
+        (kind -> {"path", "rows", "checksum"}, the count of datasets its latest completed row
+        says it wrote, None when that row predates the count); None when the stage is not done.
+        """
         with self.connect() as con:
             done = con.execute(
-                "SELECT count(*) FROM stages WHERE run_id = ? AND fingerprint = ?"
-                " AND status = 'completed'",
+                "SELECT outputs FROM stages WHERE run_id = ? AND fingerprint = ?"
+                " AND status = 'completed' ORDER BY finished_at DESC LIMIT 1",
                 [run_id, fingerprint],
-            ).fetchall()[0][0]
+            ).fetchall()
             if not done:
                 return None
             rows = con.execute(
@@ -50,32 +66,8 @@ class StageRecords(CatalogFile):
                 " AND fingerprint = ?",
                 [run_id, fingerprint],
             ).fetchall()
-        return {kind: {"path": self.resolve(path), "rows": n, "checksum": c}
-                for kind, path, n, c in rows}
-
-    def recorded_output_count(self, run_id: str, fingerprint: str) -> int | None:
-        """How many datasets the latest completed row of a stage says it wrote.
-
-        `completed_datasets` lists the `datasets` rows that are there; when fewer are there
-        than this count, a row was lost and the stage is not done.
-
-        Parameters
-        ----------
-        run_id
-            The run.
-        fingerprint
-            The stage's fingerprint.
-
-        Returns
-        -------
-        The count; None when the stage has no completed row or it predates the count.
-        """
-        with self.connect() as con:
-            rows = con.execute(
-                "SELECT outputs FROM stages WHERE run_id = ? AND fingerprint = ?"
-                " AND status = 'completed' ORDER BY finished_at DESC LIMIT 1",
-                [run_id, fingerprint]).fetchall()
-        return rows[0][0] if rows else None
+        return ({kind: {"path": self.resolve(path), "rows": n, "checksum": c}
+                 for kind, path, n, c in rows}, done[0][0])
 
     def lost_outputs(self, run_id: str) -> list[dict[str, Any]]:
         """Completed stages whose catalog lists fewer datasets than the stage wrote (a
@@ -147,6 +139,7 @@ class StageRecords(CatalogFile):
         """
         finished = time.time()
         with self.connect() as con:
+            replaced = self._recorded_kinds(con, run_id, fingerprint)
             con.execute("BEGIN")
             con.execute(
                 "DELETE FROM datasets WHERE run_id = ? AND fingerprint = ?", [run_id, fingerprint]
@@ -174,7 +167,7 @@ class StageRecords(CatalogFile):
                  len(outputs)],
             )
             con.execute("COMMIT")
-            self._refresh_views(con)
+            self._refresh_views(con, {out.kind for out in outputs} | replaced)
 
     def record_failed(
         self, *, run_id: str, round_index: int, stage: str, fingerprint: str,
@@ -223,6 +216,7 @@ class StageRecords(CatalogFile):
             Why it was discarded (one line).
         """
         with self.connect() as con:
+            discarded = self._recorded_kinds(con, run_id, fingerprint)
             con.execute("BEGIN")
             con.execute(
                 "UPDATE stages SET status = 'discarded', error = ? WHERE run_id = ?"
@@ -232,7 +226,7 @@ class StageRecords(CatalogFile):
                 "DELETE FROM datasets WHERE run_id = ? AND fingerprint = ?", [run_id, fingerprint]
             )
             con.execute("COMMIT")
-            self._refresh_views(con)
+            self._refresh_views(con, discarded)
 
     def round_metrics(self, run_id: str, last_round: int) -> dict[tuple[int, str, str], float]:
         """Every metric the run recorded for rounds 0..`last_round`, as (round, stage, name) ->

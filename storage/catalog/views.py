@@ -8,7 +8,7 @@ reads it as null); a damaged file is left out with a warning on the `flywheel.ca
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import duckdb
@@ -79,8 +79,9 @@ def create_parquet_view(con: duckdb.DuckDBPyConnection, name: str, paths: list[s
     return damaged
 
 
-def refresh_views(con: duckdb.DuckDBPyConnection, resolve: Callable[[str], str]) -> None:
-    """Point the view of every dataset kind at the existing files of its completed stages.
+def refresh_views(con: duckdb.DuckDBPyConnection, resolve: Callable[[str], str],
+                  kinds: Iterable[str] = KINDS) -> None:
+    """Point the view of each dataset kind at the existing files of its completed stages.
 
     Parameters
     ----------
@@ -88,8 +89,11 @@ def refresh_views(con: duckdb.DuckDBPyConnection, resolve: Callable[[str], str])
         A writable connection to the catalog.
     resolve
         Recorded path -> absolute path (`Catalog.resolve`).
+    kinds
+        The kinds whose files changed (default: every kind). A view reads the footer of each of
+        its files, across every run of the data root, so a stage refreshes only its own kinds.
     """
-    for kind in KINDS:
+    for kind in sorted(set(kinds) & set(KINDS)):
         recorded = [resolve(row[0]) for row in con.execute(
             "SELECT DISTINCT d.path FROM datasets d JOIN stages s"
             " ON d.run_id = s.run_id AND d.fingerprint = s.fingerprint"

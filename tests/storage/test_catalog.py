@@ -100,3 +100,31 @@ def test_paths_are_recorded_relative_to_the_data_root_and_old_ones_migrate(tmp_p
     assert catalog.completed_datasets("r", "f" * 32)["problems"]["path"] == str(written.path)
     with duckdb.connect(str(catalog.path), read_only=True) as con:
         assert con.execute("SELECT path FROM datasets").fetchone()[0] == stored, "migrated"
+
+
+def test_a_stage_write_refreshes_the_views_of_its_own_kinds_only(tmp_path, monkeypatch):
+    import storage.catalog.connection as connection
+
+    refreshed = []
+    original = connection.refresh_views
+    monkeypatch.setattr(connection, "refresh_views",
+                        lambda con, resolve, kinds: (refreshed.append(set(kinds)),
+                                                     original(con, resolve, kinds)))
+    catalog = Catalog(tmp_path)
+    catalog.record_completed(run_id="r", round_index=0, stage="synthesize", fingerprint="f" * 32,
+                             started_at=time.time(), outputs=[_write(tmp_path)], inputs={})
+    assert refreshed == [{"problems"}]
+    assert catalog.query("SELECT count(*) AS n FROM problems")[0]["n"] == 1
+    # a discarded stage's kinds are refreshed from what it had recorded: its rows leave the view
+    catalog.discard_stage("r", "f" * 32, "damaged")
+    assert refreshed[-1] == {"problems"}
+    assert catalog.completed_outputs("r", "f" * 32) is None
+
+
+def test_completed_outputs_gives_the_datasets_and_the_count_the_stage_wrote(tmp_path):
+    catalog = Catalog(tmp_path)
+    catalog.record_completed(run_id="r", round_index=0, stage="synthesize", fingerprint="f" * 32,
+                             started_at=time.time(), outputs=[_write(tmp_path)], inputs={})
+    recorded, expected = catalog.completed_outputs("r", "f" * 32)
+    assert set(recorded) == {"problems"} and expected == 1
+    assert recorded == catalog.completed_datasets("r", "f" * 32)

@@ -154,3 +154,29 @@ def test_stored_stage_outputs_keep_the_newest_attempt_and_skip_checkpoints(tmp_p
     assert set(rows[0]) == {"round", "stage", "kind", "path", "fingerprint", "status",
                             "started_at"}
     assert stored_stage_outputs(catalog, "other") == []
+
+
+def test_gate_connections_share_a_database_but_each_sees_its_own_dataset(tmp_path):
+    import threading
+
+    verdicts = _write("verdicts", VERDICTS, tmp_path / "v.parquet")
+    problems = _write("problems", [_problem("a", "1+1", 1)], tmp_path / "p.parquet")
+    with gate_connection() as first, gate_connection() as second:
+        assert attach_dataset(first, verdicts) == 4
+        assert attach_dataset(second, problems) == 1  # no clash with the first one's `data`
+        assert gate_frame(first, "rows")["rollout_id"].tolist() == ["a-0", "a-1", "a-2", "b-0"]
+    counts = []
+
+    def gate(path: str) -> None:
+        with gate_connection() as con:
+            counts.append(attach_dataset(con, path))
+
+    threads = [threading.Thread(target=gate, args=(p,)) for p in (verdicts, problems) * 4]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(counts) == [1] * 4 + [4] * 4
+    with gate_connection() as con:  # nothing attached before is left behind
+        with pytest.raises(duckdb.CatalogException):
+            con.sql("SELECT * FROM data")
