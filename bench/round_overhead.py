@@ -8,7 +8,8 @@ writes, checkpoint hashing, gates, catalog rows) and, wrapped here, the model (s
 training), Prefect's task and flow runs, log forwarding, the round's artifact and the tracker.
 What no span covers is the round flow's own steps between its task calls.
 
-With `--resume`, the same run is then resumed (every stage reused) and recorded whole.
+With `--resume`, the same run is then resumed (every stage reused) by `flywheel resume` in a
+fresh process, and that process is recorded whole.
 
     python bench/round_overhead.py [--config F] [--resume] [--out F]
     python bench/round_overhead.py --against ../before --repeats 3   # A B A B ... side by side
@@ -157,11 +158,62 @@ def measure(config_path: Path, resume: bool) -> dict[str, Any]:
     result: dict[str, Any] = {"config": str(config_path), "run_wall_s": round(run_wall, 2),
                               "round_1": split(recording, wall)}
     if resume:
-        from tasks import spans
+        result["resume"] = resumed_elsewhere(data_root)
+    return result
 
-        with spans.recording() as whole:
-            resumed = run_once(config_path, data_root, "bench")
-        result["resume"] = split(whole, resumed)
+
+def resumed_elsewhere(data_root: Path) -> dict[str, Any]:
+    """`flywheel resume bench` in a fresh process, as a user runs it, split by that process
+    (`--resumed`); what it spends before the command (interpreter, imports) is measured here."""
+    out = Path(tempfile.mkstemp(suffix=".json")[1])
+    start = time.perf_counter()
+    subprocess.run([sys.executable, str(Path(__file__).resolve()), "--resumed", str(data_root),
+                    "--out", str(out)], check=True, stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - start
+    result = json.loads(out.read_text())
+    before = wall - result["wall_s"]
+    result["parts"].append({"where": "between", "stage": "-", "part": "process start, imports",
+                            "seconds": round(before, 3), "calls": 1,
+                            "share": round(before / wall, 4)})
+    for part in result["parts"]:
+        part["share"] = round(part["seconds"] / wall, 4)
+    result.update(wall_s=round(wall, 2), everything_else_s=round(wall, 2),
+                  everything_else_share=1.0)
+    return result
+
+
+def resume_here(data_root: Path) -> dict[str, Any]:
+    """The body of `--resumed`: the CLI's `resume` in this process, recorded whole."""
+    for key, value in QUIET.items():
+        os.environ.setdefault(key, value)
+    from flows import cli, execution, prefect_server
+    from tasks import spans
+
+    start_server = execution._start_server
+
+    def started_then_instrumented(data_root: Any) -> Any:
+        # the wrappers import Prefect and flows.run, which the command imports right after it
+        # starts the server: installed here, they cost the command nothing it would not pay
+        server = start_server(data_root)
+        with spans.spent("imports (the server starting)"):
+            instrument(-1, {})  # no round recorded on its own: the whole command is
+            wrap(prefect_server.TemporaryServer, "wait_ready", "waiting for the server")
+        return server
+
+    execution._start_server = started_then_instrumented
+    wrap(cli, "_check_before_start", "checks before start")
+    with spans.recording() as whole:
+        start = time.perf_counter()
+        try:
+            cli.app(["resume", "bench", "--data-root", str(data_root)])
+        except SystemExit as exc:
+            if exc.code:
+                raise
+        wall = time.perf_counter() - start
+    result = split(whole, wall)
+    for part in result["parts"]:
+        if part["part"] == "round flow's own steps":
+            part["part"] = "in no span (cli, flows)"
     return result
 
 
@@ -201,7 +253,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path,
                         default=ROOT / "bench" / "results" / "round_overhead.json",
                         help="where the figures go as JSON")
+    parser.add_argument("--resumed", type=Path, help=argparse.SUPPRESS)  # resumed_elsewhere
     args = parser.parse_args()
+    if args.resumed is not None:
+        args.out.write_text(json.dumps(resume_here(args.resumed)))
+        return
     if args.against is not None:
         alternate(args.against.resolve(), args.repeats, args.config.resolve())
         return

@@ -53,7 +53,7 @@ from prefect.cache_policies import NONE
 from configs import ScaleConfig
 from configs.settings import VerifySettings, WarmupVerifySettings, stage_settings
 from domains.base import Domain
-from storage.datasets import DatasetWriter, WrittenDataset, dataset_path
+from storage.datasets import DatasetWriter, WrittenDataset, dataset_path, read_table
 from tasks.context import RunContext
 from tasks.curriculum.columns import lazy_frame
 from tasks.curriculum.votes import majority_frame
@@ -231,7 +231,7 @@ def rollout_chunks(path: Path, rows: int = CHUNK_ROWS,
         pl.col("problem_id").n_unique().alias("problems")).collect()
     grouped = runs.row(0)[1] == 0 or runs.row(0)[0] == runs.row(0)[1]
     if not grouped:
-        yield pq.read_table(path, columns=columns)
+        yield read_table(path, columns=columns)
         return
     pending: list[pa.Table] = []  # read, not yet verified
     count = 0
