@@ -106,8 +106,9 @@ def resolve_precision(device: str, dtype: str, *, cuda_available: bool | None = 
 def cuda_usable(driver_paths: tuple[str, ...] = GPU_DRIVER_PATHS) -> bool:
     """`torch.cuda.is_available()`, without importing torch (2-3 s) on a Linux machine with no
     GPU driver: a resumed run that recomputes nothing, or one that trains on the CPU, needs no
-    torch to resolve `device = "auto"`."""
-    if sys.platform.startswith("linux") and not any(Path(p).exists() for p in driver_paths):
+    torch to resolve `device = "auto"`. Once torch is imported, torch is asked."""
+    if ("torch" not in sys.modules and sys.platform.startswith("linux")
+            and not any(Path(p).exists() for p in driver_paths)):
         return False
     import torch
 
