@@ -195,18 +195,10 @@ def _check_before_start(data_root: Path, config: Any) -> Any:
 def _log_handler() -> Any:
     """Log records go to stderr, so stdout holds only the results (the summary table, the final
     line) for a script to read: Rich's handler when stderr is a terminal; elsewhere (cron, CI,
-    a pipe) one plain line per record, never wrapped, so each line of a log file is one whole
-    record."""
-    import logging
+    a pipe) one plain line per record (flows/log_lines.py)."""
+    from flows.log_lines import console_handler
 
-    if sys.stderr.isatty():
-        from rich.console import Console
-        from rich.logging import RichHandler
-
-        return RichHandler(console=Console(stderr=True), show_path=False, show_time=False)
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(levelname)-8s %(message)s"))
-    return handler
+    return console_handler(sys.stderr, terminal=sys.stderr.isatty())
 
 
 def _execute(data_root: Path, run_id: str, config: Any) -> None:

@@ -34,7 +34,6 @@ from flows.interrupts import stop_on_signals
 from storage.interruption import interrupted_by
 
 Echo = Callable[[str], None]
-LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 
 
 def log_path(data_root: Path, run_id: str) -> Path:
@@ -63,8 +62,9 @@ def attach_log_file(path: Path) -> None:
     """Send every flywheel record (INFO and up) and Prefect's (WARNING and up) to `path` too,
     and keep Prefect's errors off the console. Call it after Prefect set up its logging (which
     replaces the root logger's handlers)."""
-    handler = logging.FileHandler(path, encoding="utf-8")
-    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    from flows.log_lines import file_handler
+
+    handler = file_handler(path)
     handler.setLevel(logging.INFO)
     quiet = _PrefectErrorsToFileOnly()
     root = logging.getLogger()

@@ -41,8 +41,6 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from tasks.stage import timestamp
-
 log = logging.getLogger("flywheel")
 
 EVERY_FRACTION = 0.10
@@ -176,7 +174,7 @@ class PlainProgress:
             parts.append(round_eta)
         if note:
             parts.append(note)
-        return f"{timestamp()} {self.label.text}: {', '.join(parts)}"
+        return f"{self.label.text}: {', '.join(parts)}"
 
     def advance(self, n: int, note: str = "") -> None:
         if self.finished:

@@ -28,7 +28,6 @@ import time
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -101,12 +100,6 @@ def checkpoint_dir(ctx: RunContext, round_index: int, fingerprint: str) -> Path:
     return round_dir(ctx.data_root, ctx.run_id, round_index) / f"checkpoint-{fingerprint[:12]}"
 
 
-def timestamp(epoch: float | None = None) -> str:
-    """`epoch` (default: now) as an ISO 8601 timestamp in local time with its UTC offset."""
-    moment = datetime.fromtimestamp(time.time() if epoch is None else epoch, UTC)
-    return moment.astimezone().isoformat(timespec="seconds")
-
-
 def rows_text(rows: Mapping[str, int | None]) -> str:
     """`rows rollouts=4096 checkpoint=512` for a stage's rows per dataset kind ('' for none)."""
     return ("rows " + " ".join(f"{kind}={n}" for kind, n in rows.items())) if rows else ""
@@ -114,10 +107,10 @@ def rows_text(rows: Mapping[str, int | None]) -> str:
 
 def log_stage(round_index: int, stage: str, event: str,
               rows: Mapping[str, int | None] | None = None) -> None:
-    """One timestamped line of a stage's start or end: `<ISO time> round N STAGE: EVENT; rows`."""
+    """One line of a stage's start or end: `round N STAGE: EVENT; rows` (the handlers stamp it:
+    flows/log_lines.py)."""
     detail = rows_text(rows or {})
-    log.info("%s round %d %s: %s%s", timestamp(), round_index, stage, event,
-             f"; {detail}" if detail else "")
+    log.info("round %d %s: %s%s", round_index, stage, event, f"; {detail}" if detail else "")
 
 
 def settings_fingerprint(stage: str, version: int, settings: BaseModel, seed: int,

@@ -19,7 +19,6 @@ from tasks.progress import (
     seconds_text,
 )
 
-ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d"
 
 
 class Clock:
@@ -37,7 +36,7 @@ def test_plain_lines_every_tenth_with_rate_and_eta_then_once_at_the_end():
         clock.now += 1.0
         plain.advance(10)
     assert len(lines) == 10, lines
-    assert re.fullmatch(rf"{ISO} round 1 rollout: 100/1000 \(10%\), 10\.0 completions/s, "
+    assert re.fullmatch(rf"round 1 rollout: 100/1000 \(10%\), 10\.0 completions/s, "
                         r"eta 1 min 30 s",
                         lines[0]), lines[0]
     assert lines[4].endswith("500/1000 (50%), 10.0 completions/s, eta 50 s")
@@ -126,7 +125,7 @@ def test_round_0_has_no_eta_and_other_rounds_or_stages_no_position():
     plan = RoundPlan(3, {"promote": 1.0})
     for description in ("round 0 baseline", "round 2 rollout", "warm-up"):
         PlainProgress(description, 1, emit=lines.append, clock=clock, plan=plan).advance(1)
-        assert f" {description}: 1/1" in lines[-1] and "stage" not in lines[-1], lines[-1]
+        assert lines[-1].startswith(f"{description}: 1/1") and "stage" not in lines[-1], lines[-1]
         assert "round eta" not in lines[-1]
 
 

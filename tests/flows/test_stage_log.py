@@ -1,11 +1,11 @@
-"""Every stage logs a timestamped line when it starts and when it ends (tasks/stage.py): round,
-stage, duration and rows per dataset kind, `reused` when its output already existed."""
+"""Every stage logs a line when it starts and when it ends (tasks/stage.py): round, stage,
+duration and rows per dataset kind, `reused` when its output already existed. The handlers
+stamp each line (tests/flows/test_log_lines.py)."""
 
 from __future__ import annotations
 
 import logging
 import re
-from datetime import datetime
 
 import pytest
 
@@ -15,7 +15,6 @@ from tasks.context import RunContext
 from tasks.stage import StageResult, run_stage
 from tests.validators.test_gate import make_round
 
-ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d"
 
 
 class Knob(StageSettings):
@@ -46,12 +45,10 @@ def test_a_computed_stage_logs_start_and_end_with_time_duration_and_rows(tmp_pat
     caplog.set_level(logging.INFO, logger="flywheel")
     out = _stage(tmp_path, lambda fp: StageResult(datasets={"rollouts": rollouts}))
     started, ended = _lines(caplog)
-    assert re.fullmatch(rf"{ISO} round 1 rollout: started \(fingerprint {out.fingerprint[:12]}\)",
+    assert re.fullmatch(rf"round 1 rollout: started \(fingerprint {out.fingerprint[:12]}\)",
                         started), started
-    assert re.fullmatch(rf"{ISO} round 1 rollout: completed in \d+\.\d s; "
+    assert re.fullmatch(rf"round 1 rollout: completed in \d+\.\d s; "
                         rf"rows rollouts={len(rollouts)}", ended), ended
-    stamp = datetime.fromisoformat(ended.split()[0])
-    assert stamp.tzinfo is not None and abs(stamp.timestamp() - datetime.now().timestamp()) < 60
 
 
 def test_a_stage_found_done_logs_reused_with_its_recorded_rows(tmp_path, caplog, rollouts):
@@ -67,7 +64,7 @@ def test_a_stage_found_done_logs_reused_with_its_recorded_rows(tmp_path, caplog,
     out = _stage(tmp_path, compute)
     assert out.skipped and len(calls) == 1
     (line,) = _lines(caplog)
-    assert re.fullmatch(rf"{ISO} round 1 rollout: reused \(fingerprint {out.fingerprint[:12]}\); "
+    assert re.fullmatch(rf"round 1 rollout: reused \(fingerprint {out.fingerprint[:12]}\); "
                         rf"rows rollouts={len(rollouts)}", line), line
 
 
@@ -80,7 +77,7 @@ def test_a_failing_stage_logs_its_failure_and_duration(tmp_path, caplog):
         _stage(tmp_path, compute)
     started, ended = _lines(caplog)
     assert "started" in started
-    assert re.fullmatch(rf"{ISO} round 1 rollout: failed after \d+\.\d s: "
+    assert re.fullmatch(rf"round 1 rollout: failed after \d+\.\d s: "
                         "RuntimeError: the sampler broke", ended), ended
 
 
@@ -99,7 +96,7 @@ def test_evaluation_reports_its_progress_off_a_terminal(tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="flywheel")
     result = evaluate.fn(ctx, 1, Checkpoint(model, "m"))
     items = len(ctx.domain.heldout(2))
-    assert re.fullmatch(rf"{ISO} round 1 evaluate: {items}/{items} \(100%\), "
+    assert re.fullmatch(rf"round 1 evaluate: {items}/{items} \(100%\), "
                         r"([\d.]+ answers/s|[\d.]+ s/answer), took .+",
                         [line for line in _lines(caplog) if "(100%)" in line][-1])
     assert 0.0 <= result["accuracy"] <= 1.0
