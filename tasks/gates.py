@@ -17,11 +17,12 @@ import json
 import logging
 import time
 from pathlib import Path
+from typing import Any
 
 from storage.datasets import SCHEMAS
 from storage.recovery import check_recorded
 from tasks.context import RunContext
-from validators.gate import GateFailed, GateResult, run_gate
+from validators.gate import BASELINE_KINDS, GateFailed, GateResult, run_gate
 
 log = logging.getLogger("flywheel")
 
@@ -36,8 +37,8 @@ def gate_outputs(ctx: RunContext, *, stage: str, round_index: int, fingerprint: 
     for kind, path in paths.items():
         if kind not in SCHEMAS:
             continue
-        previous = (ctx.catalog.latest_dataset(ctx.run_id, round_index - 1, kind) if round_index
-                    else None)
+        previous = (ctx.catalog.latest_dataset(ctx.run_id, round_index - 1, kind)
+                    if round_index and kind in BASELINE_KINDS else None)
         result = run_gate(path, kind, gates, run_id=ctx.run_id, round_index=round_index,
                           stage=stage, previous_path=previous)
         ctx.catalog.record_gate(run_id=ctx.run_id, round_index=round_index, stage=stage,
@@ -53,16 +54,16 @@ def failed_gate(stage: str, round_index: int, results: list[GateResult]) -> Gate
     return GateFailed(stage, round_index, results) if any(not r.success for r in results) else None
 
 
-def regate_stored(ctx: RunContext, *, stage: str, round_index: int,
-                  fingerprint: str) -> dict[str, Path] | None:
-    """Gate again the intact outputs of a stage recorded as gate_failed with this fingerprint.
+def regate_stored(ctx: RunContext, *, stage: str, round_index: int, fingerprint: str,
+                  recorded: dict[str, dict[str, Any]]) -> dict[str, Path] | None:
+    """Gate again the intact outputs `recorded` of a stage recorded as gate_failed with this
+    fingerprint (`Catalog.recorded_stage`).
 
     Returns their paths when they now pass (the stage is recorded completed), None when there
-    is nothing to re-gate (never failed, or files damaged: then the stage is recomputed), and
+    is nothing to re-gate (no datasets, or files damaged: then the stage is recomputed), and
     raises GateFailed when they fail again.
     """
-    recorded = ctx.catalog.gate_failed_datasets(ctx.run_id, fingerprint)
-    if recorded is None or check_recorded(recorded) is not None:
+    if not recorded or check_recorded(recorded) is not None:
         return None
     started = time.time()
     paths = {kind: Path(info["path"]) for kind, info in recorded.items()}

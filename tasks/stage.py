@@ -269,26 +269,30 @@ def stored_output(ctx: RunContext, *, stage: str, round_index: int, fingerprint:
     StageOutput or None
         The stored output (`skipped`), or None when the stage must be computed.
     """
-    done = ctx.catalog.completed_outputs(ctx.run_id, fingerprint)
-    if done is not None:
-        recorded, expected = done
-        with spent("integrity check"):
-            damage = check_recorded(recorded) or lost_rows(ctx, round_index, expected, recorded)
-        if damage is None:
-            log_stage(round_index, stage, f"reused (fingerprint {fingerprint[:12]})",
-                      {kind: info["rows"] for kind, info in recorded.items()})
-            paths = {kind: Path(info["path"]) for kind, info in recorded.items()}
-            return StageOutput(stage, round_index, fingerprint, paths, skipped=True)
-        notice(str(Discarded(*damage)))
-        discard_dependents(ctx.catalog, ctx.run_id, fingerprint)
-        discard_outputs(recorded)
-        ctx.catalog.discard_stage(ctx.run_id, fingerprint, f"{damage[0]}: {damage[1]}")
-    regated = regate_stored(ctx, stage=stage, round_index=round_index, fingerprint=fingerprint)
-    if regated is not None:
+    recorded = ctx.catalog.recorded_stage(ctx.run_id, fingerprint)
+    if recorded is None:
+        return None
+    if recorded.status == "gate_failed":
+        regated = regate_stored(ctx, stage=stage, round_index=round_index,
+                                fingerprint=fingerprint, recorded=recorded.datasets)
+        if regated is None:
+            return None
         log_stage(round_index, stage, f"reused (fingerprint {fingerprint[:12]}, gate passed "
                   "on its stored data)")
         return StageOutput(stage, round_index, fingerprint, regated, skipped=True)
-    return None
+    with spent("integrity check"):
+        damage = (check_recorded(recorded.datasets)
+                  or lost_rows(ctx, round_index, recorded.outputs, recorded.datasets))
+    if damage is not None:
+        notice(str(Discarded(*damage)))
+        discard_dependents(ctx.catalog, ctx.run_id, fingerprint)
+        discard_outputs(recorded.datasets)
+        ctx.catalog.discard_stage(ctx.run_id, fingerprint, f"{damage[0]}: {damage[1]}")
+        return None
+    log_stage(round_index, stage, f"reused (fingerprint {fingerprint[:12]})",
+              {kind: info["rows"] for kind, info in recorded.datasets.items()})
+    paths = {kind: Path(info["path"]) for kind, info in recorded.datasets.items()}
+    return StageOutput(stage, round_index, fingerprint, paths, skipped=True)
 
 
 def write_result(ctx: RunContext, result: StageResult, *, stage: str, round_index: int,

@@ -62,6 +62,8 @@ from validators.whole_frame import WholeFrameCheck, expectation_key, whole_frame
 
 MAX_ROWS_SHOWN = 5
 SAMPLE_ROWS = 100_000
+# The kinds whose gate compares them with the previous round's dataset of the kind (drift)
+BASELINE_KINDS = ("problems",)
 
 
 @dataclass
@@ -383,7 +385,7 @@ def _samples_per_problem(con: Any) -> int | None:
 def _previous_stats(kind: str, previous_path: Path | str | None,
                     failures: list[FailedExpectation]) -> dict[str, float] | None:
     """The drift baseline of a problems gate; an unreadable one is a failure, not a pass."""
-    if previous_path is None or kind != "problems":
+    if previous_path is None or kind not in BASELINE_KINDS:
         return None
     try:
         return problem_stats(previous_path)
@@ -489,7 +491,7 @@ def validate_stored(catalog: Any, run_id: str, gates: GatesConfig, *,
     results = []
     for row in stored_outputs(catalog, run_id, round_index=round_index, stage=stage):
         previous = (catalog.latest_dataset(run_id, row["round"] - 1, row["kind"])
-                    if row["round"] else None)
+                    if row["round"] and row["kind"] in BASELINE_KINDS else None)
         results.append(run_gate(row["path"], row["kind"], gates, run_id=run_id,
                                 round_index=row["round"], stage=row["stage"],
                                 previous_path=previous))

@@ -1,12 +1,12 @@
-"""Rows of gate runs on datasets (`gates`), and the stage rows a gate decides: the datasets of
-a stage that failed its gate, the completed row of one that passes on a re-check, and the
-newest completed dataset of a kind (the baseline a drift check compares with).
+"""Rows of gate runs on datasets (`gates`), and the stage rows a gate decides: the completed row
+of a stage that passes on a re-check, and the newest completed dataset of a kind (the baseline a
+drift check compares with). A stage that failed its gate is found by `recorded_stage`
+(storage/catalog/stages.py).
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from storage.catalog.connection import CatalogFile
 from storage.catalog.schema import STAGE_COLUMNS
@@ -41,41 +41,6 @@ class GateRecords(CatalogFile):
                 "INSERT INTO gates VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [run_id, round_index, stage, fingerprint, kind, success, result_json, time.time()],
             )
-
-    def gate_failed_datasets(
-        self, run_id: str, fingerprint: str
-    ) -> dict[str, dict[str, Any]] | None:
-        """The datasets of a stage whose last attempt failed its gate, or None (see
-        record_completed(status="gate_failed")).
-
-        Parameters
-        ----------
-        run_id
-            The run.
-        fingerprint
-            The stage's fingerprint.
-
-        Returns
-        -------
-        Kind -> {"path", "rows", "checksum"}; None when the stage's latest row (by finish
-        time) is not gate_failed, or it has no dataset rows.
-        """
-        with self.connect() as con:
-            last = con.execute(
-                "SELECT status FROM stages WHERE run_id = ? AND fingerprint = ?"
-                " ORDER BY finished_at DESC LIMIT 1", [run_id, fingerprint],
-            ).fetchall()
-            if not last or last[0][0] != "gate_failed":
-                return None
-            rows = con.execute(
-                "SELECT kind, path, rows, checksum FROM datasets WHERE run_id = ?"
-                " AND fingerprint = ?",
-                [run_id, fingerprint],
-            ).fetchall()
-        return {
-            kind: {"path": self.resolve(path), "rows": n, "checksum": c}
-            for kind, path, n, c in rows
-        } or None
 
     def record_gate_passed(self, *, run_id: str, fingerprint: str, started_at: float) -> None:
         """A gate_failed stage whose stored outputs now pass (thresholds fixed): add its

@@ -9,11 +9,19 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from storage.catalog.connection import CatalogFile
 from storage.catalog.schema import STAGE_COLUMNS
 from storage.datasets import WrittenDataset
+
+
+class RecordedStage(NamedTuple):
+    """A stage execution as the catalog holds it (`StageRecords.recorded_stage`)."""
+
+    status: str  # "completed", or "gate_failed": its latest attempt failed its gate
+    datasets: dict[str, dict[str, Any]]  # kind -> {"path", "rows", "checksum"}
+    outputs: int | None  # the datasets its row says it wrote (None: the row predates the count)
 
 
 class StageRecords(CatalogFile):
@@ -37,37 +45,44 @@ class StageRecords(CatalogFile):
         it wrote none); None when no completed stage row exists for (run_id, fingerprint).
         The files themselves are not checked here (see `storage.recovery.check_recorded`).
         """
-        done = self.completed_outputs(run_id, fingerprint)
-        return None if done is None else done[0]
+        recorded = self.recorded_stage(run_id, fingerprint)
+        return recorded.datasets if recorded and recorded.status == "completed" else None
 
-    def completed_outputs(
-        self, run_id: str, fingerprint: str
-    ) -> tuple[dict[str, dict[str, Any]], int | None] | None:
-        """`completed_datasets` of a stage and how many datasets its latest completed row says
-        it wrote (when fewer rows are there, one was lost and the stage is not done), read on
-        one connection: opening the catalog costs more than both queries, and a resumed run
-        asks this of every stage.
+    def recorded_stage(self, run_id: str, fingerprint: str) -> RecordedStage | None:
+        """What the stage runner needs to know of a stage before computing it, read on one
+        connection (opening the catalog costs more than the queries, and a run asks this of
+        every stage): its completed row (the latest) with its datasets, else its latest
+        attempt when that failed its gate (`tasks/gates.py regate_stored`).
+
+        Parameters
+        ----------
+        run_id
+            The run.
+        fingerprint
+            The stage's fingerprint.
 
         Returns
         -------
-        (kind -> {"path", "rows", "checksum"}, the count of datasets its latest completed row
-        says it wrote, None when that row predates the count); None when the stage is not done.
+        RecordedStage; None when the stage has no completed row and its latest attempt did not
+        fail its gate (never run, failed, discarded).
         """
         with self.connect() as con:
-            done = con.execute(
-                "SELECT outputs FROM stages WHERE run_id = ? AND fingerprint = ?"
-                " AND status = 'completed' ORDER BY finished_at DESC LIMIT 1",
+            latest = con.execute(
+                "SELECT status, outputs FROM stages WHERE run_id = ? AND fingerprint = ?"
+                " ORDER BY status = 'completed' DESC, finished_at DESC LIMIT 1",
                 [run_id, fingerprint],
             ).fetchall()
-            if not done:
+            if not latest or latest[0][0] not in ("completed", "gate_failed"):
                 return None
             rows = con.execute(
                 "SELECT kind, path, rows, checksum FROM datasets WHERE run_id = ?"
                 " AND fingerprint = ?",
                 [run_id, fingerprint],
             ).fetchall()
-        return ({kind: {"path": self.resolve(path), "rows": n, "checksum": c}
-                 for kind, path, n, c in rows}, done[0][0])
+        status, outputs = latest[0]
+        return RecordedStage(status, {kind: {"path": self.resolve(path), "rows": n,
+                                             "checksum": c} for kind, path, n, c in rows},
+                             outputs)
 
     def lost_outputs(self, run_id: str) -> list[dict[str, Any]]:
         """Completed stages whose catalog lists fewer datasets than the stage wrote (a

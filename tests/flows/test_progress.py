@@ -20,7 +20,6 @@ from tasks.progress import (
 )
 
 
-
 class Clock:
     def __init__(self):
         self.now = 100.0
@@ -36,7 +35,7 @@ def test_plain_lines_every_tenth_with_rate_and_eta_then_once_at_the_end():
         clock.now += 1.0
         plain.advance(10)
     assert len(lines) == 10, lines
-    assert re.fullmatch(rf"round 1 rollout: 100/1000 \(10%\), 10\.0 completions/s, "
+    assert re.fullmatch(r"round 1 rollout: 100/1000 \(10%\), 10\.0 completions/s, "
                         r"eta 1 min 30 s",
                         lines[0]), lines[0]
     assert lines[4].endswith("500/1000 (50%), 10.0 completions/s, eta 50 s")

@@ -16,7 +16,6 @@ from tasks.stage import StageResult, run_stage
 from tests.validators.test_gate import make_round
 
 
-
 class Knob(StageSettings):
     """A stage's settings in these tests: one field."""
 
@@ -77,7 +76,7 @@ def test_a_failing_stage_logs_its_failure_and_duration(tmp_path, caplog):
         _stage(tmp_path, compute)
     started, ended = _lines(caplog)
     assert "started" in started
-    assert re.fullmatch(rf"round 1 rollout: failed after \d+\.\d s: "
+    assert re.fullmatch(r"round 1 rollout: failed after \d+\.\d s: "
                         "RuntimeError: the sampler broke", ended), ended
 
 

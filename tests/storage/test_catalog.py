@@ -118,13 +118,26 @@ def test_a_stage_write_refreshes_the_views_of_its_own_kinds_only(tmp_path, monke
     # a discarded stage's kinds are refreshed from what it had recorded: its rows leave the view
     catalog.discard_stage("r", "f" * 32, "damaged")
     assert refreshed[-1] == {"problems"}
-    assert catalog.completed_outputs("r", "f" * 32) is None
+    assert catalog.recorded_stage("r", "f" * 32) is None  # discarded: to be computed
 
 
-def test_completed_outputs_gives_the_datasets_and_the_count_the_stage_wrote(tmp_path):
+def test_recorded_stage_says_completed_or_gate_failed_with_the_datasets(tmp_path):
     catalog = Catalog(tmp_path)
+    assert catalog.recorded_stage("r", "f" * 32) is None
+    catalog.record_failed(run_id="r", round_index=0, stage="synthesize", fingerprint="f" * 32,
+                          started_at=time.time(), error="RuntimeError: boom")
+    assert catalog.recorded_stage("r", "f" * 32) is None  # failed: to be computed
+    catalog.record_completed(run_id="r", round_index=0, stage="synthesize", fingerprint="f" * 32,
+                             started_at=time.time(), outputs=[_write(tmp_path)], inputs={},
+                             status="gate_failed", error="a gate failed")
+    failed = catalog.recorded_stage("r", "f" * 32)
+    assert failed.status == "gate_failed" and set(failed.datasets) == {"problems"}
+    assert catalog.completed_datasets("r", "f" * 32) is None
     catalog.record_completed(run_id="r", round_index=0, stage="synthesize", fingerprint="f" * 32,
                              started_at=time.time(), outputs=[_write(tmp_path)], inputs={})
-    recorded, expected = catalog.completed_outputs("r", "f" * 32)
-    assert set(recorded) == {"problems"} and expected == 1
-    assert recorded == catalog.completed_datasets("r", "f" * 32)
+    done = catalog.recorded_stage("r", "f" * 32)
+    assert (done.status, set(done.datasets), done.outputs) == ("completed", {"problems"}, 1)
+    assert done.datasets == catalog.completed_datasets("r", "f" * 32)
+    catalog.record_failed(run_id="r", round_index=0, stage="synthesize", fingerprint="f" * 32,
+                          started_at=time.time(), error="a later attempt")
+    assert catalog.recorded_stage("r", "f" * 32).status == "completed"  # done stays done
