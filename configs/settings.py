@@ -149,12 +149,15 @@ class SeedSynthesizeSettings(StageSettings):
     near_duplicate_threshold: float = Field(
         description="synthesize.near_duplicate_threshold: the admission's near-duplicate bar")
     ngram: int = Field(description="synthesize.ngram: n-gram size of the near-duplicate check")
+    benchmarks: dict[str, str] = Field(default_factory=dict, exclude=True, description=(
+        "evaluate.benchmarks: files whose questions are dropped, never trained on (their "
+        "digests are the stage's inputs: tasks/synthesize.py synthesize_inputs)"))
 
     @classmethod
     def from_config(cls, config: RunConfig) -> SeedSynthesizeSettings:
         return cls(domain=DomainSettings.from_config(config),
                    near_duplicate_threshold=config.synthesize.near_duplicate_threshold,
-                   ngram=config.synthesize.ngram)
+                   ngram=config.synthesize.ngram, benchmarks=config.evaluate.benchmarks)
 
 
 class SynthesizeSettings(StageSettings):
@@ -163,11 +166,15 @@ class SynthesizeSettings(StageSettings):
     domain: DomainSettings = Field(description="the domain")
     synthesize: SynthesizeConfig = Field(description="[synthesize] with its bandit")
     backend: BackendSettings = Field(description="the backend the proposer samples on")
+    benchmarks: dict[str, str] = Field(default_factory=dict, exclude=True, description=(
+        "evaluate.benchmarks: files whose questions are dropped, never trained on (their "
+        "digests are the stage's inputs: tasks/synthesize.py synthesize_inputs)"))
 
     @classmethod
     def from_config(cls, config: RunConfig) -> SynthesizeSettings:
         return cls(domain=DomainSettings.from_config(config), synthesize=config.synthesize,
-                   backend=BackendSettings.from_config(config))
+                   backend=BackendSettings.from_config(config),
+                   benchmarks=config.evaluate.benchmarks)
 
 
 class WarmupRolloutSettings(StageSettings):

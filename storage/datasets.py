@@ -8,7 +8,7 @@ A sample record per kind (columns beyond these are allowed only by adding them h
 
     proposals   {"proposal_id": "9f..", "run_id": "demo", "round": 1, "prompt": "<propose>L2:",
                  "text": "37+5", "level": 2, "source": "proposer", "problem_id": "a1..",
-                 "drop_reason": None,    # invalid | duplicate | near_duplicate | heldout | None
+                 "drop_reason": None,  # invalid | duplicate | near_duplicate | heldout | benchmark
                  "checkpoint": "5d..", "backend": "vllm"}  # what sampled a proposer row (else
                                 # None, and null in files written without these columns)
     problems    {"problem_id": "a1..", "run_id": "demo", "round": 1, "text": "37+5",

@@ -56,7 +56,7 @@ from tasks.curriculum.dedup import shingle_hashes
 
 LEAK_NGRAM = 50  # characters per n-gram of the held-out overlap (about PaLM's 8 tokens)
 LEAK_CHUNK_CHARS = 1 << 22  # characters of training text hashed at once (~200 MB of arrays)
-REPEATS = ("duplicate", "near_duplicate", "heldout")  # valid proposals that were not new
+REPEATS = ("duplicate", "near_duplicate", "heldout", "benchmark")  # valid, not new
 _EPS = 1e-9  # the figures are ratios of counts: a rise of exactly the bar counts
 
 Metrics = dict[tuple[int, str, str], float]  # (round, stage, name) -> value

@@ -15,11 +15,14 @@ figures are the held-out set's (`accuracy`, `sample_figures`) under another name
 are not written: they must never steer promotion, which reads the held-out `evals` file only.
 
 Benchmark items are never trained on: a benchmark that is a training file is refused when the
-config loads (configs `RunConfig`), and each round's evaluate records how much of every
-benchmark question is in that round's training rows (tasks/alarms.py `leak_metrics`:
-`in_training` counts questions found whole, `overlap` is the largest n-gram share), as curate
-records it for the held-out set. A benchmark file's bytes enter the stage fingerprint
-(configs/settings.py `benchmark_digest`), so editing it re-evaluates.
+config loads (configs `RunConfig`); synthesize drops every proposal, seed or generator problem
+that is a benchmark question (case and spacing aside) as `drop_reason = "benchmark"`, as it
+drops held-out items (the files' digests are its inputs, so editing one reruns it); and each
+round's evaluate checks it, recording how much of every benchmark question is in that round's
+training rows (tasks/alarms.py `leak_metrics`: `in_training` counts questions found whole,
+`overlap` is the largest n-gram share), as curate records it for the held-out set. A benchmark
+file's bytes enter the stage fingerprint (configs/settings.py `benchmark_digest`), so editing it
+re-evaluates.
 """
 
 from __future__ import annotations
@@ -49,6 +52,18 @@ def read_benchmark(path: str, limits: DatasetConfig) -> list[Problem]:
         seen.add(key)
         items.append(Problem(text=r["question"], reference=r["answer"], level=r["level"]))
     return items
+
+
+def benchmark_questions(benchmarks: dict[str, str], limits: DatasetConfig) -> frozenset[str]:
+    """Every question of the benchmark files (name -> path), normalised as the dataset domain
+    matches questions (case and spacing aside): synthesize drops a proposal that is one."""
+    return frozenset(normalise_question(item.text) for path in benchmarks.values()
+                     for item in read_benchmark(path, limits))
+
+
+def in_benchmark(text: str, questions: frozenset[str]) -> bool:
+    """Whether a problem text is one of the `benchmark_questions`."""
+    return bool(questions) and normalise_question(text) in questions
 
 
 def named(name: str, figures: dict[str, float | None]) -> dict[str, float | None]:

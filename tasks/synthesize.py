@@ -1,13 +1,15 @@
 """Synthesize: the proposer writes problems; the domain admits, executes and dedups them.
 
-Round 0 is seeded by the domain's own generator (the untrained model cannot write problems
-yet): mostly problems of the levels the warm-up trains the solver on, plus a few of every other
-level so the proposer learns what each level looks like. Every proposer sample is kept in
-`proposals` with its `drop_reason`: `invalid` (the parser rejected it), `duplicate` (seen
-earlier in this round or in any earlier round of the run) or `heldout` (it equals a held-out
-item, which must never be trained on), or `near_duplicate` (`synthesize.near_duplicate_threshold`
-< 1: a MinHash near duplicate of an earlier problem or of one admitted before it in this round;
-off by default, since for arithmetic 37+5 and 37+6 are different problems).
+Round 0 is seeded by the domain's own generator (the untrained model cannot write problems yet):
+mostly problems of the levels the warm-up trains the solver on, plus a few of every other level
+so the proposer learns what each level looks like. Every proposer sample is kept in `proposals`
+with its `drop_reason`: `invalid` (the parser rejected it), `duplicate` (seen earlier in this
+round or in any earlier round of the run), `heldout` (it equals a held-out item, which must
+never be trained on), `benchmark` (it is a question of an `[evaluate] benchmarks` file, case and
+spacing aside: never trained on either), or `near_duplicate`
+(`synthesize.near_duplicate_threshold` < 1: a MinHash near duplicate of an earlier problem or of
+one admitted before it in this round; off by default, since for arithmetic 37+5 and 37+6 are
+different problems).
 
 The proposer samples on the backend of `[rollout]` (`models.backends.backend_for`: the warm
 vLLM engine under `rollout.backend = "vllm"`); each of its samples records the `checkpoint`
@@ -58,12 +60,14 @@ from configs.settings import (
     BackendSettings,
     SeedSynthesizeSettings,
     SynthesizeSettings,
+    benchmark_digest,
     stage_settings,
 )
 from domains.base import EXECUTION_REASONS, Domain, Problem, problem_row
 from models.backends import SamplingParams, backend_for
 from storage.datasets import read_table
 from storage.fingerprint import row_id
+from tasks.benchmarks import benchmark_questions, in_benchmark
 from tasks.context import Checkpoint, RunContext
 from tasks.curriculum.bandit import (
     Arm,
@@ -125,10 +129,12 @@ def admit(
     round_index: int,
     near_duplicate_threshold: float = 1.0,
     ngram: int = 3,
+    benchmark: frozenset[str] = frozenset(),
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Parse, execute and dedup proposer samples -> (proposal rows, problem rows).
 
-    `source`: the rows' `source`, one for all pairs or one per pair.
+    `source`: the rows' `source`, one for all pairs or one per pair. `benchmark`: the
+    `[evaluate] benchmarks` questions (`benchmark_questions`), dropped as `benchmark`.
 
     With `near_duplicate_threshold` < 1, a sample that passed every other check but is a near
     duplicate (tasks.curriculum.dedup: MinHash Jaccard of character `ngram`s) of an earlier
@@ -144,6 +150,8 @@ def admit(
             reason = parsed.reason if parsed.reason in EXECUTION_REASONS else "invalid"
         elif parsed.text in heldout:
             reason = "heldout"
+        elif in_benchmark(parsed.text, benchmark):
+            reason = "benchmark"
         elif parsed.text in seen:
             reason = "duplicate"
         else:
@@ -286,10 +294,11 @@ def top_up(draw: Callable[[int], list[tuple[str, str]]],
 
 
 def generator_fill(domain: Domain, *, missing: int, exclude: set[str], min_level: int,
-                   max_level: int, seed: int, batch: int, max_batches: int
-                   ) -> list[tuple[str, str]]:
-    """Up to `missing` (prompt, text) generator problems whose texts are not in `exclude` and not
-    repeated, from at most `max_batches` draws of `batch` (levels in equal shares, seed + draw)."""
+                   max_level: int, seed: int, batch: int, max_batches: int,
+                   benchmark: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
+    """Up to `missing` (prompt, text) generator problems whose texts are not in `exclude` nor
+    `benchmark` and not repeated, from at most `max_batches` draws of `batch` (levels in equal
+    shares, seed + draw)."""
     fill: list[tuple[str, str]] = []
     taken = set(exclude)
     for draw in range(max_batches):
@@ -300,24 +309,24 @@ def generator_fill(domain: Domain, *, missing: int, exclude: set[str], min_level
                                            seed=seed + draw):
             if len(fill) == missing:
                 break
-            if text not in taken:
+            if text not in taken and not in_benchmark(text, benchmark):
                 taken.add(text)
                 fill.append((prompt, text))
     return fill
 
 
-def novel_texts(domain: Domain, pairs: list[tuple[str, str]], seen: set[str], heldout: set[str]
-                ) -> set[str]:
+def novel_texts(domain: Domain, pairs: list[tuple[str, str]], seen: set[str], heldout: set[str],
+                benchmark: frozenset[str] = frozenset()) -> set[str]:
     """Distinct problem texts among `pairs` that `admit` would keep (exact checks only)."""
     texts = {parsed.text for parsed in (domain.parse(text) for _, text in pairs)
              if isinstance(parsed, Problem)}
-    return texts - seen - heldout
+    return {text for text in texts - seen - heldout if not in_benchmark(text, benchmark)}
 
 
-def novel_count(domain: Domain, pairs: list[tuple[str, str]], seen: set[str], heldout: set[str]
-                ) -> int:
+def novel_count(domain: Domain, pairs: list[tuple[str, str]], seen: set[str], heldout: set[str],
+                benchmark: frozenset[str] = frozenset()) -> int:
     """Distinct problems among `pairs` that `admit` would keep (exact checks only)."""
-    return len(novel_texts(domain, pairs, seen, heldout))
+    return len(novel_texts(domain, pairs, seen, heldout, benchmark))
 
 
 @dataclass(frozen=True)
@@ -333,13 +342,14 @@ class ProblemChoice:
 
 def choose_problems(ctx: RunContext, settings: SeedSynthesizeSettings | SynthesizeSettings,
                     round_index: int, checkpoint: Path, *, seen: set[str], heldout: set[str],
-                    curricula: list[StageOutput], earlier_problems: list[StageOutput]
-                    ) -> ProblemChoice:
+                    curricula: list[StageOutput], earlier_problems: list[StageOutput],
+                    benchmark: frozenset[str] = frozenset()) -> ProblemChoice:
     """Where a round's problems come from: the seed generator in round 0, else the proposer
     (`proposer_problems`) or, for the baselines, `synthesize.source` (`baseline_proposals`,
     or the (task, level) bandit's arms: `bandit_arms`).
 
-    `seen` and `heldout` are the texts `admit` drops (they decide the proposer's top-up);
+    `seen`, `heldout` and `benchmark` are what `admit` drops (they decide the proposer's
+    top-up);
     `curricula` are the earlier rounds' curate outputs a bandit replays (with
     `earlier_problems`, whose texts give each problem's task)."""
     domain = settings.domain.domain
@@ -351,7 +361,7 @@ def choose_problems(ctx: RunContext, settings: SeedSynthesizeSettings | Synthesi
     synth = settings.synthesize
     if synth.source == "proposer":
         return proposer_problems(ctx, settings, round_index, checkpoint, seed=seed, seen=seen,
-                                 heldout=heldout, curricula=curricula)
+                                 heldout=heldout, curricula=curricula, benchmark=benchmark)
     if draws_task_level_arms(synth):
         arms, metrics = bandit_arms(ctx.domain, settings,
                                     arm_rounds(ctx.domain, curricula, earlier_problems),
@@ -366,7 +376,8 @@ def choose_problems(ctx: RunContext, settings: SeedSynthesizeSettings | Synthesi
 
 def proposer_problems(ctx: RunContext, settings: SynthesizeSettings, round_index: int,
                       checkpoint: Path, *, seed: int, seen: set[str], heldout: set[str],
-                      curricula: list[StageOutput]) -> ProblemChoice:
+                      curricula: list[StageOutput], benchmark: frozenset[str] = frozenset()
+                      ) -> ProblemChoice:
     """The proposer's samples of a round >= 1 (levels cycled, or drawn by the level bandit),
     kept up to `min_novel_share` novel ones by more batches or by the generator's fill."""
     domain, synth = settings.domain.domain, settings.synthesize
@@ -381,27 +392,32 @@ def proposer_problems(ctx: RunContext, settings: SynthesizeSettings, round_index
         lambda batch: propose(ctx.domain, checkpoint, count=synth.proposals, levels=levels,
                               temperature=synth.temperature, max_new_tokens=synth.max_new_tokens,
                               seed=seed + batch, backend=settings.backend),
-        lambda pairs: novel_count(ctx.domain, pairs, seen, heldout),
+        lambda pairs: novel_count(ctx.domain, pairs, seen, heldout, benchmark),
         min_novel=0 if by_generator else min_novel, max_batches=synth.max_batches)
     if not by_generator:
         return ProblemChoice(pairs, "proposer", metrics=metrics)
-    novel = novel_texts(ctx.domain, pairs, seen, heldout)
+    novel = novel_texts(ctx.domain, pairs, seen, heldout, benchmark)
     fill = generator_fill(ctx.domain, missing=min_novel - len(novel),
                           exclude=seen | heldout | novel, min_level=domain.min_level,
                           max_level=domain.max_level,
                           seed=ctx.stage_seed("synthesize-fill", round_index),
-                          batch=synth.proposals, max_batches=synth.max_batches)
+                          batch=synth.proposals, max_batches=synth.max_batches,
+                          benchmark=benchmark)
     return ProblemChoice(pairs, "proposer", fill=fill,
                          metrics={**metrics, "generator_fill": float(len(fill))})
 
 
 def synthesize_inputs(incumbent: Checkpoint, earlier_problems: list[StageOutput],
-                      curricula: list[StageOutput]) -> dict[str, str]:
+                      curricula: list[StageOutput],
+                      benchmarks: dict[str, str] | None = None) -> dict[str, str]:
     """The fingerprints the synthesize stage reads: the incumbent, the earlier rounds' problems
-    (dedup) and the curricula a bandit replays."""
+    (dedup), the curricula a bandit replays and the benchmark files whose questions it drops
+    (their bytes' digests; none without benchmarks, so such a run's fingerprints stay)."""
     return {"checkpoint": incumbent.fingerprint,
             **{f"problems_round_{o.round}": o.fingerprint for o in earlier_problems},
-            **{f"curriculum_round_{o.round}": o.fingerprint for o in curricula}}
+            **{f"curriculum_round_{o.round}": o.fingerprint for o in curricula},
+            **{f"benchmark_{name}": benchmark_digest(name, path)
+               for name, path in sorted((benchmarks or {}).items())}}
 
 
 def replayed_curricula(settings: SeedSynthesizeSettings | SynthesizeSettings,
@@ -419,9 +435,10 @@ def synthesize_round(ctx: RunContext, settings: SeedSynthesizeSettings | Synthes
     seen = {text for out in earlier_problems
             for text in read_table(out.path("problems"))["text"].to_pylist()}
     heldout = {p.text for p in ctx.domain.heldout(settings.domain.domain.heldout_per_level)}
+    benchmark = benchmark_questions(settings.benchmarks, settings.domain.domain.dataset)
     choice = choose_problems(ctx, settings, round_index, incumbent.path, seen=seen,
                              heldout=heldout, curricula=curricula,
-                             earlier_problems=earlier_problems)
+                             earlier_problems=earlier_problems, benchmark=benchmark)
     proposer = isinstance(settings, SynthesizeSettings)
     admission = settings.synthesize if proposer else settings
     proposals, problems = admit(
@@ -429,7 +446,8 @@ def synthesize_round(ctx: RunContext, settings: SeedSynthesizeSettings | Synthes
         source=[choice.source] * len(choice.pairs) + ["generator"] * len(choice.fill),
         seen=set() if choice.source == "pool" else seen,  # a fixed prompt set: same every round
         heldout=heldout, run_id=ctx.run_id, round_index=round_index,
-        near_duplicate_threshold=admission.near_duplicate_threshold, ngram=admission.ngram)
+        near_duplicate_threshold=admission.near_duplicate_threshold, ngram=admission.ngram,
+        benchmark=benchmark)
     record_sampler(proposals, checkpoint=incumbent.fingerprint,
                    backend=settings.backend.backend if proposer else None)
     reasons = [p["drop_reason"] for p in proposals]
@@ -450,7 +468,7 @@ def synthesize(ctx: RunContext, round_index: int, incumbent: Checkpoint,
     curricula = replayed_curricula(settings, earlier_curated)
     return run_stage(
         ctx, stage="synthesize", version=VERSION, round_index=round_index, settings=settings,
-        inputs=synthesize_inputs(incumbent, earlier_problems, curricula),
+        inputs=synthesize_inputs(incumbent, earlier_problems, curricula, settings.benchmarks),
         compute=partial(synthesize_round, ctx, settings, round_index, incumbent, earlier_problems,
                         curricula),
     )

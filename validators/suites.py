@@ -195,11 +195,11 @@ def proposal_checks(gates: GatesConfig, context: SuiteContext) -> KindChecks:
         _lengths("prompt", 1, gates.max_prompt_chars),
         _lengths("text", 0, gates.max_completion_chars),
         _check(gxe.ExpectColumnValuesToBeInSet,
-               "drop_reason is invalid, duplicate, near_duplicate, heldout, an execution "
-               "failure (timeout, memory, forbidden, crash, nondeterministic, output_limit) "
-               "or null",
+               "drop_reason is invalid, duplicate, near_duplicate, heldout, benchmark, an "
+               "execution failure (timeout, memory, forbidden, crash, nondeterministic, "
+               "output_limit) or null",
                column="drop_reason",
-               value_set=["invalid", "duplicate", "near_duplicate", "heldout",
+               value_set=["invalid", "duplicate", "near_duplicate", "heldout", "benchmark",
                           *EXECUTION_REASONS]),
         _check(gxe.ExpectColumnProportionOfUniqueValuesToBeBetween,
                f"distinct texts / proposals >= {gates.min_distinct_proposal_share}",

@@ -224,3 +224,77 @@ def test_the_model_card_has_one_model_index_entry_per_benchmark(tmp_path):
     assert (math.dataset_name, math.metric_value, math.metric_args) == ("math", 0.1, None)
     assert "Benchmark `gsm8k`: accuracy 0.250." in (tmp_path / "README.md").read_text()
     assert add_benchmarks(tmp_path / "no-card", {"benchmark/x/accuracy": 1.0}) is None
+
+
+def _dataset_config(tmp_path, benchmark: str | None, **overrides):
+    rows = [{"question": f"What is {i} + {i}?", "answer": str(2 * i), "level": 1}
+            for i in range(30)] + [{"question": "What is 48 + 24?", "answer": "72", "level": 1}]
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    keys = {"domain.name": "dataset", "domain.min_level": 1, "domain.max_level": 1,
+            "domain.seed_problems": 64, "domain.seed_max_level": 1,
+            "domain.heldout_per_level": 2,
+            "domain.dataset": {"paths": [str(train)], "heldout_fraction": 0.1}, **overrides}
+    if benchmark is not None:
+        keys["evaluate.benchmarks"] = {"toy": benchmark}
+    return load_config(None, keys)
+
+
+def test_synthesize_drops_benchmark_questions_so_they_are_never_trained_on(tmp_path):
+    from configs.settings import stage_settings
+    from tasks.synthesize import synthesize_round
+
+    config = _dataset_config(tmp_path, _benchmark(tmp_path))
+    ctx = RunContext(data_root=tmp_path / "data", run_id="r", config=config)
+    settings = stage_settings(config, "synthesize", 0)
+    out = synthesize_round(ctx, settings, 0, Checkpoint(tmp_path / "none", "c"), [], [], "fp")
+    proposals, problems = out.datasets["proposals"], out.datasets["problems"]
+    dropped = {p["text"] for p in proposals if p["drop_reason"] == "benchmark"}
+    plain_config = _dataset_config(tmp_path, None)
+    plain = synthesize_round(RunContext(data_root=tmp_path / "plain", run_id="r",
+                                        config=plain_config),
+                             stage_settings(plain_config, "synthesize", 0),
+                             0, Checkpoint(tmp_path / "none", "c"), [], [], "fp")
+    admitted = {p["text"] for p in plain.datasets["problems"]}
+    # without the benchmark, the seed problems hold two of its questions (1 + 1 and 48 + 24);
+    # with it, exactly those are dropped and the rest is admitted as before
+    assert dropped == admitted & set(QUESTIONS) == {"What is 1 + 1?", "What is 48 + 24?"}
+    assert {p["text"] for p in problems} == admitted - dropped
+
+
+def test_admission_matches_benchmark_questions_case_and_spacing_aside(tmp_path):
+    from tasks.benchmarks import benchmark_questions
+    from tasks.synthesize import admit, generator_fill, novel_texts
+
+    config = _dataset_config(tmp_path, None)
+    domain = get_domain("dataset", config)
+    questions = benchmark_questions({"toy": _benchmark(tmp_path)}, DatasetConfig())
+    copies = ["what is 48 +  24?", "  WHAT IS 2 * 3?", "What is 5 + 5?"]
+    proposals, problems = admit(domain, [("<propose>L1:", t) for t in copies],
+                                source="proposer", seen=set(), heldout=set(), run_id="r",
+                                round_index=1, benchmark=questions)
+    assert [p["drop_reason"] for p in proposals] == ["benchmark", "benchmark", None]
+    assert [p["text"] for p in problems] == ["What is 5 + 5?"]
+    pairs = [("p", t) for t in copies]
+    assert novel_texts(domain, pairs, set(), set(), questions) == {"What is 5 + 5?"}
+    fill = generator_fill(domain, missing=100, exclude=set(), min_level=1, max_level=1, seed=0,
+                          batch=64, max_batches=3, benchmark=questions)
+    assert "What is 48 + 24?" not in {text for _, text in fill}
+
+
+def test_benchmark_files_are_synthesize_inputs_only_when_there_are_some(tmp_path):
+    from configs.settings import SynthesizeSettings
+    from tasks.synthesize import synthesize_inputs
+
+    path = _benchmark(tmp_path)
+    with_file = SynthesizeSettings.from_config(load_config(None, {"evaluate.benchmarks":
+                                                                  {"toy": path}}))
+    without = SynthesizeSettings.from_config(load_config(None))
+    # the paths do not enter the settings' dump; the files' bytes are inputs
+    assert with_file.model_dump(mode="json") == without.model_dump(mode="json")
+    checkpoint = Checkpoint(tmp_path, "c")
+    assert synthesize_inputs(checkpoint, [], [], without.benchmarks) == {"checkpoint": "c"}
+    inputs = synthesize_inputs(checkpoint, [], [], with_file.benchmarks)
+    _benchmark(tmp_path, [{"question": "What is 2 * 3?", "answer": "6"}])  # edited
+    assert synthesize_inputs(checkpoint, [], [], with_file.benchmarks)["benchmark_toy"] != \
+        inputs["benchmark_toy"]

@@ -109,6 +109,19 @@ def test_clean_outputs_pass_every_gate(tmp_path, clean, previous_problems, kind)
     assert result.gx["rows"]["success"] is True
 
 
+def test_every_drop_reason_synthesize_writes_passes_and_an_unknown_one_fails(tmp_path, clean):
+    rows = clean["proposals"]
+    valid = [i for i, r in enumerate(rows) if r["level"] is not None]
+    for reason in ("heldout", "benchmark", "near_duplicate", "timeout"):
+        marked = [{**r, "drop_reason": reason} if i == valid[0] else r
+                  for i, r in enumerate(rows)]
+        assert _gate(tmp_path, "proposals", marked).success, reason
+    unknown = [{**r, "drop_reason": "mystery"} if i == valid[0] else r
+               for i, r in enumerate(rows)]
+    assert "expect_column_values_to_be_in_set(drop_reason)" in _names(
+        _gate(tmp_path, "proposals", unknown))
+
+
 def test_nullable_and_non_null_integer_and_boolean_columns_both_pass(tmp_path, clean):
     """DuckDB hands int64/bool columns to pandas as numpy dtypes without nulls and as nullable
     Int64/boolean with them; both are the schema's type."""
