@@ -40,6 +40,9 @@ QUIET = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
          "TRANSFORMERS_VERBOSITY": "error", "PREFECT_LOGGING_LEVEL": "WARNING",
          "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
 MODEL = ("sampling", "training")
+# A run in this process points PREFECT_API_URL at its own temporary server; a resumed run in a
+# fresh process must start its own, as `flywheel resume` does, unless the user named a server.
+USER_API_URL = os.environ.get("PREFECT_API_URL")
 BETWEEN = ("prefect task run",)  # named for a stage, but outside its runner
 
 
@@ -166,9 +169,12 @@ def resumed_elsewhere(data_root: Path) -> dict[str, Any]:
     """`flywheel resume bench` in a fresh process, as a user runs it, split by that process
     (`--resumed`); what it spends before the command (interpreter, imports) is measured here."""
     out = Path(tempfile.mkstemp(suffix=".json")[1])
+    env = {key: value for key, value in os.environ.items() if key != "PREFECT_API_URL"}
+    if USER_API_URL is not None:
+        env["PREFECT_API_URL"] = USER_API_URL
     start = time.perf_counter()
     subprocess.run([sys.executable, str(Path(__file__).resolve()), "--resumed", str(data_root),
-                    "--out", str(out)], check=True, stdout=subprocess.DEVNULL)
+                    "--out", str(out)], check=True, stdout=subprocess.DEVNULL, env=env)
     wall = time.perf_counter() - start
     result = json.loads(out.read_text())
     before = wall - result["wall_s"]
