@@ -64,8 +64,9 @@ def test_task_runs_are_named_stage_and_round_under_the_tagged_flow_runs(prefect_
 def test_stage_lines_of_the_flywheel_logger_are_stored_with_the_runs(prefect_view):
     _, tasks, logs, _ = prefect_view
     lines = [log.message for log in logs if log.name == "flywheel"]
-    assert any(" round 0 rollout: started (fingerprint " in m for m in lines), lines
-    assert any(" round 0 train: completed in " in m and "checkpoint=" in m for m in lines), lines
+    assert any(m.startswith("round 0 rollout: started (fingerprint ") for m in lines), lines
+    assert any(m.startswith("round 0 train: completed in ") and "checkpoint=" in m
+               for m in lines), lines
     rollout = next(t for t in tasks if t.name == "rollout-r0")
     assert any(log.task_run_id == rollout.id and "round 0 rollout: completed" in log.message
                for log in logs)
