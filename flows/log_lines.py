@@ -3,8 +3,11 @@ run's log file both stamp each record once, in ISO 8601 local time with its UTC 
 messages themselves (stage lines, gate lines, progress lines) carry none, and the Prefect UI
 shows each forwarded record with its own time.
 
-    2026-12-02T14:03:49+00:00 INFO     round 0 curate: gate passed on curriculum (28 ...)
-    2026-12-02T14:03:49+00:00 INFO     round 0 curate: completed in 0.8 s; rows curriculum=3922
+    INFO     2026-12-02T14:03:49+00:00 round 0 curate: gate passed on curriculum (28 ...)
+    INFO     2026-12-02T14:03:49+00:00 round 0 curate: completed in 0.8 s; rows curriculum=3922
+
+The plain console starts each line with the level, so `grep -v '^INFO '` keeps what is not a
+progress or stage line; the log file starts with the time; Rich shows its time column first.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-CONSOLE_FORMAT = "%(asctime)s %(levelname)-8s %(message)s"
+CONSOLE_FORMAT = "%(levelname)-8s %(asctime)s %(message)s"
 FILE_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 
 
