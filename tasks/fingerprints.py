@@ -80,8 +80,8 @@ def stage_graph(config: RunConfig, *, rounds: int = 1
     for r in range(first, rounds + 1):
         settings = stage_settings(config, "synthesize", r)
         curricula = synthesize.replayed_curricula(settings, earlier_curated)
-        problems = run("synthesize", r, synthesize.synthesize_inputs(champion, earlier_problems,
-                                                                     curricula))
+        problems = run("synthesize", r, synthesize.synthesize_inputs(
+            champion, earlier_problems, curricula, settings.benchmarks))
         rollouts = run("rollout", r, rollout.rollout_inputs(champion, problems))
         verdicts = run("verify", r, verify.verify_inputs(problems, rollouts))
         curated = run("curate", r, curate.curate_inputs(problems, rollouts, verdicts))
