@@ -64,7 +64,7 @@ def print_summary(data_root: Path, run_id: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from storage.audit.snapshot import SUMMARY_COLUMNS, round_summary, summary_cells
+    from storage.audit.round_summary import SUMMARY_COLUMNS, round_summary, summary_cells
     from storage.catalog import Catalog
 
     table = Table(title=f"run {run_id}", box=None, header_style="bold")

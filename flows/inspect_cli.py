@@ -32,7 +32,7 @@ def status(
         print_task_accuracy,
         stop_line,
     )
-    from storage.audit.snapshot import round_summary
+    from storage.audit.round_summary import round_summary
     from storage.catalog import Catalog
     from storage.lock import live_holder
 
@@ -70,10 +70,12 @@ def status(
     print_summary(data_root, run_id)
     print_task_accuracy(catalog, run_id, typer.echo)  # reasoning_gym: per task and level
     print_benchmarks(catalog, run_id, typer.echo)  # [evaluate] benchmarks: per file and round
-    from storage.audit.snapshot import round_summary, verifier_rate_lines
+    from storage.audit.round_summary import at_k_lines, round_summary, verifier_rate_lines
 
-    for rate_line in verifier_rate_lines(round_summary(catalog, run_id)):  # verify.canary, votes
-        typer.echo(rate_line)
+    summary = round_summary(catalog, run_id)
+    for line in [*at_k_lines(summary),  # evaluate.samples > 1
+                 *verifier_rate_lines(summary)]:  # verify.canary, majority labels
+        typer.echo(line)
     raise typer.Exit(code)
 
 

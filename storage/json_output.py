@@ -8,7 +8,7 @@ so the audit's rendering (storage/audit/) uses it as the commands in flows/ do.
                 {"round": 0, "model": "candidate", "held_out_accuracy": 0.3, ...}]}
 
 - keys are snake_case field names, never a table's display labels (`held_out_accuracy`, not
-  "held-out acc"); the producers name them so (storage/audit/snapshot.py `SUMMARY_FIELDS`,
+  "held-out acc"); the producers name them so (storage/audit/round_summary.py `SUMMARY_FIELDS`,
   storage/runs.py), and tests/flows/test_operator_json.py checks every output (an `audit
   --sql` row is keyed by the query's own column names);
 - a round is an integer or null, never "base": a separate `model` field says whose row it is

@@ -13,19 +13,24 @@ accuracy (pass@1: the mean over all samples, so the promote rule reads the same 
     pass_at_K     the unbiased pass@k estimator of Chen et al. (2021, "Evaluating Large
                   Language Models Trained on Code"): per item with c of n samples correct,
                   1 - C(n - c, k) / C(n, k), averaged over items; k = 1, 2, 4, ... below n, and n
-    maj_at_N      the share of items whose majority answer (N = n samples) is correct: the
+    maj_at_K      the share of items whose majority answer over K samples is correct: the
                   answers the verifier judged vote (`domain.extract`'s answer, the project's one
                   majority rule: tasks/curriculum/votes.py, ties to the smallest string); the
-                  winning answer is correct when its samples were judged correct
-    maj_at_N_unjudged  answers left out of the votes because their reward is None
-    maj_at_N_no_vote   items without a judged answer: counted as not correct
+                  winning answer is correct when its samples were judged correct. K = 2, 4, ...
+                  below n, and n: per item the mean over its K-subsets of samples (every subset
+                  when there are at most `MAJ_SUBSETS`, else that many drawn with a fixed seed;
+                  K = n is the one vote of all n samples), so like pass@k it estimates what K
+                  fresh samples would give
+    maj_at_N_unjudged  answers left out of the votes because their reward is None (N = n)
+    maj_at_N_no_vote   items without a judged answer among all n: counted as not correct
 
 and for every figure, accuracy too (also with one sample), a 95 % interval over the items
 (`<name>_low`, `<name>_high`: storage/audit/round_metrics.py `item_interval`, Wilson for
 pass/fail items, a fixed-seed bootstrap over items for fractional ones):
 
     {"accuracy": 0.55, "accuracy_low": 0.48, "accuracy_high": 0.62, "samples": 4.0,
-     "pass_at_1": 0.55, "pass_at_2": 0.66, ..., "pass_at_4": 0.74, "maj_at_4": 0.6, ...}
+     "pass_at_1": 0.55, "pass_at_2": 0.66, ..., "pass_at_4": 0.74, "maj_at_2": 0.52,
+     "maj_at_4": 0.6, ...}
 
 With `[evaluate] benchmarks` the same backend then answers each benchmark file the same way
 (`benchmark_metrics`, tasks/benchmarks.py): metrics `benchmark/<name>/accuracy`, `_low`,
@@ -39,8 +44,10 @@ candidate and the incumbent answer with the same random numbers: their paired di
 from __future__ import annotations
 
 import math
+import random
 from collections import defaultdict
 from dataclasses import dataclass
+from itertools import combinations
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +70,8 @@ from tasks.retry import TRANSIENT
 from tasks.stage import StageResult, run_stage
 
 VERSION = 3  # 3: [evaluate] samples and temperature; rows carry `sample`; intervals, pass@k, maj@k
+MAJ_SUBSETS = 1000  # k-subsets of an item's samples that maj@k averages over (`majority_at_k`)
+MAJ_SEED = 0  # the subsets' draw when there are more than MAJ_SUBSETS
 
 
 def sampling_params(*, samples: int, temperature: float, max_new_tokens: int,
@@ -165,6 +174,24 @@ def majority_correct(answers: list[str | None], rewards: list[float | None],
     return next(c for a, c in judged if a == label)
 
 
+def majority_at_k(answers: list[str | None], rewards: list[float | None],
+                  corrects: list[bool], k: int) -> float:
+    """maj@k of one item from its n samples: the share of its k-subsets whose majority answer is
+    correct (`majority_correct`; no vote counts as not correct), over every subset when there
+    are at most `MAJ_SUBSETS`, else over `MAJ_SUBSETS` drawn with a fixed seed; k must be 1..n."""
+    n = len(answers)
+    if not 1 <= k <= n:
+        raise ValueError(f"maj@{k} from {n} samples: need 1 <= k <= n")
+    if math.comb(n, k) <= MAJ_SUBSETS:
+        subsets = list(combinations(range(n), k))
+    else:
+        draw = random.Random(MAJ_SEED + k)
+        subsets = [draw.sample(range(n), k) for _ in range(MAJ_SUBSETS)]
+    wins = sum(bool(majority_correct([answers[i] for i in s], [rewards[i] for i in s],
+                                     [corrects[i] for i in s])) for s in subsets)
+    return wins / len(subsets)
+
+
 def _by_item(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """The rows of each held-out item (its samples), in first-seen order."""
     by_item: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -200,9 +227,12 @@ def sample_figures(rows: list[dict[str, Any]]) -> dict[str, float | None]:
     for k in pass_at_ks(samples):
         _with_interval(out, f"pass_at_{k}",
                        [pass_at_k(samples, sum(r["correct"] for r in g), k) for g in groups])
+    for k in pass_at_ks(samples)[1:]:
+        _with_interval(out, f"maj_at_{k}",
+                       [majority_at_k([r["answer"] for r in g], [r["reward"] for r in g],
+                                      [r["correct"] for r in g], k) for g in groups])
     votes = [majority_correct([r["answer"] for r in g], [r["reward"] for r in g],
                               [r["correct"] for r in g]) for g in groups]
-    _with_interval(out, f"maj_at_{samples}", [float(bool(v)) for v in votes])
     out[f"maj_at_{samples}_unjudged"] = float(sum(r["reward"] is None for r in rows))
     out[f"maj_at_{samples}_no_vote"] = float(sum(v is None for v in votes))
     return out

@@ -113,7 +113,7 @@ def promotion_chart(table: Result) -> str | None:
 
 
 def sample_figures_table(con: duckdb.DuckDBPyConnection) -> Result:
-    """pass@k and maj@n of each evaluated model with their 95 % intervals (tasks/evaluate.py);
+    """pass@k and maj@k of each evaluated model with their 95 % intervals (tasks/evaluate.py);
     no rows for a run evaluated with one answer per item.
 
     Returns
@@ -142,10 +142,11 @@ def sample_figures_table(con: duckdb.DuckDBPyConnection) -> Result:
                   ["model", "samples", "figure", "value", "ci95_low", "ci95_high", "unjudged",
                    "no_vote"], rows,
                   ["pass@k: the unbiased estimator 1 - C(n-c, k)/C(n, k) over an item's n"
-                   " samples, c correct, averaged over items; maj@n: items whose majority answer"
-                   " (over the judged answers) is correct; unjudged: answers left out of the"
-                   " vote; no_vote: items without a judged answer (counted as not correct);"
-                   " ci95: a bootstrap over items (Wilson for maj@n)"])
+                   " samples, c correct, averaged over items; maj@k: items whose majority answer"
+                   " over k samples (the judged answers vote; the mean over an item's k-subsets)"
+                   " is correct; unjudged: answers left out of maj@n's vote; no_vote: items"
+                   " without a judged answer (counted as not correct); ci95: a bootstrap over"
+                   " items (Wilson for maj@n, pass or fail per item)"])
 
 
 def sample_figures_chart(table: Result) -> str:

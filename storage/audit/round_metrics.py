@@ -87,7 +87,7 @@ def heldout_accuracy_metrics(con: duckdb.DuckDBPyConnection) -> list[dict[str, A
 
 def heldout_sample_metrics(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """The figures the evaluate stage records when it samples several answers per held-out item
-    (`evaluate.samples` > 1, tasks/evaluate.py): `samples`, `pass_at_K` and `maj_at_N` with
+    (`evaluate.samples` > 1, tasks/evaluate.py): `samples`, `pass_at_K` and `maj_at_K` with
     their `_low` / `_high` interval and maj@N's `_unjudged` and `_no_vote` counts.
 
     Parameters

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import random
 
 import pytest
@@ -16,8 +17,10 @@ from domains import get_domain
 from models.rollout_types import Completion
 from storage.audit.round_metrics import bootstrap_interval, item_interval, wilson_interval
 from tasks.evaluate import (
+    MAJ_SUBSETS,
     eval_rows,
     item_passes,
+    majority_at_k,
     majority_correct,
     pass_at_k,
     pass_at_ks,
@@ -107,6 +110,10 @@ def test_sample_figures_on_hand_built_answers():
     assert figures["pass_at_2"] == pytest.approx((1 + (1 - 3 / 6) + 0) / 3)
     assert figures["pass_at_4"] == pytest.approx(2 / 3)
     assert figures["maj_at_4"] == pytest.approx(1 / 3)
+    # maj@2 over the six pairs: a wins 3 (a 42-41 pair ties, and "41" < "42"); b wins only
+    # its (42, unjudged) pair; c none
+    assert figures["maj_at_2"] == pytest.approx((3 / 6 + 1 / 6 + 0) / 3)
+    assert "maj_at_1" not in figures  # it would be pass@1
     assert figures["maj_at_4_unjudged"] == 5.0  # one answer of b, four of c
     assert figures["maj_at_4_no_vote"] == 1.0  # c: counted as not correct
     # maj@4 is pass/fail per item: its Wilson interval of 1 in 3 items
@@ -115,11 +122,36 @@ def test_sample_figures_on_hand_built_answers():
     # pass fractions 0.75, 0.25, 0: a bootstrap over the three items
     assert (figures["accuracy_low"], figures["accuracy_high"]) == pytest.approx(
         bootstrap_interval([0.75, 0.25, 0.0]))
-    for name in ("accuracy", "pass_at_1", "pass_at_2", "pass_at_4", "maj_at_4"):
+    for name in ("accuracy", "pass_at_1", "pass_at_2", "pass_at_4", "maj_at_2", "maj_at_4"):
         low, high = figures[f"{name}_low"], figures[f"{name}_high"]
         assert 0.0 <= low <= high <= 1.0, name
         if name != "accuracy":
             assert low <= figures[name] <= high, name
+
+
+def test_majority_at_k_of_all_samples_is_their_one_vote_and_of_one_sample_is_pass_at_1():
+    answers = ["42", "41", "42", None, "7"]
+    rewards = [1.0, 0.0, 1.0, None, 0.0]
+    corrects = [r == 1.0 for r in rewards]
+    assert majority_at_k(answers, rewards, corrects, 5) == float(
+        majority_correct(answers, rewards, corrects))
+    assert majority_at_k(answers, rewards, corrects, 1) == pytest.approx(2 / 5)
+    with pytest.raises(ValueError, match="1 <= k <= n"):
+        majority_at_k(answers, rewards, corrects, 6)
+
+
+def test_majority_at_k_draws_subsets_when_there_are_too_many_and_stays_near_the_exact_value():
+    # 11 right answers "42", 9 wrong "41" of 20 samples; maj@10 wins when a 10-subset holds
+    # >= 6 of the 42s (5-5 ties go to "41"): the hypergeometric tail, exactly
+    answers = ["42"] * 11 + ["41"] * 9
+    rewards = [1.0] * 11 + [0.0] * 9
+    corrects = [r == 1.0 for r in rewards]
+    assert math.comb(20, 10) > MAJ_SUBSETS
+    exact = sum(math.comb(11, j) * math.comb(9, 10 - j) for j in range(6, 11)) / math.comb(20, 10)
+    drawn = majority_at_k(answers, rewards, corrects, 10)
+    assert drawn == majority_at_k(answers, rewards, corrects, 10)  # a fixed seed
+    # the draw's standard error at 1000 subsets is about 0.016
+    assert abs(drawn - exact) < 0.06
 
 
 def test_one_sample_per_item_adds_only_the_wilson_interval_of_the_accuracy():
@@ -278,3 +310,10 @@ def test_the_evaluate_stage_samples_every_item_and_records_the_figures(tmp_path)
     assert {"pass_at_2", "pass_at_3", "maj_at_3", "maj_at_3_low", "accuracy_low"} <= set(metrics)
     assert metrics["pass_at_3"] >= metrics["pass_at_2"] >= metrics["pass_at_1"]
     assert json.dumps(metrics)  # plain floats
+    assert {"maj_at_2", "maj_at_2_low", "maj_at_2_high"} <= set(metrics)
+    # status prints every k of them under its table
+    from storage.audit.round_summary import at_k_lines, round_summary
+
+    _, header, line = at_k_lines(round_summary(ctx.catalog, "s"))
+    assert header.split() == ["round", "pass@1", "pass@2", "pass@3", "maj@2", "maj@3"]
+    assert line.split()[:2] == ["1", f"{metrics['pass_at_1']:.3f}"]

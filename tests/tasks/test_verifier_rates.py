@@ -251,7 +251,7 @@ def test_status_and_the_report_show_the_rates_per_round():
     import duckdb
 
     from storage.audit.report import verifier_rates_table
-    from storage.audit.snapshot import verifier_rate_lines
+    from storage.audit.round_summary import verifier_rate_lines
 
     base = {"round": None, "model": "base"}
     measured = {"round": 1, "model": "candidate", "verifier_fp": 0.75, "verifier_fp_low": 0.3,

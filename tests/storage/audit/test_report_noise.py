@@ -18,7 +18,7 @@ from storage.audit.report_noise import (
     sample_figures_table,
 )
 from storage.audit.round_metrics import bootstrap_interval, item_interval, wilson_interval
-from storage.audit.snapshot import heldout_figures
+from storage.audit.round_summary import at_k_lines, heldout_figures
 from tests.storage.audit.test_charts import NS, marks, ticks, tooltip
 
 
@@ -162,6 +162,26 @@ def test_status_columns_show_the_interval_and_the_several_sample_figures():
     assert heldout_figures(metrics, "evaluate") == {
         "held_out_interval": [0.4, 0.6],
         "held_out_samples": "pass@4 0.800 [0.700, 0.900]; maj@4 0.550 [0.450, 0.650], "
-                            "3 unjudged left out"}
+                            "3 unjudged left out",
+        "held_out_at_k": {"pass_at_1": [0.5, 0.4, 0.6], "pass_at_4": [0.8, 0.7, 0.9],
+                          "maj_at_4": [0.55, 0.45, 0.65]}}
     assert heldout_figures({("evaluate", "accuracy"): 0.5}, "evaluate") == {
-        "held_out_interval": None, "held_out_samples": None}
+        "held_out_interval": None, "held_out_samples": None, "held_out_at_k": None}
+
+
+def test_status_lines_show_every_k_of_each_model_with_its_interval():
+    metrics = {(stage, name): value for _, stage, name, value in SAMPLE_METRICS}
+    metrics |= {("evaluate", "maj_at_2"): 0.5, ("evaluate", "maj_at_2_low"): 0.3,
+                ("evaluate", "maj_at_2_high"): 0.7, ("evaluate", "pass_at_2"): 0.7}
+    base = {("baseline", name): value
+            for (_, name), value in metrics.items()}
+    rows = [{"round": None, "model": "base", **heldout_figures(base, "baseline")},
+            {"round": 1, "model": "candidate", **heldout_figures(metrics, "evaluate")},
+            {"round": 2, "model": "candidate", **heldout_figures({}, "evaluate")}]
+    title, header, *lines = at_k_lines(rows)
+    assert "pass@k and maj@k" in title
+    assert header.split() == ["round", "pass@1", "pass@2", "pass@4", "maj@2", "maj@4"]
+    assert [line.split()[0] for line in lines] == ["base", "1"]  # round 2: one sample
+    assert "0.700  " in lines[1] and "0.500 [0.300, 0.700]" in lines[1]
+    assert "0.550 [0.450, 0.650]" in lines[1]
+    assert at_k_lines(rows[2:]) == []
