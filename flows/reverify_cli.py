@@ -1,7 +1,8 @@
 """`flywheel reverify RUN [--round N] [--set verify.KEY=VALUE ...] [--json]`: judge a run's
 stored rollouts and held-out answers again with another verifier setting and print what would
 change per round (tasks/reverify.py): verdicts flipped, training rows gained and lost, held-out
-accuracy and whether the round's promotion would flip.
+accuracy, whether the round's promotion would flip (its rule and its alarms), and the verifier's
+error rates on the round's canaries and the majority labels' precision and recall.
 
     round 1: 9 of 256 verdicts flipped: 2 up (0->1), 7 down (1->0), 0 judged->unjudged,
              0 unjudged->judged
@@ -9,6 +10,8 @@ accuracy and whether the round's promotion would flip.
       train rows 96 -> 90: 1 gained, 7 lost, 3 changed
       held-out accuracy: candidate 0.242 -> 0.233, incumbent 0.200 -> 0.200
       promotion: promoted -> promoted (unchanged): accuracy 0.233 >= 0.200 - 0.000
+      canary false positives: 0.000 [0.000, 0.107] -> 0.188 [0.089, 0.353]
+      label reward precision: - -> 0.477
 
 Only `verify.*` keys may be set (anything else would change what was sampled, not how it is
 judged): another key is one line and exit 2, as is a bad value. The run's data and stage rows
@@ -51,7 +54,7 @@ def _verify_overrides(sets: list[str] | None) -> dict[str, Any]:
 def _round_settings(data_root: Path, run_id: str,
                     overrides: dict[str, Any]) -> Callable[[int], Any]:
     """A round's index -> its `RoundSettings`: verify from the run's recorded config with the
-    overrides, curate and promote from the recorded config itself. An unknown run, a damaged
+    overrides, curate, promote and alarms from the recorded config itself. An unknown run, a damaged
     record or a bad override is one line, exit 2.
 
     Only the `[verify]` section is replaced and checked on its own: the run config's rules
@@ -81,10 +84,11 @@ def _round_settings(data_root: Path, run_id: str,
     except ConfigError as exc:
         fail(str(exc))
     judged = run_config.model_copy(update={"verify": verify})
-    promote = PromoteSettings.from_config(run_config).promote
+    promote = PromoteSettings.from_config(run_config)
     return lambda r: RoundSettings(
         verify=stage_settings(judged, "verify", r), curate=stage_settings(run_config, "curate", r),
-        promote=promote, canary_seed=stage_seed(run_config.seed, CANARY_STREAM, r))
+        promote=promote.promote, alarms=promote.alarms,
+        canary_seed=stage_seed(run_config.seed, CANARY_STREAM, r))
 
 
 def _number(value: float | None) -> str:
@@ -118,7 +122,35 @@ def round_lines(record: dict[str, Any]) -> list[str]:
         lines.append(f"  promotion: {_decision(record['promoted_before'])} -> "
                      f"{_decision(record['promoted_after'])} ({flipped}): "
                      f"{record['decision_after']}")
+        if record["alarms_before"] or record["alarms_after"]:
+            lines.append(f"  alarms fired: {', '.join(record['alarms_before']) or 'none'} -> "
+                         f"{', '.join(record['alarms_after']) or 'none'}")
+    lines += verifier_lines(record["verifier_before"], record["verifier_after"])
     return lines
+
+
+def verifier_lines(before: dict[str, float], after: dict[str, float]) -> list[str]:
+    """The verifier's figures of a round before and after (canary error rates with their
+    intervals, majority labels' reward precision and recall), those either side recorded."""
+    lines = []
+    for name, label in (("verifier_false_positive", "canary false positives"),
+                        ("verifier_false_negative", "canary false negatives")):
+        sides = [_rate(figures, name) for figures in (before, after)]
+        if any(side != "-" for side in sides):
+            lines.append(f"  {label}: {sides[0]} -> {sides[1]}")
+    for name in ("label_reward_precision", "label_reward_recall"):
+        if name in before or name in after:
+            lines.append(f"  {name.replace('_', ' ')}: {_number(before.get(name))} -> "
+                         f"{_number(after.get(name))}")
+    return lines
+
+
+def _rate(figures: dict[str, float], name: str) -> str:
+    if f"{name}_rate" not in figures:
+        return "-"
+    low, high = figures.get(f"{name}_low"), figures.get(f"{name}_high")
+    interval = "" if low is None or high is None else f" [{low:.3f}, {high:.3f}]"
+    return f"{figures[f'{name}_rate']:.3f}{interval}"
 
 
 def reverify(

@@ -33,7 +33,11 @@ What would change, one record per round (`--json` prints these keys):
      "incumbent_accuracy_before": 0.2, "incumbent_accuracy_after": 0.2,
      "promoted_before": true, "promoted_after": true, "promotion_flipped": false,
      "decision_before": "accuracy 0.242 >= 0.200 - 0.000",
-     "decision_after": "accuracy 0.233 >= 0.200 - 0.000"}
+     "decision_after": "accuracy 0.233 >= 0.200 - 0.000",
+     "alarms_before": [], "alarms_after": [],
+     "verifier_before": {"canary_negatives": 30, "canary_positives": 2,
+                         "verifier_false_positive_rate": 0.0, ..., "unjudged": 0.0},
+     "verifier_after": {..., "label_reward_precision": 0.477, "label_reward_recall": 0.802}}
 
 `reward_up` / `reward_down`: judged both times, the reward rose (0 -> 1) or fell (1 -> 0; a
 partial credit counts by its direction); `to_unjudged` / `to_judged`: a reward became None (with
@@ -42,12 +46,19 @@ included. The training rows are the curate stage's computation (tasks/curate.py 
 run in memory on the new verdicts with the run's `[curate]` settings, compared by `train_row_id`
 with the stored ones (`changed`: same id, other content, e.g. a reweighted proposer row). The
 decisions are tasks/promote.py's `promotion_decision` under the run's `[promote]` config over
-the stored and over the re-judged evals (the rule alone: `[alarms]` that blocked a promotion are
-not re-evaluated); a round whose new verdicts leave no training row would have no candidate ("no
-training rows"), and one that had none before but gains rows would train a candidate reverify
-cannot evaluate (`promoted_after` null). Fields a round cannot fill (no curate or promote stage
-yet) are null. Departure: each round is judged against the incumbent the run had; a flipped
-promotion would have changed the later rounds' models, which re-judging cannot show.
+the stored and over the re-judged evals, then its `with_alarms`: the alarms (tasks/alarms.py)
+read the run's metrics, and after re-judging the re-judged rounds' verify metrics, curate
+metrics and candidate accuracy in their place, so an alarm that blocked a promotion can clear
+and one can fire (`alarms_before` / `alarms_after`: the fired ones); a round whose new verdicts
+leave no training row would have no candidate ("no training rows"), and one that had none
+before but gains rows would train a candidate reverify cannot evaluate (`promoted_after` null).
+`verifier_before` / `_after`: the round's verifier figures as verify records them
+(tasks/verify.py `verify_metrics`: the canaries' false-positive and false-negative rates with
+their Wilson intervals, the majority labels' reward precision and recall, the unjudged counts),
+so `--set verify.labels=majority` measures what majority votes would have got wrong. Fields a
+round cannot fill (no curate or promote stage yet) are null. Departure: each round is judged
+against the incumbent the run had; a flipped promotion would have changed the later rounds'
+models, which re-judging cannot show.
 """
 
 from __future__ import annotations
@@ -60,8 +71,8 @@ from typing import Any
 
 import polars as pl
 
-from configs import PromoteConfig, ScaleConfig
-from configs.settings import VerifySettings, WarmupCurateSettings, WarmupVerifySettings
+from configs import AlarmsConfig, PromoteConfig, ScaleConfig
+from configs.settings import WarmupCurateSettings, WarmupVerifySettings
 from domains import Domain, get_domain
 from domains.base import Problem, problem_row
 from storage.catalog import Catalog
@@ -75,16 +86,18 @@ from storage.fingerprint import row_id
 from storage.paths import run_folder
 from storage.recovery import check_recorded
 from tasks import evaluate, verify
+from tasks.alarms import Alarm, Metrics, round_alarms
 from tasks.curate import curate_round
 from tasks.evaluate import accuracy
-from tasks.promote import NO_TRAINING_ROWS, promotion_decision
+from tasks.promote import NO_TRAINING_ROWS, promotion_decision, with_alarms
 from tasks.stage import StageOutput, settings_fingerprint
-from tasks.verifier_rates import round_canaries
-from tasks.verify import stream_verdicts
+from tasks.verify import canaries_of, stream_verdicts, verify_metrics
 
 VERSION = 1
 EXAMPLES = 3  # flipped verdicts shown per round
 TRAIN_CONTENT = ["role", "prompt", "completion", "rejected", "weight", "problem"]
+# verify's metrics that say how well it judged (`verifier_figures`)
+VERIFIER_FIGURES = ("verifier_false_", "canary_", "label_reward_", "unjudged")
 
 
 class ReverifyError(ValueError):
@@ -94,13 +107,14 @@ class ReverifyError(ValueError):
 @dataclass(frozen=True)
 class RoundSettings:
     """A round's settings for re-judging: the verify settings to judge with (the run's, with the
-    overrides; `WarmupVerifySettings` in round 0), the run's own curate and promote settings to
-    recompute its choices with, and the seed its canaries were drawn from (tasks/verify.py:
-    `stage_seed(run seed, CANARY_STREAM, round)`)."""
+    overrides; `WarmupVerifySettings` in round 0), the run's own curate, promote and alarms
+    settings to recompute its choices with, and the seed its canaries were drawn from
+    (tasks/verify.py: `stage_seed(run seed, CANARY_STREAM, round)`)."""
 
     verify: WarmupVerifySettings
     curate: WarmupCurateSettings
     promote: PromoteConfig
+    alarms: AlarmsConfig
     canary_seed: int
 
 
@@ -172,17 +186,6 @@ def reverify_fingerprint(settings: WarmupVerifySettings, canary_seed: int,
     return settings_fingerprint("reverify", VERSION, settings, canary_seed, judged)
 
 
-def canaries_of(domain: Domain, settings: WarmupVerifySettings, seed: int,
-                problem_file: Path) -> pl.DataFrame | None:
-    """The round's canaries as its verify stage drew them (tasks/verify.py `verify_round`:
-    their rollouts follow the round's in the rollouts file); None without canaries."""
-    count = settings.canary if isinstance(settings, VerifySettings) else 0
-    if not count:
-        return None
-    texts = pl.read_parquet(problem_file, columns=["text"])["text"]
-    return round_canaries(domain, settings.domain, count=count, seed=seed, problem_texts=texts)
-
-
 def reverify_dir(data_root: Path, run_id: str, fingerprint: str) -> Path:
     """`<data-root>/runs/<run_id>/reverify/<fingerprint12>`: a re-judging's files."""
     return run_folder(data_root, run_id) / "reverify" / fingerprint[:12]
@@ -206,16 +209,16 @@ def rejudged_evals(domain: Domain, rows: list[dict[str, Any]],
 
 
 def rejudge(catalog: Catalog, run_id: str, inputs: RoundInputs, settings: RoundSettings,
-            domain: Domain) -> tuple[str, dict[str, Path], bool]:
+            domain: Domain, canaries: pl.DataFrame | None) -> tuple[str, dict[str, Path], bool]:
     """(fingerprint, kind -> file, reused) of the round's re-judging: the recorded files when
-    intact, else verdicts and evals judged again, written, then recorded (the rows last)."""
+    intact, else verdicts and evals judged again, written, then recorded (the rows last);
+    `canaries`: the round's (`canaries_of`)."""
     verify_settings, problem_file = settings.verify, inputs.problems.path("problems")
     fingerprint = reverify_fingerprint(verify_settings, settings.canary_seed, inputs)
     recorded = reverified_datasets(catalog, run_id, fingerprint)
     if recorded is not None and check_recorded(recorded) is None:
         return fingerprint, {kind: Path(info["path"]) for kind, info in recorded.items()}, True
     folder = reverify_dir(catalog.data_root, run_id, fingerprint)
-    canaries = canaries_of(domain, verify_settings, settings.canary_seed, problem_file)
     outputs = [stream_verdicts(  # one in-process shard: the bytes do not depend on [scale]
         domain, ScaleConfig(), inputs.rollouts.path("rollouts"), problem_file,
         verify_settings.labels, folder / "verdicts.parquet", canaries=canaries)]
@@ -270,19 +273,24 @@ def train_row_changes(before: Path, after: pl.DataFrame) -> dict[str, int]:
 
 def promotion_changes(before: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None,
                       after: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None,
-                      cfg: PromoteConfig, *, trainable_after: int) -> dict[str, Any]:
+                      cfg: PromoteConfig, alarms_cfg: AlarmsConfig,
+                      alarms: tuple[list[Alarm], list[Alarm]], *,
+                      trainable_after: int) -> dict[str, Any]:
     """Accuracies and the promotion decision over the stored and the re-judged evals, each a
-    (candidate rows, incumbent rows) pair (candidate rows empty: the round had no candidate);
+    (candidate rows, incumbent rows) pair (candidate rows empty: the round had no candidate),
+    with the round's alarms over the stored and over the re-judged metrics (`alarms`:
+    `round_alarms` of each; those `alarms_cfg.block` names reject as promote's do);
     `trainable_after`: the new verdicts' training rows of weight > 0 (none: no candidate)."""
     out: dict[str, Any] = {}
-    for when, evals in (("before", before), ("after", after)):
+    for when, evals, fired in (("before", before, alarms[0]), ("after", after, alarms[1])):
         candidate, incumbent = evals if evals is not None else ([], [])
         out[f"candidate_accuracy_{when}"] = accuracy(candidate)["accuracy"] if candidate else None
         out[f"incumbent_accuracy_{when}"] = accuracy(incumbent)["accuracy"] if incumbent else None
-        decision = (promotion_decision(candidate, incumbent, cfg) if candidate and incumbent
-                    else None)
+        decision = (with_alarms(promotion_decision(candidate, incumbent, cfg), fired, alarms_cfg)
+                    if candidate and incumbent else None)
         out[f"promoted_{when}"] = None if decision is None else decision.promoted
         out[f"decision_{when}"] = None if decision is None else decision.reason
+        out[f"alarms_{when}"] = [a.name for a in fired if a.fired]
     had_candidate = before is not None and bool(before[0])
     if before is not None and not had_candidate:
         out.update(promoted_before=False, decision_before=NO_TRAINING_ROWS)
@@ -296,21 +304,51 @@ def promotion_changes(before: tuple[list[dict[str, Any]], list[dict[str, Any]]] 
     return {**out, "promotion_flipped": flipped}
 
 
+def verifier_figures(metrics: Metrics, round_index: int) -> dict[str, float]:
+    """The round's verifier figures among `metrics`: the canaries' error rates with their
+    intervals and counts, the majority labels' reward precision and recall, and the share of
+    verdicts left unjudged (tasks/verify.py `verify_metrics`)."""
+    return {name: value for (r, stage, name), value in sorted(metrics.items())
+            if r == round_index and stage == "verify" and name.startswith(VERIFIER_FIGURES)}
+
+
+def rejudged_metrics(stored: Metrics, round_index: int, verify_metrics: dict[str, float],
+                     curate_metrics: dict[str, float] | None,
+                     candidate_accuracy: float | None) -> Metrics:
+    """`stored` with the round's verify metrics, its curate metrics (when recomputed) and its
+    candidate's held-out accuracy replaced by the re-judged ones: what the alarms read."""
+    replaced = {"verify"} | ({"curate"} if curate_metrics is not None else set())
+    out = {key: value for key, value in stored.items()
+           if key[0] != round_index or key[1] not in replaced}
+    out.update({(round_index, "verify", name): value for name, value in verify_metrics.items()})
+    out.update({(round_index, "curate", name): value
+                for name, value in (curate_metrics or {}).items()})
+    if candidate_accuracy is not None:
+        out[(round_index, "evaluate", "accuracy")] = candidate_accuracy
+    return out
+
+
 def reverify_round(catalog: Catalog, run_id: str, inputs: RoundInputs, settings: RoundSettings,
-                   domain: Domain) -> dict[str, Any]:
-    """One round's record (module docstring): re-judged (or reused), then compared."""
-    fingerprint, files, reused = rejudge(catalog, run_id, inputs, settings, domain)
+                   domain: Domain, stored: Metrics,
+                   rejudged: Metrics) -> tuple[dict[str, Any], Metrics]:
+    """One round's record (module docstring), re-judged (or reused) then compared, and the
+    metrics with its re-judged ones. `stored`: the run's metrics of rounds 0..r; `rejudged`: the
+    same with the earlier re-judged rounds' replaced (`rejudged_metrics`; the alarms' trends
+    read them)."""
+    r = inputs.round
+    canaries = canaries_of(domain, settings.verify, settings.canary_seed,
+                           inputs.problems.path("problems"))
+    fingerprint, files, reused = rejudge(catalog, run_id, inputs, settings, domain, canaries)
     record: dict[str, Any] = {
-        "round": inputs.round, "fingerprint": fingerprint,
+        "round": r, "fingerprint": fingerprint,
         "path": catalog.relative(files["verdicts"].parent), "reused": reused,
         **verdict_changes(inputs.verdicts.path("verdicts"), files["verdicts"])}
-    trainable_after = 0
+    trainable_after, curate_metrics = 0, None
     if inputs.curated is not None:
-        curate = settings.curate
-        verdicts = StageOutput("reverify", inputs.round, fingerprint,
-                               {"verdicts": files["verdicts"]}, True)
-        rows = curate_round(domain, curate, inputs.problems, inputs.rollouts,
-                            verdicts).datasets["train_rows"]
+        verdicts = StageOutput("reverify", r, fingerprint, {"verdicts": files["verdicts"]}, True)
+        curated = curate_round(domain, settings.curate, inputs.problems, inputs.rollouts,
+                               verdicts)
+        rows, curate_metrics = curated.datasets["train_rows"], curated.metrics
         record.update(train_row_changes(inputs.curated.path("train_rows"), rows))
         trainable_after = int((rows["weight"] > 0).sum())
     else:
@@ -322,10 +360,18 @@ def reverify_round(catalog: Catalog, run_id: str, inputs: RoundInputs, settings:
         candidate = (read_rows(inputs.candidate_evals.path("evals"))
                      if inputs.candidate_evals is not None else [])
         before = (candidate, read_rows(inputs.incumbent_evals.path("evals")))
-        rejudged = read_rows(files["evals"])
-        after = (rejudged[:len(candidate)], rejudged[len(candidate):])
-    return {**record, **promotion_changes(before, after, settings.promote,
-                                          trainable_after=trainable_after)}
+        judged = read_rows(files["evals"])
+        after = (judged[:len(candidate)], judged[len(candidate):])
+    new_verify = verify_metrics(domain, settings.verify, inputs.rollouts.path("rollouts"),
+                                inputs.problems.path("problems"), files["verdicts"], canaries)
+    rejudged = rejudged_metrics(
+        rejudged, r, new_verify, curate_metrics,
+        accuracy(after[0])["accuracy"] if after is not None and after[0] else None)
+    record.update(verifier_before=verifier_figures(stored, r),
+                  verifier_after=verifier_figures(rejudged, r))
+    alarms = (round_alarms(stored, r, settings.alarms), round_alarms(rejudged, r, settings.alarms))
+    return {**record, **promotion_changes(before, after, settings.promote, settings.alarms,
+                                          alarms, trainable_after=trainable_after)}, rejudged
 
 
 def reverify_run(data_root: Path, run_id: str, settings: Callable[[int], RoundSettings], *,
@@ -369,5 +415,11 @@ def reverify_run(data_root: Path, run_id: str, settings: Callable[[int], RoundSe
                             verify_settings.domain.domain_config())
     except ValueError as exc:  # e.g. a dataset domain whose files moved
         raise ReverifyError(f"run {run_id}: its domain cannot be built: {exc}") from None
-    return [reverify_round(catalog, run_id, round_inputs(catalog, run_id, r, stages),
-                           settings(r), domain) for r in wanted]
+    stored = catalog.round_metrics(run_id, wanted[-1])
+    rejudged, records = stored, []  # the alarms' trends read the rounds re-judged before
+    for r in wanted:
+        upto = {key: value for key, value in stored.items() if key[0] <= r}
+        record, rejudged = reverify_round(catalog, run_id, round_inputs(catalog, run_id, r, stages),
+                                          settings(r), domain, upto, rejudged)
+        records.append(record)
+    return records

@@ -341,6 +341,18 @@ def verify_inputs(problems: StageOutput, rollouts: StageOutput) -> dict[str, str
     return {"problems": problems.fingerprint, "rollouts": rollouts.fingerprint}
 
 
+def canaries_of(domain: Domain, settings: WarmupVerifySettings, seed: int,
+                problem_file: Path) -> pl.DataFrame | None:
+    """The round's canaries (`verify.canary`, rounds >= 1; tasks/verifier_rates.py
+    `round_canaries`, drawn from `seed`), whose rollouts follow the round's in the rollouts
+    file; None without canaries."""
+    count = settings.canary if isinstance(settings, VerifySettings) else 0
+    if not count:
+        return None
+    texts = lazy_frame(problem_file, {"text": pl.String}).collect()["text"]
+    return round_canaries(domain, settings.domain, count=count, seed=seed, problem_texts=texts)
+
+
 def verify_round(ctx: RunContext, settings: WarmupVerifySettings, scale: ScaleConfig,
                  round_index: int, problems: StageOutput, rollouts: StageOutput,
                  fingerprint: str) -> StageResult:
@@ -348,22 +360,28 @@ def verify_round(ctx: RunContext, settings: WarmupVerifySettings, scale: ScaleCo
     (`VerifySettings` in rounds >= 1, with the canaries; `WarmupVerifySettings` in round 0)."""
     path = dataset_path(ctx.data_root, ctx.run_id, round_index, "verdicts", fingerprint)
     problem_file = problems.path("problems")
-    warmup = not isinstance(settings, VerifySettings)
-    count = 0 if warmup else settings.canary
-    canaries = round_canaries(
-        ctx.domain, settings.domain, count=count,
-        seed=ctx.stage_seed(CANARY_STREAM, round_index),
-        problem_texts=lazy_frame(problem_file, {"text": pl.String}).collect()["text"],
-    ) if count else None
+    canaries = canaries_of(ctx.domain, settings, ctx.stage_seed(CANARY_STREAM, round_index),
+                           problem_file)
     written = stream_verdicts(ctx.domain, scale, rollouts.path("rollouts"), problem_file,
                               settings.labels, path, canaries=canaries)
-    own = (path if canaries is None else pl.scan_parquet(path).filter(
+    metrics = verify_metrics(ctx.domain, settings, rollouts.path("rollouts"), problem_file, path,
+                             canaries)
+    return StageResult(datasets={"verdicts": written}, metrics=metrics)
+
+
+def verify_metrics(domain: Domain, settings: WarmupVerifySettings, rollout_file: Path,
+                   problem_file: Path, verdict_file: Path,
+                   canaries: pl.DataFrame | None) -> dict[str, float]:
+    """The verify stage's metrics of a verdicts file: `verdict_metrics` over the round's own
+    problems (its canaries left out) and, in rounds >= 1, `error_rate_metrics` (the warm-up's
+    single samples are each their own majority: nothing to rate)."""
+    own = (verdict_file if canaries is None else pl.scan_parquet(verdict_file).filter(
         ~pl.col("problem_id").is_in(canaries["problem_id"].implode())))
     metrics = verdict_metrics(own, problem_file, settings.labels)
-    if not warmup:  # the warm-up's single samples are each their own majority: nothing to rate
-        metrics.update(error_rate_metrics(ctx.domain, rollouts.path("rollouts"), problem_file,
-                                          path, settings.labels, canaries))
-    return StageResult(datasets={"verdicts": written}, metrics=metrics)
+    if isinstance(settings, VerifySettings):
+        metrics.update(error_rate_metrics(domain, rollout_file, problem_file, verdict_file,
+                                          settings.labels, canaries))
+    return metrics
 
 
 @task(name="verify", cache_policy=NONE, persist_result=False)

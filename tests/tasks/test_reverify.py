@@ -19,7 +19,7 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from configs import load_config
+from configs import AlarmsConfig, PromoteConfig, load_config
 from configs.settings import stage_settings
 from flows.cli import app
 from models.backends import SamplingParams
@@ -27,10 +27,12 @@ from models.rollout_types import Completion
 from storage.datasets import read_rows
 from storage.paths import run_folder
 from tasks import evaluate, rollout, synthesize
+from tasks.alarms import round_alarms
 from tasks.context import Checkpoint, RunContext
 from tasks.curate import curate
 from tasks.evaluate import Evaluation, accuracy, eval_rows
 from tasks.promote import promote
+from tasks.reverify import promotion_changes, rejudged_metrics
 from tasks.rollout import rollout_rows
 from tasks.stage import StageResult, run_stage
 from tasks.synthesize import admit
@@ -187,6 +189,10 @@ def test_the_runs_own_settings_reproduce_every_verdict_byte_for_byte(run):
         assert record["train_rows_after"] == record["train_rows_before"] > 0
         assert record["promotion_flipped"] is False
         assert record["candidate_accuracy_before"] == record["candidate_accuracy_after"]
+        # verify's own metrics of the file come out as the stage recorded them
+        assert record["verifier_after"] == record["verifier_before"]
+        assert record["verifier_before"]["unjudged"] == 1.0 * (record["round"] == 0)
+        assert record["alarms_before"] == record["alarms_after"] == []
         folder = run["data_root"] / record["path"]
         stored = _stored(run, "verify", record["round"], "verdicts")
         assert (folder / "verdicts.parquet").read_bytes() == stored.read_bytes()
@@ -263,6 +269,63 @@ def test_majority_labels_rejudge_a_run_whose_curate_rationalizes(run):
     assert set(verdicts["label"]) == {"0.5", "42"}  # the votes (a tie goes to the smallest)
     assert set(verdicts["method"]) == {"majority", "no_answer"}
     assert warmup["flipped"] == 0  # each vote is math-equal to its reference here
+
+
+def test_majority_labels_measure_the_votes_against_the_references(run):
+    """Reference labels record no label rates; judged against their votes, round 1's labels
+    are measured against the references: both votes (0.75 for 3/4, 45) are right, so every
+    rollout rewarded 1 is truly right and none truly right is missed."""
+    _, first = _records(run, "--set", "verify.labels=majority")
+    assert "label_reward_precision" not in first["verifier_before"]
+    assert (first["verifier_after"]["label_reward_precision"],
+            first["verifier_after"]["label_reward_recall"]) == (1.0, 1.0)
+    printed = _reverify(run, "--round", "1", "--set", "verify.labels=majority").stdout
+    assert "  label reward precision: - -> 1.000" in printed
+
+
+def _evals(correct: list[bool]) -> list[dict]:
+    return [{"item_id": f"i{k}", "level": 1, "sample": 0, "correct": c, "reward": float(c)}
+            for k, c in enumerate(correct)]
+
+
+def test_rejudged_metrics_replace_only_the_rounds_verify_curate_and_candidate_figures():
+    stored = {(0, "verify", "mean_reward"): 0.2, (1, "verify", "mean_reward"): 0.5,
+              (1, "verify", "label_precision"): 0.9, (1, "curate", "heldout_overlap"): 0.1,
+              (1, "evaluate", "accuracy"): 0.4, (1, "synthesize", "proposed"): 8.0}
+    after = rejudged_metrics(stored, 1, {"mean_reward": 0.7}, {"heldout_overlap": 0.2}, 0.35)
+    assert after == {(0, "verify", "mean_reward"): 0.2, (1, "verify", "mean_reward"): 0.7,
+                     (1, "curate", "heldout_overlap"): 0.2, (1, "evaluate", "accuracy"): 0.35,
+                     (1, "synthesize", "proposed"): 8.0}  # label_precision: not measured now
+    # no curate stage recomputed, no candidate: those stay as stored
+    kept = rejudged_metrics(stored, 1, {}, None, None)
+    assert kept[(1, "curate", "heldout_overlap")] == 0.1
+    assert kept[(1, "evaluate", "accuracy")] == 0.4
+
+
+def test_an_alarm_the_rejudged_figures_fire_blocks_the_promotion_and_one_they_clear_lifts_it():
+    cfg = AlarmsConfig(block=["label_accuracy_drop"], max_label_accuracy_drop=0.1, window=1)
+    stored = {(1, "verify", "label_precision"): 0.8, (2, "verify", "label_precision"): 0.8}
+    rejudged = rejudged_metrics(stored, 2, {"label_precision": 0.5}, None, None)
+    evals = (_evals([True, True, True, False]), _evals([True, False, False, False]))
+    out = promotion_changes(evals, evals, PromoteConfig(), cfg,
+                            (round_alarms(stored, 2, cfg), round_alarms(rejudged, 2, cfg)),
+                            trainable_after=4)
+    assert (out["promoted_before"], out["promoted_after"], out["promotion_flipped"]) == (
+        True, False, True)
+    assert (out["alarms_before"], out["alarms_after"]) == ([], ["label_accuracy_drop"])
+    assert out["decision_after"] == ("accuracy 0.750 >= 0.250 - 0.000; alarm label_accuracy_drop: "
+                                     "majority-label accuracy 0.800 -> 0.500 over 1 round(s): a "
+                                     "drop of 0.300 >= 0.100")
+    back = promotion_changes(evals, evals, PromoteConfig(), cfg,
+                             (round_alarms(rejudged, 2, cfg), round_alarms(stored, 2, cfg)),
+                             trainable_after=4)
+    assert (back["promoted_before"], back["promoted_after"]) == (False, True)
+    # an alarm that fires but is not blocking is reported and decides nothing
+    loose = AlarmsConfig(max_label_accuracy_drop=0.1, window=1)
+    free = promotion_changes(evals, evals, PromoteConfig(), loose,
+                             (round_alarms(stored, 2, loose), round_alarms(rejudged, 2, loose)),
+                             trainable_after=4)
+    assert free["alarms_after"] == ["label_accuracy_drop"] and free["promoted_after"] is True
 
 
 def test_the_same_setting_again_reuses_its_dataset(run):
