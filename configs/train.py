@@ -149,10 +149,10 @@ class TrainConfig(Section):
     report_to: Literal["none", "tensorboard", "mlflow", "wandb"] = Field(
         "none",
         description="where the run's figures also go (the catalog keeps them either way): "
-                    "none; tensorboard or mlflow: one tracker run per flywheel run under "
-                    "runs/<run_id>/tracking/, steps counted across rounds, curve, held-out "
-                    "accuracy and funnel written at each round's end (tasks/tracking.py); wandb: "
-                    "the trainers' own reporter, one run per pass. Not part of the fingerprint")
+                    "none; tensorboard, mlflow or wandb (offline): one tracker run per "
+                    "flywheel run under runs/<run_id>/tracking/, steps counted across rounds, "
+                    "curve, held-out accuracy and funnel written at each round's end "
+                    "(tasks/tracking.py). Not part of the fingerprint")
     warmup: WarmupConfig = Field(WarmupConfig(), description="round 0's SFT settings")
     grpo: GrpoConfig = Field(GrpoConfig(), description="the GRPO trainer's settings")
     dpo: DpoConfig = Field(DpoConfig(), description="the DPO trainer's settings")

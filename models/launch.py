@@ -186,8 +186,7 @@ def runtime_from(data: dict[str, Any]) -> TrainRuntime:
                                else tuple(modules)})
     return TrainRuntime(precision=Precision(**data["precision"]),
                         gradient_checkpointing=data["gradient_checkpointing"], lora=lora,
-                        num_processes=data["num_processes"],
-                        report_to=data.get("report_to", "none"))
+                        num_processes=data["num_processes"])
 
 
 def run_launcher(parent: int, accelerate_arguments: list[str]) -> None:

@@ -57,7 +57,6 @@ class TrainRuntime:
     gradient_checkpointing: bool = False
     lora: LoraSettings | None = None
     num_processes: int = 1  # processes of one training (accelerate launch); batches split over them
-    report_to: str = "none"  # the Trainer's `report_to`: none, tensorboard, mlflow or wandb
 
 
 def resolve_precision(device: str, dtype: str, *, cuda_available: bool | None = None
@@ -125,7 +124,7 @@ def train_runtime(train: TrainConfig) -> TrainRuntime:
                 if lora.enabled else None)
     return TrainRuntime(precision=resolve_precision(train.device, train.dtype),
                         gradient_checkpointing=train.gradient_checkpointing, lora=settings,
-                        num_processes=train.num_processes, report_to=train.report_to)
+                        num_processes=train.num_processes)
 
 
 def check_runtime(train: TrainConfig, *, gpus: int | None = None) -> TrainRuntime:

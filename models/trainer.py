@@ -41,16 +41,10 @@ class TrainResult:
 CURVE_KEYS = ("loss", "learning_rate", "grad_norm")
 # `[train] report_to` -> the package its reporter imports
 REPORTER_PACKAGES = {"tensorboard": "tensorboard", "mlflow": "mlflow", "wandb": "wandb"}
-# The reporters Flywheel writes itself, one tracker run per flywheel run with steps counted
-# across rounds (tasks/tracking.py). The Trainer reports to none of them: its own would open one
-# run per training pass with steps from 0 again. W&B stays the Trainer's reporter.
-FLYWHEEL_TRACKERS = ("tensorboard", "mlflow")
-
-
-def trainer_reporter(report_to: str) -> str:
-    """The Trainer's `report_to` for `[train] report_to`: "none" for a tracker Flywheel writes
-    (`FLYWHEEL_TRACKERS`), else the reporter itself."""
-    return "none" if report_to in FLYWHEEL_TRACKERS else report_to
+# The trackers Flywheel writes itself, one tracker run per flywheel run with steps counted across
+# rounds (tasks/tracking.py). The Trainer reports to none: its own reporter would open one run per
+# training pass with steps from 0 again.
+FLYWHEEL_TRACKERS = ("tensorboard", "mlflow", "wandb")
 
 
 def check_reporter(report_to: str) -> None:
@@ -130,8 +124,8 @@ def common_arguments(*, work_dir: Path, steps: int, micro_batch: int,
                      runtime: TrainRuntime | None = None) -> dict[str, Any]:
     """TrainingArguments every adapter shares: the runtime's device and precision (default
     float32 on the CPU), cosine schedule, seeded data order, a resumable checkpoint every
-    `save_steps` steps (0 = never) in `work_dir`, logged steps also reported to the Trainer's
-    reporter of the runtime's `report_to` (`trainer_reporter`)."""
+    `save_steps` steps (0 = never) in `work_dir`, and no Trainer reporter (the run's tracker is
+    written from the catalog: tasks/tracking.py)."""
     return {
         "output_dir": str(work_dir),
         "max_steps": steps,
@@ -145,7 +139,7 @@ def common_arguments(*, work_dir: Path, steps: int, micro_batch: int,
         "save_strategy": "steps" if save_steps else "no",
         "save_steps": save_steps or 500,
         "save_total_limit": 1,
-        "report_to": trainer_reporter((runtime or TrainRuntime()).report_to),
+        "report_to": "none",
         **precision_arguments(runtime or TrainRuntime()),
         # several processes (models/launch.py): every parameter gets a gradient every step
         **({"ddp_find_unused_parameters": False} if runtime and runtime.num_processes > 1

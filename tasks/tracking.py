@@ -1,13 +1,15 @@
-"""The run's experiment tracker: one TensorBoard run, or one MLflow run, per flywheel run, its x
-axis the training steps of the whole run.
+"""The run's experiment tracker: one TensorBoard, MLflow or W&B run per flywheel run, its x axis
+the training steps of the whole run.
 
-With `[train] report_to = "tensorboard"` or `"mlflow"`, at the end of every round the round's
-figures are read from the catalog and written under the run's folder:
+With `[train] report_to = "tensorboard"`, `"mlflow"` or `"wandb"`, at the end of every round the
+round's figures are read from the catalog and written under the run's folder:
 
     <data-root>/runs/<run_id>/tracking/tensorboard/   `tensorboard --logdir` it (or give
                                                       `<data-root>/runs` to compare runs)
     <data-root>/runs/<run_id>/tracking/mlflow.db      `mlflow ui --backend-store-uri
                                                       sqlite:///<that file>`
+    <data-root>/runs/<run_id>/tracking/wandb/         one offline W&B run: `wandb sync
+                                                      <that folder>/offline-run-*` uploads it
 
 The global step counts training steps across the run: round N's trainer steps follow the steps
 of rounds 0..N-1 (each train stage's `steps` metric; the passes inside a stage are already
@@ -41,8 +43,13 @@ and Alembic come with Prefect). It holds one experiment and one run, both named 
 a round already logged with the same figures (tag `flywheel.round.<NNN>`: a hash of them) is
 not logged again.
 
-W&B (`report_to = "wandb"`) is still the Trainer's own reporter (models/trainer.py
-`trainer_reporter`): one W&B run per training pass.
+W&B: the run is written offline (the machines that train need no W&B account or network), its
+id `flywheel-<hash of the run id>` and its name the run id, with `global_step` as every
+figure's x axis (W&B's `define_metric`), so a round without training, whose figures share the
+step where the round before it ended, keeps both rounds' values. At each round's end the whole
+run so far (rounds 0..N) is written again in a scratch folder and swapped for `wandb/`: the
+folder always holds one run with every round once, and a resume logs nothing twice. Sync it
+when the run has finished (a sync after each round would send the early rounds again).
 """
 
 from __future__ import annotations
@@ -66,6 +73,9 @@ from tasks.train import CURVE_PREFIX
 TRACKING_FOLDER = "tracking"
 TENSORBOARD_FOLDER = "tensorboard"
 MLFLOW_STORE = "mlflow.db"
+WANDB_FOLDER = "wandb"
+WANDB_CACHE = ".wandb-cache"  # the W&B service's logs (`write_wandb`)
+WANDB_PROJECT = "flywheel"
 # funnel figure -> the (stage, metric) it is
 FUNNEL = {"problems": ("synthesize", "novel"), "rollouts": ("rollout", "rollouts"),
           "train_rows": ("curate", "train_rows")}
@@ -173,13 +183,62 @@ def write_mlflow(folder: Path, run_id: str, round_index: int, points: list[Point
     return True
 
 
+def wandb_rows(points: list[Point]) -> list[dict[str, float]]:
+    """The W&B history rows of `points` (in step order): one row per round and step, each with
+    its `global_step`; a figure a round logs twice at one step keeps its last value."""
+    rows: dict[tuple[int, int], dict[str, float]] = {}
+    round_index = 0
+    for point in points:  # each round's points end with its `round` point
+        row = rows.setdefault((round_index, point.step), {"global_step": float(point.step)})
+        row[point.tag] = point.value
+        if point.tag == "round":
+            round_index += 1
+    return list(rows.values())
+
+
+def write_wandb(folder: Path, run_id: str, points: list[Point]) -> Path:
+    """Write the run's scalars so far (`points`: rounds 0..N, in order) as one offline W&B run
+    in `folder`, replacing the folder whole (module docstring); returns the run's folder."""
+    # W&B's service keeps its debug logs in its cache folder (~/.cache/wandb): the run's own
+    # instead, unless the user named one; read when the process's service starts
+    os.environ.setdefault("WANDB_CACHE_DIR", str(folder.parent / WANDB_CACHE))
+    import wandb
+
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{folder.name}-", dir=folder.parent) as scratch:
+        settings = wandb.Settings(mode="offline", silent=True, console="off", save_code=False,
+                                  x_disable_stats=True, x_disable_meta=True)
+        run = wandb.init(project=WANDB_PROJECT, id=f"flywheel-{stable_hash(run_id)[:16]}",
+                         name=run_id, dir=scratch, config={"flywheel_run_id": run_id},
+                         settings=settings)
+        try:
+            run.define_metric("global_step")
+            run.define_metric("*", step_metric="global_step")
+            for row in wandb_rows(points):
+                run.log(row)
+        finally:
+            run.finish()
+        written = Path(scratch) / "wandb"
+        old = Path(scratch) / "old"
+        if folder.exists():
+            os.replace(folder, old)  # removed with the scratch folder
+        os.replace(written, folder)
+    (run_dir,) = folder.glob("offline-run-*")
+    return run_dir
+
+
 def track_round(data_root: Path | str, run_id: str, round_index: int, report_to: str) -> None:
-    """Write round `round_index`'s scalars to the run's tracker (`report_to`: tensorboard or
-    mlflow; any other writes nothing here)."""
+    """Write round `round_index`'s scalars to the run's tracker (`report_to`: tensorboard,
+    mlflow or wandb; any other writes nothing here)."""
     if report_to not in FLYWHEEL_TRACKERS:
         return
-    points = round_points(run_metrics(Catalog(data_root), run_id), round_index)
+    metrics = run_metrics(Catalog(data_root), run_id)
     folder = tracking_dir(data_root, run_id)
+    if report_to == "wandb":
+        points = [p for r in range(round_index + 1) for p in round_points(metrics, r)]
+        write_wandb(folder / WANDB_FOLDER, run_id, points)
+        return
+    points = round_points(metrics, round_index)
     if report_to == "tensorboard":
         write_tensorboard(folder / TENSORBOARD_FOLDER, round_index, points)
     else:

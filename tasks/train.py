@@ -49,9 +49,9 @@ the steps of later passes counted on after the earlier ones' (`curve_metrics`):
     SELECT round, CAST(split_part(name, '/', 3) AS INTEGER) AS step, value AS loss
     FROM metrics WHERE stage = 'train' AND name LIKE 'curve/loss/%' ORDER BY round, step
 
-With `[train] report_to = "tensorboard"` or `"mlflow"` this curve, its steps counted on across
-rounds, goes to the run's one tracker run at the end of each round (tasks/tracking.py); the
-trainers themselves report to neither.
+With `[train] report_to = "tensorboard"`, `"mlflow"` or `"wandb"` this curve, its steps counted
+on across rounds, goes to the run's one tracker run at the end of each round
+(tasks/tracking.py); the trainers themselves report to none of them.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The run's tracker (tasks/tracking.py): one TensorBoard run, or one MLflow run, per flywheel run,
+"""The run's tracker (tasks/tracking.py): one TensorBoard, MLflow or W&B run per flywheel run,
 steps counted across rounds, the held-out accuracy and the round's funnel beside the loss; and
 the round plan that gives progress lines their stage position and round ETA. The last test is a
 real two-round flywheel run whose TensorBoard events are read back with TensorBoard's own
@@ -6,18 +6,24 @@ EventAccumulator."""
 
 from __future__ import annotations
 
+import json
 import logging
+import struct
+from pathlib import Path
 
 import pytest
 
+from configs import RunConfig
 from tasks.tracking import (
     Point,
     round_plan_of,
     round_points,
     steps_before,
     tracking_dir,
+    wandb_rows,
     write_mlflow,
     write_tensorboard,
+    write_wandb,
 )
 
 # two rounds as the catalog records them (storage/run_metrics.py): the warm-up trained 20 steps,
@@ -104,6 +110,72 @@ def test_mlflow_holds_one_run_and_logs_a_round_once(tmp_path):
                        "heldout/accuracy": [(20, 0.25), (30, 0.5)]}
 
 
+def _wandb_records(run_dir: Path) -> list:
+    """The records of an offline W&B run's `.wandb` file: a 7-byte W&B header, then LevelDB log
+    records (7-byte header: crc32c, length, type; FULL 1, FIRST 2, MIDDLE 3, LAST 4) in 32 KiB
+    blocks, each record one protobuf `Record`."""
+    from wandb.proto import wandb_internal_pb2
+
+    (path,) = run_dir.glob("run-*.wandb")
+    data, pos, part, out = path.read_bytes(), 7, b"", []
+    assert data[:4] == b":W&B"
+    while pos + 7 <= len(data):
+        if (left := 32768 - pos % 32768) < 7:  # a block's tail too short for a header: padding
+            pos += left
+            continue
+        _, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        part, pos = part + data[pos + 7:pos + 7 + length], pos + 7 + length
+        if kind in (1, 4):
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(part)
+            out.append(record)
+            part = b""
+    return out
+
+
+def _wandb_history(run_dir: Path) -> tuple[object, list[dict]]:
+    """(the run record, the history rows without W&B's own `_` keys) of an offline run; a key
+    with a slash is stored as its parts (`nested_key`)."""
+    records = _wandb_records(run_dir)
+    (run,) = [r.run for r in records if r.WhichOneof("record_type") == "run"]
+    rows = [{name: json.loads(item.value_json) for item in r.history.item
+             if not (name := item.key or "/".join(item.nested_key)).startswith("_")}
+            for r in records if r.WhichOneof("record_type") == "history"]
+    return run, rows
+
+
+def test_wandb_holds_one_offline_run_with_every_round_once(tmp_path, monkeypatch):
+    monkeypatch.delenv("WANDB_CACHE_DIR", raising=False)
+    folder = tracking_dir(tmp_path, "demo") / "wandb"
+    round_0 = round_points(METRICS, 0)
+    both = round_0 + round_points(METRICS, 1)
+    write_wandb(folder, "demo", round_0)
+    write_wandb(folder, "demo", both)
+    run_dir = write_wandb(folder, "demo", both)  # a resume writes the run again
+    assert [p.name for p in folder.glob("offline-run-*")] == [run_dir.name], "one run"
+    assert sorted(p.name for p in folder.parent.iterdir()) == [".wandb-cache", "wandb"], \
+        "no scratch left"
+    run, rows = _wandb_history(run_dir)
+    assert (run.display_name, run.project) == ("demo", "flywheel")
+    assert run.run_id.startswith("flywheel-") and run_dir.name.endswith(run.run_id)
+    loss = [(row["global_step"], row["train/loss"]) for row in rows if "train/loss" in row]
+    assert loss == [(10, 2.5), (20, 1.5), (30, 1.0)]
+    accuracy = [(row["global_step"], row["heldout/accuracy"]) for row in rows
+                if "heldout/accuracy" in row]
+    assert accuracy == [(20, 0.25), (30, 0.5)]
+    assert [(row["global_step"], row["baseline/accuracy"]) for row in rows
+            if "baseline/accuracy" in row] == [(0, 0.1)]
+
+
+def test_wandb_keeps_two_rounds_that_end_at_one_step_apart():
+    metrics = {**METRICS, 2: {"synthesize": {"novel": 5.0}, "promote": {"promoted": 0.0}}}
+    rows = wandb_rows([p for r in (0, 1, 2) for p in round_points(metrics, r)])
+    at_30 = [row for row in rows if row["global_step"] == 30.0]
+    assert [(row["round"], row["promote/promoted"]) for row in at_30] == [(1.0, 1.0), (2.0, 0.0)]
+    steps = [row["global_step"] for row in rows]
+    assert steps == sorted(steps)
+
+
 def test_the_round_plan_takes_each_stage_from_the_latest_earlier_round():
     rows = [{"round": 0, "stage": "train", "status": "completed", "seconds": 90.0},
             {"round": 0, "stage": "rollout", "status": "completed", "seconds": 5.0},
@@ -116,16 +188,16 @@ def test_the_round_plan_takes_each_stage_from_the_latest_earlier_round():
     assert round_plan_of(rows, 0).earlier_seconds == {}
 
 
-def test_the_trainers_report_to_no_tracker_that_flywheel_writes(tmp_path):
-    from models.runtime import TrainRuntime
-    from models.trainer import common_arguments, trainer_reporter
+def test_the_trainers_report_to_no_tracker(tmp_path):
+    from models.runtime import train_runtime
+    from models.trainer import common_arguments
 
-    assert [trainer_reporter(r) for r in ("none", "tensorboard", "mlflow", "wandb")] == [
-        "none", "none", "none", "wandb"]
-    arguments = common_arguments(work_dir=tmp_path, steps=1, micro_batch=1,
-                                 gradient_accumulation_steps=1, learning_rate=1e-3, save_steps=0,
-                                 seed=0, runtime=TrainRuntime(report_to="tensorboard"))
-    assert arguments["report_to"] == "none"
+    for reporter in ("none", "tensorboard", "mlflow", "wandb"):
+        config = RunConfig.model_validate({"train": {"report_to": reporter}})
+        arguments = common_arguments(work_dir=tmp_path, steps=1, micro_batch=1,
+                                     gradient_accumulation_steps=1, learning_rate=1e-3,
+                                     save_steps=0, seed=0, runtime=train_runtime(config.train))
+        assert arguments["report_to"] == "none", reporter
 
 
 # ---- a real run ------------------------------------------------------------------------------
