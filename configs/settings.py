@@ -142,16 +142,22 @@ class BaseModelSettings(StageSettings):
         return cls(**{name: getattr(config.model, name) for name in cls.model_fields})
 
 
-class SeedSynthesizeSettings(StageSettings):
+class AdmissionSettings(StageSettings):
+    """What both synthesize stages' admission drops besides repeats: the benchmark files'
+    questions (not part of the settings' fingerprint: the files' digests are the stage's inputs,
+    tasks/synthesize.py `synthesize_inputs`)."""
+
+    benchmarks: dict[str, str] = Field(default_factory=dict, exclude=True, description=(
+        "evaluate.benchmarks: files whose questions are dropped, never trained on"))
+
+
+class SeedSynthesizeSettings(AdmissionSettings):
     """Round 0's synthesize: the domain generator's seed problems, admitted."""
 
     domain: DomainSettings = Field(description="the domain (its seed generator)")
     near_duplicate_threshold: float = Field(
         description="synthesize.near_duplicate_threshold: the admission's near-duplicate bar")
     ngram: int = Field(description="synthesize.ngram: n-gram size of the near-duplicate check")
-    benchmarks: dict[str, str] = Field(default_factory=dict, exclude=True, description=(
-        "evaluate.benchmarks: files whose questions are dropped, never trained on (their "
-        "digests are the stage's inputs: tasks/synthesize.py synthesize_inputs)"))
 
     @classmethod
     def from_config(cls, config: RunConfig) -> SeedSynthesizeSettings:
@@ -160,15 +166,12 @@ class SeedSynthesizeSettings(StageSettings):
                    ngram=config.synthesize.ngram, benchmarks=config.evaluate.benchmarks)
 
 
-class SynthesizeSettings(StageSettings):
+class SynthesizeSettings(AdmissionSettings):
     """Rounds >= 1's synthesize: the proposer (or a baseline's generator) and the admission."""
 
     domain: DomainSettings = Field(description="the domain")
     synthesize: SynthesizeConfig = Field(description="[synthesize] with its bandit")
     backend: BackendSettings = Field(description="the backend the proposer samples on")
-    benchmarks: dict[str, str] = Field(default_factory=dict, exclude=True, description=(
-        "evaluate.benchmarks: files whose questions are dropped, never trained on (their "
-        "digests are the stage's inputs: tasks/synthesize.py synthesize_inputs)"))
 
     @classmethod
     def from_config(cls, config: RunConfig) -> SynthesizeSettings:
