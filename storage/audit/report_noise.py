@@ -23,6 +23,7 @@ import duckdb
 
 from storage.audit.charts import line_chart, nice_max
 from storage.audit.operations import promotion_decisions
+from storage.audit.report_accuracy import model_order
 from storage.audit.round_metrics import (
     bootstrap_interval,
     heldout_sample_metrics,
@@ -33,10 +34,6 @@ from storage.audit.snapshot import Result
 
 INSIDE, BEYOND = "inside the noise", "beyond the noise"
 _FIGURE_SUFFIXES = ("_low", "_high", "_unjudged", "_no_vote")
-
-
-def _model_order(model: str) -> int:
-    return -1 if model == "base" else int(model)
 
 
 def round_differences(con: duckdb.DuckDBPyConnection) -> dict[int, dict[str, Any]]:
@@ -127,7 +124,7 @@ def sample_figures_table(con: duckdb.DuckDBPyConnection) -> Result:
         model = "base" if m["stage"] == "baseline" else str(m["round"])
         by_model.setdefault(model, {})[m["name"]] = m["value"]
     rows = []
-    for model in sorted(by_model, key=_model_order):
+    for model in sorted(by_model, key=model_order):
         values = by_model[model]
         names = sorted((n for n in values if n != "samples" and not n.endswith(_FIGURE_SUFFIXES)),
                        key=lambda n: (n.startswith("maj"), int(n.rsplit("_", 1)[1])))

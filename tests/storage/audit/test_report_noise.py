@@ -10,7 +10,8 @@ import xml.etree.ElementTree as ET
 import duckdb
 import pytest
 
-from storage.audit.report import accuracy_section, accuracy_table, level_accuracy_table
+from storage.audit.report import accuracy_section
+from storage.audit.report_accuracy import accuracy_table, level_accuracy_table
 from storage.audit.report_noise import (
     INSIDE,
     promotion_chart,

@@ -6,7 +6,8 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from storage.audit.report import level_accuracy_table, stage_timings_table, wilson_interval
+from storage.audit.report import stage_timings_table, wilson_interval
+from storage.audit.report_accuracy import level_accuracy_table
 
 
 @pytest.mark.parametrize(("correct", "n", "low", "high"), [

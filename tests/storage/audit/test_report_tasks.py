@@ -8,7 +8,8 @@ import json
 import duckdb
 import pytest
 
-from storage.audit.report import accuracy_section, task_accuracy_rows, task_accuracy_table
+from storage.audit.report import accuracy_section
+from storage.audit.report_accuracy import task_accuracy_rows, task_accuracy_table
 
 METRICS = [  # (round, stage, name, value): 4 items per task and level
     (0, "baseline", "accuracy", 0.25),
