@@ -44,13 +44,13 @@ candidate and the incumbent answer with the same random numbers: their paired di
 from __future__ import annotations
 
 import math
-import random
 from collections import defaultdict
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 from prefect import task
 from prefect.cache_policies import NONE
@@ -70,7 +70,7 @@ from tasks.retry import TRANSIENT
 from tasks.stage import StageResult, run_stage
 
 VERSION = 3  # 3: [evaluate] samples and temperature; rows carry `sample`; intervals, pass@k, maj@k
-MAJ_SUBSETS = 1000  # k-subsets of an item's samples that maj@k averages over (`majority_at_k`)
+MAJ_SUBSETS = 1000  # k-subsets of an item's samples that maj@k averages over (`majority_at_ks`)
 MAJ_SEED = 0  # the subsets' draw when there are more than MAJ_SUBSETS
 
 
@@ -174,22 +174,45 @@ def majority_correct(answers: list[str | None], rewards: list[float | None],
     return next(c for a, c in judged if a == label)
 
 
-def majority_at_k(answers: list[str | None], rewards: list[float | None],
-                  corrects: list[bool], k: int) -> float:
-    """maj@k of one item from its n samples: the share of its k-subsets whose majority answer is
-    correct (`majority_correct`; no vote counts as not correct), over every subset when there
-    are at most `MAJ_SUBSETS`, else over `MAJ_SUBSETS` drawn with a fixed seed; k must be 1..n."""
+def majority_at_ks(answers: list[str | None], rewards: list[float | None],
+                   corrects: list[bool], ks: list[int]) -> dict[int, float]:
+    """maj@k of one item from its n samples for each k of `ks` (each 1..n): the share of its
+    k-subsets whose majority answer is correct, over every subset when there are at most
+    `MAJ_SUBSETS`, else over `MAJ_SUBSETS` drawn with a fixed seed (the first k of each of
+    `MAJ_SUBSETS` seeded permutations, shared by the ks). The vote is `majority_correct`'s:
+    judged answers vote, ties go to the smallest string, no vote counts as not correct, and an
+    answer is correct as its first judged sample was (with all n samples, exactly
+    `majority_correct`)."""
     n = len(answers)
-    if not 1 <= k <= n:
-        raise ValueError(f"maj@{k} from {n} samples: need 1 <= k <= n")
-    if math.comb(n, k) <= MAJ_SUBSETS:
-        subsets = list(combinations(range(n), k))
-    else:
-        draw = random.Random(MAJ_SEED + k)
-        subsets = [draw.sample(range(n), k) for _ in range(MAJ_SUBSETS)]
-    wins = sum(bool(majority_correct([answers[i] for i in s], [rewards[i] for i in s],
-                                     [corrects[i] for i in s])) for s in subsets)
-    return wins / len(subsets)
+    if not all(1 <= k <= n for k in ks):
+        raise ValueError(f"maj@k from {n} samples for k in {ks}: need 1 <= k <= n")
+    voting = [a if r is not None else None for a, r in zip(answers, rewards, strict=True)]
+    labels = sorted({a for a in voting if a is not None})  # code order = the tie order
+    if not labels:
+        return dict.fromkeys(ks, 0.0)
+    code = {a: i for i, a in enumerate(labels)}
+    right = np.zeros(len(labels), dtype=bool)
+    for a, c in reversed(list(zip(voting, corrects, strict=True))):  # the first sample wins
+        if a is not None:
+            right[code[a]] = c
+    codes = np.array([code.get(a, len(labels)) for a in voting])  # len(labels): no vote
+    drawn = None
+    out = {}
+    for k in ks:
+        if math.comb(n, k) <= MAJ_SUBSETS:
+            subsets = np.array(list(combinations(range(n), k)))
+        else:
+            if drawn is None:
+                draw = np.random.default_rng(MAJ_SEED)
+                drawn = draw.permuted(np.tile(np.arange(n), (MAJ_SUBSETS, 1)), axis=1)
+            subsets = drawn[:, :k]
+        width = len(labels) + 1
+        offsets = np.arange(len(subsets))[:, None] * width
+        counts = np.bincount((codes[subsets] + offsets).ravel(),
+                             minlength=len(subsets) * width).reshape(len(subsets), width)[:, :-1]
+        wins = right[counts.argmax(axis=1)] & (counts.max(axis=1) > 0)  # argmax: first leader
+        out[k] = float(wins.mean())
+    return out
 
 
 def _by_item(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -227,10 +250,11 @@ def sample_figures(rows: list[dict[str, Any]]) -> dict[str, float | None]:
     for k in pass_at_ks(samples):
         _with_interval(out, f"pass_at_{k}",
                        [pass_at_k(samples, sum(r["correct"] for r in g), k) for g in groups])
-    for k in pass_at_ks(samples)[1:]:
-        _with_interval(out, f"maj_at_{k}",
-                       [majority_at_k([r["answer"] for r in g], [r["reward"] for r in g],
-                                      [r["correct"] for r in g], k) for g in groups])
+    ks = pass_at_ks(samples)[1:]
+    majorities = [majority_at_ks([r["answer"] for r in g], [r["reward"] for r in g],
+                                 [r["correct"] for r in g], ks) for g in groups]
+    for k in ks:
+        _with_interval(out, f"maj_at_{k}", [m[k] for m in majorities])
     votes = [majority_correct([r["answer"] for r in g], [r["reward"] for r in g],
                               [r["correct"] for r in g]) for g in groups]
     out[f"maj_at_{samples}_unjudged"] = float(sum(r["reward"] is None for r in rows))

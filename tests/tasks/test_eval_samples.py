@@ -20,7 +20,7 @@ from tasks.evaluate import (
     MAJ_SUBSETS,
     eval_rows,
     item_passes,
-    majority_at_k,
+    majority_at_ks,
     majority_correct,
     pass_at_k,
     pass_at_ks,
@@ -133,11 +133,27 @@ def test_majority_at_k_of_all_samples_is_their_one_vote_and_of_one_sample_is_pas
     answers = ["42", "41", "42", None, "7"]
     rewards = [1.0, 0.0, 1.0, None, 0.0]
     corrects = [r == 1.0 for r in rewards]
-    assert majority_at_k(answers, rewards, corrects, 5) == float(
-        majority_correct(answers, rewards, corrects))
-    assert majority_at_k(answers, rewards, corrects, 1) == pytest.approx(2 / 5)
+    figures = majority_at_ks(answers, rewards, corrects, [1, 5])
+    assert figures[5] == float(majority_correct(answers, rewards, corrects))
+    assert figures[1] == pytest.approx(2 / 5)
     with pytest.raises(ValueError, match="1 <= k <= n"):
-        majority_at_k(answers, rewards, corrects, 6)
+        majority_at_ks(answers, rewards, corrects, [6])
+
+
+def test_majority_at_k_is_the_mean_of_majority_correct_over_every_k_subset():
+    draw = random.Random(3)
+    for _ in range(200):
+        n = draw.randint(1, 8)
+        answers = [draw.choice(["1", "2", "10", None]) for _ in range(n)]
+        rewards = [None if a is None or draw.random() < 0.2 else float(a == "1") for a in answers]
+        corrects = [r == 1.0 for r in rewards]
+        for k in range(1, n + 1):
+            subsets = list(itertools.combinations(range(n), k))
+            expected = sum(bool(majority_correct([answers[i] for i in s], [rewards[i] for i in s],
+                                                 [corrects[i] for i in s]))
+                           for s in subsets) / len(subsets)
+            assert majority_at_ks(answers, rewards, corrects, [k])[k] == pytest.approx(expected), (
+                answers, rewards, k)
 
 
 def test_majority_at_k_draws_subsets_when_there_are_too_many_and_stays_near_the_exact_value():
@@ -148,8 +164,8 @@ def test_majority_at_k_draws_subsets_when_there_are_too_many_and_stays_near_the_
     corrects = [r == 1.0 for r in rewards]
     assert math.comb(20, 10) > MAJ_SUBSETS
     exact = sum(math.comb(11, j) * math.comb(9, 10 - j) for j in range(6, 11)) / math.comb(20, 10)
-    drawn = majority_at_k(answers, rewards, corrects, 10)
-    assert drawn == majority_at_k(answers, rewards, corrects, 10)  # a fixed seed
+    drawn = majority_at_ks(answers, rewards, corrects, [10])[10]
+    assert drawn == majority_at_ks(answers, rewards, corrects, [2, 10])[10]  # a fixed seed
     # the draw's standard error at 1000 subsets is about 0.016
     assert abs(drawn - exact) < 0.06
 
