@@ -7,8 +7,8 @@ samples one answer per seed problem, enough to record its pass@1; under `[warmup
 
 With `verify.canary = n` (rounds >= 1) the round's n canaries (tasks/verifier_rates.py:
 known-answer generator problems, never trained on) are sampled after the round's problems, k
-answers each: the round's own rollouts keep the seeds of their positions, so they are the rows
-a run without canaries samples.
+answers each, in batches of their own: the round's own rollouts keep the seeds of their
+positions and their batches, so they are the rows a run without canaries samples.
 
 The rows are written as they are sampled: each shard samples its problems in chunks of about
 `CHUNK_ROWS` rollouts (whole batches of the backend, so the rows are those of one call), and
@@ -124,22 +124,28 @@ def rollout_round(ctx: RunContext, settings: WarmupRolloutSettings, scale: Scale
     """The rollout stage's computation: k samples per problem (then per canary: `RolloutSettings`
     of rounds >= 1), in `[scale]` shards, streamed to the rollouts file."""
     cfg = settings.rollout
-    rows = read_rows(problems.path("problems"))
-    if isinstance(settings, RolloutSettings) and settings.canary:
-        rows += round_canaries(ctx.domain, settings.domain, count=settings.canary,
-                               seed=ctx.stage_seed(CANARY_STREAM, round_index),
-                               problem_texts=[row["text"] for row in rows]).to_dicts()
+    own = read_rows(problems.path("problems"))
+    canaries = round_canaries(ctx.domain, settings.domain, count=settings.canary,
+                              seed=ctx.stage_seed(CANARY_STREAM, round_index),
+                              problem_texts=[row["text"] for row in own]).to_dicts() if (
+        isinstance(settings, RolloutSettings) and settings.canary) else []
     # 1 in the references warm-up (its answers are not trained on: one measures pass@1), else k
     params = SamplingParams(n=settings.samples_per_problem,
                             temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens,
                             seed=ctx.stage_seed("rollout", round_index))
     whole = {"rollout": cfg, "checkpoint_dir": str(incumbent.path), "domain": ctx.domain,
-             "problems": rows, "params": params, "checkpoint": incumbent.fingerprint,
-             "run_id": ctx.run_id, "round_index": round_index}
+             "params": params, "checkpoint": incumbent.fingerprint, "run_id": ctx.run_id,
+             "round_index": round_index}
     # Shards (config [scale]) start on batch boundaries and know where: same rows as one piece.
-    shards = [{**whole, "problems": rows[start:end], "params": replace(params, first_prompt=start)}
-              for start, end in batch_aligned_ranges(len(rows), params.n, cfg.batch_size,
+    # The canaries are shards of their own, after the round's problems: no batch holds both, so
+    # the round's own rollouts are those of a run without canaries, batch for batch.
+    groups = [(0, own)] + ([(len(own), canaries)] if canaries else [])
+    shards = [{**whole, "problems": group[start:end],
+               "params": replace(params, first_prompt=offset + start)}
+              for offset, group in groups
+              for start, end in batch_aligned_ranges(len(group), params.n, cfg.batch_size,
                                                      scale.rollout_shards)]
+    rows = own + canaries
     path = dataset_path(ctx.data_root, ctx.run_id, round_index, "rollouts", fingerprint)
     with progress_bar(f"round {round_index} rollout", len(rows) * params.n) as advance, \
             DatasetWriter("rollouts", path, group_rows=CHUNK_ROWS) as writer:
@@ -148,7 +154,10 @@ def rollout_round(ctx: RunContext, settings: WarmupRolloutSettings, scale: Scale
 
             engines = engine_actors_backend(cfg, incumbent.path, engines=scale.vllm_engines,
                                             shards=scale.rollout_shards)
-            rollout_shard(**whole, backend=engines, progress=advance, sink=writer.write)
+            for offset, group in groups:  # closing the actors' backend keeps them warm
+                rollout_shard(**whole, problems=group,
+                              params=replace(params, first_prompt=offset), backend=engines,
+                              progress=advance, sink=writer.write)
         else:
             map_shards(rollout_shard, shards, scale=scale, stage="rollout", progress=advance,
                        sink=writer.write)  # chunks and shards arrive in prompt order

@@ -196,19 +196,32 @@ def test_curate_drops_the_canaries_before_anything_is_trained(tmp_path):
 
 
 class PositionBackend:
-    """Answers each prompt with texts naming its position in the stage and the sample."""
+    """Answers each prompt with texts naming its position in the stage, the sample and the
+    prompts its batch of `batch_size` sequences holds: as a real backend's padding does, a
+    batch's company changes its answers."""
+
+    def __init__(self, batch_size: int) -> None:
+        self.batch_size = batch_size
 
     def generate(self, prompts, params, progress=None):
-        return [[Completion(text=f"{params.first_prompt + i}.{j}", tokens=1)
-                 for j in range(params.n)] for i, _ in enumerate(prompts)]
+        sequences = [(params.first_prompt + i, j) for i in range(len(prompts))
+                     for j in range(params.n)]
+        batches = [sequences[b:b + self.batch_size]
+                   for b in range(0, len(sequences), self.batch_size)]
+        company = {seq: sorted({p for p, _ in batch}) for batch in batches for seq in batch}
+        return [[Completion(text=f"{p}.{j} with {company[(p, j)]}", tokens=1)
+                 for j in range(params.n)]
+                for p in range(params.first_prompt, params.first_prompt + len(prompts))]
 
     def close(self):
         pass
 
 
 def _rollouts(tmp_path, monkeypatch, canary: int) -> list[dict]:
-    monkeypatch.setattr("models.backends.backend_for", lambda *_: PositionBackend())
-    config = load_config(None, {"verify.canary": canary, "rollout.samples_per_problem": 2})
+    monkeypatch.setattr("models.backends.backend_for",
+                        lambda rollout, *_: PositionBackend(rollout.batch_size))
+    config = load_config(None, {"verify.canary": canary, "rollout.samples_per_problem": 2,
+                                "rollout.batch_size": 8})  # the last batch of 3 x 2 has room
     ctx = RunContext(tmp_path / f"root-{canary}", RUN, config)
     problems = [{"problem_id": f"p{i}", "run_id": RUN, "round": 1, "text": text,
                  "reference": domain.parse(text).reference, "level": 2, "source": "proposer",
