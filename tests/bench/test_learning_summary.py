@@ -1,4 +1,5 @@
-"""bench/learning.py's summary: per-level totals, gains, paired differences from measured runs."""
+"""bench/learning.py's summary (bench/learning_summary.py): per-level totals, gains, paired
+differences from measured runs; and the wide held-out set and arm roots of bench/learning.py."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+
+from bench import learning_summary
 
 _SPEC = importlib.util.spec_from_file_location(
     "learning_bench", Path(__file__).resolve().parents[2] / "bench" / "learning.py")
@@ -33,7 +36,7 @@ def test_summary_totals_levels_over_rounds_after_the_warmup_and_pairs_gains_by_s
         "uniform": {0: run([0.1, 0.1, 0.2], [NONE, NONE, NONE], [NONE, NONE, NONE]),
                     1: run([0.2, 0.3, 0.4], [NONE, NONE, NONE], [NONE, NONE, NONE])},
     }
-    summary = learning.summarize(runs, 2)
+    summary = learning_summary.summarize(runs, 2)
     default = summary["arms"]["default"]
     # round 0 not counted
     assert default["kept_per_level"]["2"]["mean"] == pytest.approx((12 + 4) / 2)
@@ -51,7 +54,7 @@ def test_summary_totals_levels_over_rounds_after_the_warmup_and_pairs_gains_by_s
 def test_report_prints_every_arm_and_level(capsys):
     runs = {"default": {0: run([0.1, 0.3], [NONE, {"2": 4}], [NONE, {"2": 8}])},
             "uniform": {0: run([0.1, 0.2], [NONE, {"2": 2}], [NONE, {"2": 8}])}}
-    learning.report(learning.summarize(runs, 1), 1)
+    learning_summary.report(learning_summary.summarize(runs, 1), 1)
     out = capsys.readouterr().out
     assert "L2 8->4" in out and "L2 8->2" in out
     assert "final-gain ratio default/uniform: 2.00" in out
@@ -78,7 +81,7 @@ def test_wide_eval_items_are_unseen_distinct_and_start_with_the_gate_set():
 def test_wide_summary_pairs_final_accuracy_by_seed():
     accuracy = {"learning-default-s0": 0.30, "learning-default-s1": 0.20,
                 "learning-uniform-s0": 0.25, "learning-uniform-s1": 0.22}
-    wide = learning.wide_summary(accuracy, ["default", "uniform"], [0, 1])
+    wide = learning_summary.wide_summary(accuracy, ["default", "uniform"], [0, 1])
     assert wide["final_accuracy"]["default"]["mean"] == pytest.approx(0.25)
     paired = wide["paired_difference"]["default-uniform"]
     assert paired["mean"] == pytest.approx(0.015) and paired["default_wins"] == 1
@@ -86,12 +89,12 @@ def test_wide_summary_pairs_final_accuracy_by_seed():
 
 
 def test_paired_interval_is_the_student_t_interval_of_the_mean():
-    d = learning.paired([0.01, 0.02, 0.03], [0, 1, 2])
+    d = learning_summary.paired([0.01, 0.02, 0.03], [0, 1, 2])
     half = 4.302653 * 0.01 / 3**0.5  # t(0.975, df 2) * sd / sqrt(n)
     assert d["ci95"] == pytest.approx([0.02 - half, 0.02 + half])
     assert d["default_wins"] == 3 and d["seeds"] == [0, 1, 2]
-    assert learning.paired([0.05], [0])["ci95"] is None  # one seed: no interval
-    wins_and_losses = learning.paired([0.07, -0.01, -0.015], [0, 1, 2])
+    assert learning_summary.paired([0.05], [0])["ci95"] is None  # one seed: no interval
+    wins_and_losses = learning_summary.paired([0.07, -0.01, -0.015], [0, 1, 2])
     assert wins_and_losses["ci95"][0] < 0 < wins_and_losses["ci95"][1]  # cannot tell the arms apart
 
 
@@ -99,7 +102,7 @@ def test_report_prints_the_interval_of_paired_differences(capsys):
     runs = {"default": {s: run([0.1, 0.1 + g], [NONE, NONE], [NONE, NONE])
                         for s, g in ((0, 0.2), (1, 0.3))},
             "uniform": {s: run([0.1, 0.2], [NONE, NONE], [NONE, NONE]) for s in (0, 1)}}
-    learning.report(learning.summarize(runs, 1), 1)
+    learning_summary.report(learning_summary.summarize(runs, 1), 1)
     out = capsys.readouterr().out
     assert "95% CI [" in out and "default higher in 2/2 seeds" in out
 
