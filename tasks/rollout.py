@@ -155,9 +155,9 @@ def rollout_round(ctx: RunContext, settings: WarmupRolloutSettings, scale: Scale
             engines = engine_actors_backend(cfg, incumbent.path, engines=scale.vllm_engines,
                                             shards=scale.rollout_shards)
             for offset, group in groups:  # closing the actors' backend keeps them warm
-                rollout_shard(**whole, problems=group,
-                              params=replace(params, first_prompt=offset), backend=engines,
-                              progress=advance, sink=writer.write)
+                rollout_shard(**{**whole, "problems": group,
+                                 "params": replace(params, first_prompt=offset)},
+                              backend=engines, progress=advance, sink=writer.write)
         else:
             map_shards(rollout_shard, shards, scale=scale, stage="rollout", progress=advance,
                        sink=writer.write)  # chunks and shards arrive in prompt order

@@ -217,16 +217,25 @@ class PositionBackend:
         pass
 
 
-def _rollouts(tmp_path, monkeypatch, canary: int) -> list[dict]:
+def _rollouts(tmp_path, monkeypatch, canary: int, *, engines: bool = False) -> list[dict]:
+    """The rollout stage's rows of three problems (and `canary` canaries), sampled in process
+    or (`engines`) on the run's vLLM engine actors, both replaced by a `PositionBackend`."""
     monkeypatch.setattr("models.backends.backend_for",
                         lambda rollout, *_: PositionBackend(rollout.batch_size))
+    monkeypatch.setattr("models.vllm_actors.engine_actors_backend",
+                        lambda rollout, *_, **__: PositionBackend(rollout.batch_size))
     config = load_config(None, {"verify.canary": canary, "rollout.samples_per_problem": 2,
                                 "rollout.batch_size": 8})  # the last batch of 3 x 2 has room
-    ctx = RunContext(tmp_path / f"root-{canary}", RUN, config)
+    if engines:  # what `[scale] task_runner = "ray"` with `rollout.backend = "vllm"` reads
+        config = config.model_copy(update={
+            "rollout": config.rollout.model_copy(update={"backend": "vllm"}),
+            "scale": config.scale.model_copy(update={"task_runner": "ray"})})
+    ctx = RunContext(tmp_path / f"root-{canary}-{engines}", RUN, config)
     problems = [{"problem_id": f"p{i}", "run_id": RUN, "round": 1, "text": text,
                  "reference": domain.parse(text).reference, "level": 2, "source": "proposer",
                  "proposal_id": f"q{i}"} for i, text in enumerate(["2+3", "3+4", "5+6"])]
-    path = write_atomic("problems", problems, tmp_path / f"problems-{canary}.parquet").path
+    path = write_atomic("problems", problems,
+                        tmp_path / f"problems-{canary}-{engines}.parquet").path
     result = rollout.rollout_round(
         ctx, stage_settings(config, "rollout", 1), config.scale, 1,
         Checkpoint(tmp_path, "c" * 32), StageOutput("synthesize", 1, "s" * 32,
@@ -246,6 +255,9 @@ def test_the_rollout_samples_the_canaries_after_the_rounds_own_problems(tmp_path
     assert [r["problem_id"] for r in mixed[6:]] == [
         pid for pid in expected["problem_id"] for _ in range(2)]
     assert {r["prompt"] for r in mixed[6:]} == {domain.solver_prompt(t) for t in expected["text"]}
+    # on the engine actors the same rows come back
+    assert _rollouts(tmp_path, monkeypatch, 3, engines=True) == mixed
+    assert _rollouts(tmp_path, monkeypatch, 0, engines=True) == plain
 
 
 def test_canaries_rerun_rounds_from_one_on_and_share_the_warm_up():
