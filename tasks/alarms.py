@@ -98,10 +98,11 @@ def normalized(texts: pl.Series) -> list[str]:
 
 def heldout_overlap(heldout: Sequence[str], training: pl.Series, *,
                     ngram: int = LEAK_NGRAM) -> np.ndarray:
-    """Per held-out question, the share of its character n-grams (`normalized`; a question
-    shorter than `ngram` is one n-gram, itself) found among the n-grams of the `training`
-    texts, hashed about `LEAK_CHUNK_CHARS` characters at a time (one n-gram hash per character:
-    tasks/curriculum/dedup.py `shingle_hashes`), so long completions stay in bounded memory."""
+    """Per held-out question, the share of its distinctive character n-grams (`normalized`; a
+    question shorter than `ngram` is one n-gram, itself; `distinctive`: not in another held-out
+    question) found among the n-grams of the `training` texts, hashed about `LEAK_CHUNK_CHARS`
+    characters at a time (one n-gram hash per character: tasks/curriculum/dedup.py
+    `shingle_hashes`), so long completions stay in bounded memory."""
     questions = normalized(pl.Series(list(heldout), dtype=pl.String))
     hashes, offsets = shingle_hashes(questions, ngram)
     found = np.zeros(len(hashes), dtype=bool)
@@ -112,7 +113,22 @@ def heldout_overlap(heldout: Sequence[str], training: pl.Series, *,
         found |= np.isin(hashes, chunk)
     counts = np.diff(np.append(offsets, len(hashes)))
     owner = np.repeat(np.arange(len(questions)), counts)
-    return np.bincount(owner, weights=found, minlength=len(questions)) / np.maximum(counts, 1)
+    kept = distinctive(hashes, owner, len(questions)).astype(float)
+    return (np.bincount(owner, weights=found * kept, minlength=len(questions))
+            / np.maximum(np.bincount(owner, weights=kept, minlength=len(questions)), 1))
+
+
+def distinctive(hashes: np.ndarray, owner: np.ndarray, questions: int) -> np.ndarray:
+    """Which n-grams of the held-out questions (`hashes`, each of question `owner`) tell their
+    question apart: those no other held-out question has. A task's template (reasoning-gym's
+    "Spell this word backward (example: sun -> nus): ") is in every question of the task, and
+    so in every training row of it; only what follows it can leak. A question with no n-gram of
+    its own keeps all of them."""
+    pairs = pl.DataFrame({"hash": hashes, "owner": owner}).unique()
+    shared = pairs.group_by("hash").len().filter(pl.col("len") > 1)["hash"].to_numpy()
+    own = ~np.isin(hashes, shared)
+    has_own = np.bincount(owner, weights=own, minlength=questions) > 0
+    return own | ~has_own[owner]
 
 
 def training_texts(train_rows: pl.DataFrame) -> pl.Series:

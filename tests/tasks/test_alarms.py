@@ -188,6 +188,20 @@ def test_heldout_overlap_finds_copies_not_shared_subexpressions():
     assert heldout_overlap([question], pl.Series([rewritten]))[0] < 0.8
 
 
+def test_a_tasks_template_shared_by_the_held_out_questions_is_no_leak():
+    template = "spell_backward L1: Spell this word backward (example: sun -> nus): "
+    heldout = [f"{template}{word}" for word in ("dud", "oak", "ray")]
+    training = pl.Series([f"<solve>{template}{word} Answer: " for word in ("tree", "lamp")])
+    # every held-out question is mostly template: only the n-grams with its word count
+    assert heldout_overlap(heldout, training).tolist() == [0.0, 0.0, 0.0]
+    # a held-out question in a training row still is (case and spaces aside)
+    copied = heldout_overlap(heldout, pl.Series([f"<solve>{template}RAY Answer: "]))
+    assert copied.tolist() == [0.0, 0.0, 1.0]
+    # a lone question shares nothing with another: all its n-grams count, the template's
+    # 8 of its 11 among them
+    assert heldout_overlap(heldout[:1], training)[0] == pytest.approx(8 / 11)
+
+
 # ---- the promote stage consults the alarms --------------------------------------------------
 
 
