@@ -183,22 +183,23 @@ def write_mlflow(folder: Path, run_id: str, round_index: int, points: list[Point
     return True
 
 
-def wandb_rows(points: list[Point]) -> list[dict[str, float]]:
-    """The W&B history rows of `points` (in step order): one row per round and step, each with
-    its `global_step`; a figure a round logs twice at one step keeps its last value."""
-    rows: dict[tuple[int, int], dict[str, float]] = {}
-    round_index = 0
-    for point in points:  # each round's points end with its `round` point
-        row = rows.setdefault((round_index, point.step), {"global_step": float(point.step)})
-        row[point.tag] = point.value
-        if point.tag == "round":
-            round_index += 1
-    return list(rows.values())
+def wandb_rows(rounds: list[list[Point]]) -> list[dict[str, float]]:
+    """The W&B history rows of the rounds' points (`round_points` of rounds 0..N): one row per
+    round and step, each with its `global_step`."""
+    rows = []
+    for points in rounds:
+        by_step: dict[int, dict[str, float]] = {}
+        for point in points:
+            by_step.setdefault(point.step, {"global_step": float(point.step)})[point.tag] = \
+                point.value
+        rows += by_step.values()
+    return rows
 
 
-def write_wandb(folder: Path, run_id: str, points: list[Point]) -> Path:
-    """Write the run's scalars so far (`points`: rounds 0..N, in order) as one offline W&B run
-    in `folder`, replacing the folder whole (module docstring); returns the run's folder."""
+def write_wandb(folder: Path, run_id: str, rounds: list[list[Point]]) -> Path:
+    """Write the run's scalars so far (`rounds`: each round's points, rounds 0..N) as one
+    offline W&B run in `folder`, replacing the folder whole (module docstring); returns the
+    run's folder."""
     # W&B's service keeps its debug logs in its cache folder (~/.cache/wandb): the run's own
     # instead, unless the user named one; read when the process's service starts
     os.environ.setdefault("WANDB_CACHE_DIR", str(folder.parent / WANDB_CACHE))
@@ -214,7 +215,7 @@ def write_wandb(folder: Path, run_id: str, points: list[Point]) -> Path:
         try:
             run.define_metric("global_step")
             run.define_metric("*", step_metric="global_step")
-            for row in wandb_rows(points):
+            for row in wandb_rows(rounds):
                 run.log(row)
         finally:
             run.finish()
@@ -235,8 +236,8 @@ def track_round(data_root: Path | str, run_id: str, round_index: int, report_to:
     metrics = run_metrics(Catalog(data_root), run_id)
     folder = tracking_dir(data_root, run_id)
     if report_to == "wandb":
-        points = [p for r in range(round_index + 1) for p in round_points(metrics, r)]
-        write_wandb(folder / WANDB_FOLDER, run_id, points)
+        write_wandb(folder / WANDB_FOLDER, run_id,
+                    [round_points(metrics, r) for r in range(round_index + 1)])
         return
     points = round_points(metrics, round_index)
     if report_to == "tensorboard":

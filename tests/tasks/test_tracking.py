@@ -147,8 +147,8 @@ def _wandb_history(run_dir: Path) -> tuple[object, list[dict]]:
 def test_wandb_holds_one_offline_run_with_every_round_once(tmp_path, monkeypatch):
     monkeypatch.delenv("WANDB_CACHE_DIR", raising=False)
     folder = tracking_dir(tmp_path, "demo") / "wandb"
-    round_0 = round_points(METRICS, 0)
-    both = round_0 + round_points(METRICS, 1)
+    round_0 = [round_points(METRICS, 0)]
+    both = [*round_0, round_points(METRICS, 1)]
     write_wandb(folder, "demo", round_0)
     write_wandb(folder, "demo", both)
     run_dir = write_wandb(folder, "demo", both)  # a resume writes the run again
@@ -163,13 +163,15 @@ def test_wandb_holds_one_offline_run_with_every_round_once(tmp_path, monkeypatch
     accuracy = [(row["global_step"], row["heldout/accuracy"]) for row in rows
                 if "heldout/accuracy" in row]
     assert accuracy == [(20, 0.25), (30, 0.5)]
+    (end_of_warmup,) = [row for row in rows if row["global_step"] == 20]  # one row a step
+    assert {"train/loss", "heldout/accuracy", "round"} <= set(end_of_warmup)
     assert [(row["global_step"], row["baseline/accuracy"]) for row in rows
             if "baseline/accuracy" in row] == [(0, 0.1)]
 
 
 def test_wandb_keeps_two_rounds_that_end_at_one_step_apart():
     metrics = {**METRICS, 2: {"synthesize": {"novel": 5.0}, "promote": {"promoted": 0.0}}}
-    rows = wandb_rows([p for r in (0, 1, 2) for p in round_points(metrics, r)])
+    rows = wandb_rows([round_points(metrics, r) for r in (0, 1, 2)])
     at_30 = [row for row in rows if row["global_step"] == 30.0]
     assert [(row["round"], row["promote/promoted"]) for row in at_30] == [(1.0, 1.0), (2.0, 0.0)]
     steps = [row["global_step"] for row in rows]
