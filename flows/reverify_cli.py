@@ -146,11 +146,10 @@ def verifier_lines(before: dict[str, float], after: dict[str, float]) -> list[st
 
 
 def _rate(figures: dict[str, float], name: str) -> str:
-    if f"{name}_rate" not in figures:
-        return "-"
-    low, high = figures.get(f"{name}_low"), figures.get(f"{name}_high")
-    interval = "" if low is None or high is None else f" [{low:.3f}, {high:.3f}]"
-    return f"{figures[f'{name}_rate']:.3f}{interval}"
+    from storage.audit.round_summary import with_interval
+
+    return with_interval(figures.get(f"{name}_rate"), figures.get(f"{name}_low"),
+                         figures.get(f"{name}_high"))
 
 
 def reverify(

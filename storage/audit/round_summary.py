@@ -120,6 +120,15 @@ def heldout_figures(metrics: dict[tuple[str, str], float], stage: str) -> dict[s
             "held_out_at_k": at_k_figures(metrics, stage)}
 
 
+def with_interval(value: float | None, low: float | None, high: float | None) -> str:
+    """A figure and its 95 % interval as the status lines print them: "0.212 [0.183, 0.244]",
+    the value alone without both ends, "-" without a value."""
+    if value is None:
+        return "-"
+    interval = "" if low is None or high is None else f" [{low:.3f}, {high:.3f}]"
+    return f"{value:.3f}{interval}"
+
+
 def at_k_figures(metrics: dict[tuple[str, str], float], stage: str) -> dict[str, list] | None:
     """Every pass@k and maj@k `stage` recorded (tasks/evaluate.py: k = 1, 2, 4, ..., n), each
     as [value, low, high] under its metric name, pass@k first, k ascending; None with one
@@ -142,11 +151,7 @@ def at_k_lines(rows: list[dict[str, Any]]) -> list[str]:
     names = list(dict.fromkeys(name for r in measured for name in r["held_out_at_k"]))
 
     def cell(figure: list | None) -> str:
-        if figure is None:
-            return "-"
-        value, low, high = figure
-        interval = "" if low is None or high is None else f" [{low:.3f}, {high:.3f}]"
-        return f"{value:.3f}{interval}"
+        return "-" if figure is None else with_interval(*figure)
 
     lines = ["held-out with several samples per item: pass@k and maj@k, 95 % intervals over items",
              "  " + "  ".join([f"{'round':>5}", *(f"{n.replace('_at_', '@'):<20}" for n in names)])]
@@ -168,11 +173,7 @@ def verifier_rate_lines(rows: list[dict[str, Any]]) -> list[str]:
         return []
 
     def rate(row: dict[str, Any], name: str) -> str:
-        if row.get(name) is None:
-            return "-"
-        low, high = row.get(f"{name}_low"), row.get(f"{name}_high")
-        interval = "" if low is None or high is None else f" [{low:.3f}, {high:.3f}]"
-        return f"{row[name]:.3f}{interval}"
+        return with_interval(row.get(name), row.get(f"{name}_low"), row.get(f"{name}_high"))
 
     lines = ["verifier error rates per round (false positives / negatives on the canaries, "
              "majority labels vs references)",
