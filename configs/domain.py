@@ -216,6 +216,12 @@ class VerifyConfig(Section):
     )
     answer_regex: str | None = Field(
         None, description="the `regex` extractor's pattern (group 1 = the answer)")
+    think_tags: list[str] = Field(
+        ["<think>", "</think>"],
+        description="reasoning_gym, dataset: the (opening, closing) tags of a reasoning model's "
+                    "thinking (Qwen3, DeepSeek-R1): the answer is looked for after the last "
+                    "closing tag only, and a completion that opens the tag and never closes it "
+                    "(cut off while thinking) has none (reason thinking_unfinished); [] = none")
     compare: Literal["auto", "exact", "math", "task", "judge"] = Field(
         "auto",
         description="reasoning_gym, dataset: exact (normalised text), math (math-verify "
@@ -244,6 +250,14 @@ class VerifyConfig(Section):
         if self.compare == "judge" and self.reward_function is not None:
             msg = (f"compare = 'judge' and reward_function = {self.reward_function!r} are two "
                    "verifiers: choose one (unset reward_function or set another compare)")
+            raise ValueError(msg)
+        return self
+
+    @model_validator(mode="after")
+    def _think_tags_paired(self) -> VerifyConfig:
+        if self.think_tags and (len(self.think_tags) != 2 or not all(self.think_tags)):
+            msg = (f"think_tags = {self.think_tags!r}: give two non-empty tags, opening and "
+                   "closing (e.g. ['<think>', '</think>']), or [] for none")
             raise ValueError(msg)
         return self
 

@@ -22,6 +22,18 @@ U+FF0B) as `-` / `+` (domains/answer_forms.py), so `−5` is extracted whole, no
 answer keeps the characters written (the comparison unifies them). An empty result
 counts as none. When no extractor finds an answer the result carries the reason `no_answer`,
 which the verdict records (never a silent 0).
+
+A reasoning model thinks between tags (Qwen3's `<think>...</think>`, `verify.think_tags`): only
+the text after the last closing tag is searched, so a number in the reasoning is never read as
+the answer; a completion that opens the tag and never closes it (cut off by `max_new_tokens`
+while thinking) has no answer, with the reason `thinking_unfinished`:
+
+    >>> extract_answer("<think>7*8 is 54? no, 56</think> \\\\boxed{56}", ("boxed",),
+    ...                think_tags=("<think>", "</think>")).answer
+    '56'
+    >>> extract_answer("<think>7*8 is 54? no, 5", ("last_number",),
+    ...                think_tags=("<think>", "</think>")).reason
+    'thinking_unfinished'
 """
 
 from __future__ import annotations
@@ -110,8 +122,22 @@ def _extract_one(method: str, completion: str, pattern: re.Pattern[str] | None) 
     raise ValueError(msg)
 
 
+def after_thinking(completion: str, think_tags: Sequence[str] = ()) -> str | None:
+    """The part of `completion` after its reasoning: the text after the last closing tag; the
+    whole completion when it never opens the tag; None when it opens it and never closes it
+    (the answer was never written). `think_tags` = (opening, closing), or () for none."""
+    if not think_tags:
+        return completion
+    opening, closing = think_tags
+    end = completion.rfind(closing)
+    if end >= 0:
+        return completion[end + len(closing):]
+    return None if opening in completion else completion
+
+
 def extract_answer(completion: str, methods: Sequence[str],
-                   pattern: str | re.Pattern[str] | None = None) -> Extraction:
+                   pattern: str | re.Pattern[str] | None = None,
+                   think_tags: Sequence[str] = ()) -> Extraction:
     """The final answer of `completion` by the first of `methods` that finds one.
 
     Parameters
@@ -122,15 +148,20 @@ def extract_answer(completion: str, methods: Sequence[str],
         Extractor names from `EXTRACTORS`, tried in order.
     pattern
         The regex of the `regex` extractor (group 1 is the answer, else the whole match).
+    think_tags
+        (opening, closing) of the reasoning block (`after_thinking`), or () for none.
 
     Returns
     -------
     The stripped answer (trailing `.`, `;`, `$` removed), or
-    `Extraction(None, "no_answer")`.
+    `Extraction(None, "no_answer")`, or `Extraction(None, "thinking_unfinished")`.
     """
     compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
+    final = after_thinking(completion, think_tags)
+    if final is None:
+        return Extraction(None, "thinking_unfinished")
     for method in methods:
-        answer = _clean(_extract_one(method, completion, compiled))
+        answer = _clean(_extract_one(method, final, compiled))
         if answer is not None:
             return Extraction(answer)
     return Extraction(None, "no_answer")

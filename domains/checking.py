@@ -7,6 +7,8 @@ A verdict it cannot give is a `Judgement` with reward None and its reason:
 
     none              no label to compare against (no reference, no majority answer)
     no_answer         no extractor found an answer in the completion
+    thinking_unfinished  the completion opened its reasoning tag (`verify.think_tags`) and
+                      never closed it: it was cut off before it answered
     verifier_timeout  math-verify ran past `verify.math_timeout_seconds`
     verifier_error    the comparison raised (odd input); never read as a wrong answer
     judge_unparseable an LLM judge's reply held no score on its scale (domains/judge.py)
@@ -33,8 +35,8 @@ if TYPE_CHECKING:
     from configs import VerifyConfig
 
 # The reasons a verdict carries no reward (the verdicts' `method` column records them).
-UNJUDGED_REASONS = ("none", "no_answer", "verifier_timeout", "verifier_error",
-                    "judge_unparseable", "reward_none")
+UNJUDGED_REASONS = ("none", "no_answer", "thinking_unfinished", "verifier_timeout",
+                    "verifier_error", "judge_unparseable", "reward_none")
 # Of those, the verifier's own failures (not the answer's): gated by
 # `gates.max_verifier_failure_share`.
 VERIFIER_FAILURES = ("verifier_timeout", "verifier_error", "judge_unparseable")
@@ -56,7 +58,7 @@ class AnswerChecker:
     """Extract with `extract` (in order), compare by `compare` ("exact", "math" or "task")."""
 
     def __init__(self, *, extract: Sequence[str], compare: str, pattern: str | None = None,
-                 timeout: int = 5) -> None:
+                 timeout: int = 5, think_tags: Sequence[str] = ()) -> None:
         if compare not in ("exact", "math", "task"):
             msg = f"verify.compare = {compare!r}: use 'exact', 'math' or 'task'"
             raise ValueError(msg)
@@ -64,6 +66,7 @@ class AnswerChecker:
         self.compare = compare
         self.pattern = re.compile(pattern) if pattern else None
         self.timeout = timeout
+        self.think_tags = tuple(think_tags)
 
     @classmethod
     def from_config(cls, verify: VerifyConfig, *, default_compare: str) -> AnswerChecker:
@@ -72,22 +75,24 @@ class AnswerChecker:
         # the votes, and compared the domain's way where something asks this checker
         compare = default_compare if verify.compare in ("auto", "judge") else verify.compare
         return cls(extract=verify.extract, compare=compare, pattern=verify.answer_regex,
-                   timeout=verify.math_timeout_seconds)
+                   timeout=verify.math_timeout_seconds, think_tags=verify.think_tags)
 
     def describe(self) -> str:
-        """`<compare>[<extractors>]`, e.g. `math[boxed+last_number]` (a verifier id's middle)."""
+        """`<compare>[<extractors>]`, e.g. `math[boxed+last_number]` (a verifier id's middle),
+        with `after</think>` where the reasoning block is skipped."""
         pattern = f"/{self.pattern.pattern}/" if self.pattern else ""
-        return f"{self.compare}[{'+'.join(self.methods)}{pattern}]"
+        think = f" after{self.think_tags[1]}" if self.think_tags else ""
+        return f"{self.compare}[{'+'.join(self.methods)}{pattern}{think}]"
 
     def extract(self, completion: str) -> str | None:
-        return extract_answer(completion, self.methods, self.pattern).answer
+        return extract_answer(completion, self.methods, self.pattern, self.think_tags).answer
 
     def judge(self, completion: str, reference: str | None,
               task_score: TaskScore | None = None) -> Judgement:
         """The verdict of one completion against `reference` (None: no label)."""
         if reference is None:
             return Judgement(None, "none")
-        extraction = extract_answer(completion, self.methods, self.pattern)
+        extraction = extract_answer(completion, self.methods, self.pattern, self.think_tags)
         if extraction.answer is None:
             return Judgement(None, extraction.reason)
         answer = extraction.answer

@@ -34,8 +34,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from domains.answers import after_thinking
 from domains.base import Domain, DomainInputError, ProblemRow, WrappedDomain
 from domains.checking import Judgement
 
@@ -99,8 +101,10 @@ class ModelJudge:
 
     def __init__(self, settings: JudgeConfig, *, model_path: str, revision: str | None = None,
                  backend_name: str = "transformers", batch_size: int = 64,
-                 dtype: str = "float32", backend: RolloutBackend | None = None) -> None:
+                 dtype: str = "float32", backend: RolloutBackend | None = None,
+                 think_tags: Sequence[str] = ()) -> None:
         self.settings = settings
+        self.think_tags = tuple(think_tags)  # the judge reads the answer after the thinking
         self.template = settings.template or SCALE_TEMPLATES[settings.scale]
         self.model_path, self.revision = model_path, revision
         self.backend_name, self.batch_size, self.dtype = backend_name, batch_size, dtype
@@ -117,7 +121,8 @@ class ModelJudge:
         key = json.dumps({"model": self.model_path, "revision": self.revision,
                           "template": self.template, "rubric": self.settings.rubric,
                           "scale": self.settings.scale,
-                          "max_new_tokens": self.settings.max_new_tokens}, sort_keys=True)
+                          "max_new_tokens": self.settings.max_new_tokens,
+                          "think_tags": list(self.think_tags)}, sort_keys=True)
         digest = hashlib.sha256(key.encode()).hexdigest()[:12]
         return f"judge[{self.model_path}:{self.settings.scale}:{digest}]@{JUDGE_VERSION}"
 
@@ -130,13 +135,17 @@ class ModelJudge:
 
     def judge(self, completions: list[str], problems: list[ProblemRow],
               domain: Domain) -> list[Judgement]:
-        prompts = [self.prompt(domain.question(p["text"]), c)
-                   for c, p in zip(completions, problems, strict=True)]
-        missing = [p for p in dict.fromkeys(prompts) if p not in self._replies]
+        answers = [after_thinking(c, self.think_tags) for c in completions]
+        prompts = [None if a is None else self.prompt(domain.question(p["text"]), a)
+                   for a, p in zip(answers, problems, strict=True)]
+        missing = [p for p in dict.fromkeys(prompts) if p is not None and p not in self._replies]
         if missing:
             self._replies.update(zip(missing, self.replies(missing), strict=True))
         out = []
         for prompt in prompts:
+            if prompt is None:  # cut off while thinking: no answer to judge
+                out.append(Judgement(None, "thinking_unfinished"))
+                continue
             reward = parse_score(self._replies[prompt], self.settings.scale)
             out.append(Judgement(reward, None if reward is not None else "judge_unparseable"))
         return out
@@ -203,7 +212,7 @@ def model_judge(config: RunConfig) -> ModelJudge:
     rollout = config.rollout
     return ModelJudge(settings, model_path=path, revision=revision,
                       backend_name=rollout.backend, batch_size=rollout.batch_size,
-                      dtype=rollout.dtype)
+                      dtype=rollout.dtype, think_tags=config.verify.think_tags)
 
 
 def judged_domain(domain: Domain, config: RunConfig) -> Domain:

@@ -419,6 +419,8 @@ def train_metrics(plan: TrainPlan, outcome: TrainOutcome, rows: Rows, round_inde
     return {"steps": sum(r.steps for r in results), "final_loss": main.final_loss or 0.0,
             "trained_tokens": sum(r.trained_tokens for r in results),
             "train_rows": len(rows),
+            "rows_cut_at_max_length": sum(r.rows_cut for r in results),
+            "rows_dropped_at_max_length": sum(r.rows_dropped for r in results),
             "replayed_rows": sum(r["round"] != round_index for r in rows),
             "gradient_accumulation_steps": outcome.gradient_accumulation_steps,
             **({f"{passes[0][0]}_rows": len(passes[0][1])} if len(passes) > 1 else {}),

@@ -13,6 +13,7 @@ CPU with full fine-tuning in one process, is the tiny demo's.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +22,8 @@ from typing import Any
 
 from models.chat_rows import training_examples
 from models.runtime import TrainRuntime, precision_arguments, torch_dtype, weights_dtype
+
+log = logging.getLogger(__name__)
 
 TrainProgress = Callable[[int, int, float | None], None]
 
@@ -36,6 +39,24 @@ class TrainResult:
     # the training curve: per logged step {"step", "loss", "learning_rate", "grad_norm"} (the
     # keys the trainer logged), in step order, including the steps before a resume
     curve: tuple[dict[str, float], ...] = ()
+    # SFT: rows longer than `max_length` tokens, cut to it (their ends, answers included, are not
+    # trained), and rows the cut left with no completion token, dropped (`length_report`)
+    rows_cut: int = 0
+    rows_dropped: int = 0
+
+
+def length_report(lengths: list[int], rows: int, max_length: int) -> tuple[int, int, str | None]:
+    """(rows cut, rows dropped, a warning line or None) of an SFT dataset after TRL's truncation:
+    `lengths` are its rows' token counts (a cut row has exactly `max_length`), `rows` the rows
+    given before it dropped those left with no completion token."""
+    cut, dropped = sum(n >= max_length for n in lengths), rows - len(lengths)
+    if not cut and not dropped:
+        return 0, 0, None
+    line = (f"{cut + dropped} of {rows} training rows reach train.max_length = "
+            f"{max_length} tokens: {cut} cut to it (their ends, answers included, are not "
+            f"trained), {dropped} dropped (nothing of the completion left); raise "
+            "train.max_length to train them whole")
+    return cut, dropped, line
 
 
 CURVE_KEYS = ("loss", "learning_rate", "grad_norm")
@@ -214,7 +235,8 @@ def fit(trainer: Any, resume_from: Path | None) -> Any:
 
 
 def finish(trainer: Any, output: Any, tokenizer: Any, out_dir: Path, *, trained_tokens: float,
-           rewards: tuple[float, ...] = (), runtime: TrainRuntime | None = None) -> TrainResult:
+           rewards: tuple[float, ...] = (), runtime: TrainRuntime | None = None,
+           rows_cut: int = 0, rows_dropped: int = 0) -> TrainResult:
     """Write the checkpoint format every adapter writes (`save_checkpoint`; in a multi-process
     training the main process writes it) and summarise the training; losses include the steps
     before a resume."""
@@ -223,7 +245,8 @@ def finish(trainer: Any, output: Any, tokenizer: Any, out_dir: Path, *, trained_
     losses = logged(trainer, "loss")
     return TrainResult(steps=output.global_step, final_loss=losses[-1] if losses else None,
                        mean_loss=float(output.training_loss), trained_tokens=int(trained_tokens),
-                       rewards=rewards, curve=curve_points(trainer.state.log_history))
+                       rewards=rewards, curve=curve_points(trainer.state.log_history),
+                       rows_cut=rows_cut, rows_dropped=rows_dropped)
 
 
 def train_sft(
@@ -282,7 +305,12 @@ def train_sft(
         processing_class=tokenizer,
         callbacks=[report_callback(progress, steps)],
     )
+    lengths = [len(x) for x in trainer.train_dataset["input_ids"]]
+    cut, dropped, warning = length_report(lengths, len(rows), max_length)
+    if warning:
+        log.warning(warning)
     output = fit(trainer, resume_from)
-    tokens_per_row = sum(len(x) for x in trainer.train_dataset["input_ids"]) / len(rows)
+    tokens_per_row = sum(lengths) / max(len(lengths), 1)
     return finish(trainer, output, tokenizer, out_dir, runtime=runtime,
-                  trained_tokens=tokens_per_row * steps * batch_size)
+                  trained_tokens=tokens_per_row * steps * batch_size, rows_cut=cut,
+                  rows_dropped=dropped)
