@@ -67,6 +67,8 @@ class AnswerChecking(StageSettings):
         description="verify.extract: the answer extractors, tried in order")
     answer_regex: str | None = Field(
         description="verify.answer_regex: the regex extractor's pattern")
+    think_tags: list[str] = Field(
+        description="verify.think_tags: the reasoning block the answer is read after")
     compare: Literal["auto", "exact", "math", "task", "judge"] = Field(
         description="verify.compare: how an answer is compared with the reference")
     math_timeout_seconds: int = Field(
@@ -79,7 +81,7 @@ class AnswerChecking(StageSettings):
     def from_config(cls, config: RunConfig) -> AnswerChecking:
         verify = config.verify
         return cls(extract=verify.extract, answer_regex=verify.answer_regex,
-                   compare=verify.compare, math_timeout_seconds=verify.math_timeout_seconds,
+                   think_tags=verify.think_tags, compare=verify.compare, math_timeout_seconds=verify.math_timeout_seconds,
                    judge=verify.judge, reward_function=verify.reward_function)
 
 

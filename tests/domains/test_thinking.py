@@ -92,3 +92,16 @@ def test_the_judge_reads_the_answer_after_the_thinking_and_is_not_asked_about_a_
     assert prompts == [judge.prompt(domain.question(ROWS[1]["text"]), "4")]
     plain = ModelJudge(config.verify.judge, model_path="scripted", backend=ScriptedBackend([]))
     assert plain.describe() != judge.describe()  # the tags are part of the judge's id
+
+
+def test_the_tags_travel_with_the_domains_settings_into_its_fingerprint_and_other_processes():
+    from configs import VerifyConfig
+    from configs.settings import AnswerChecking, DomainSettings
+
+    # every answer-checking key of [verify] (all but the label mode and the canaries)
+    assert set(VerifyConfig.model_fields) - set(AnswerChecking.model_fields) == {"labels",
+                                                                                "canary"}
+    config = load_config(None, {"verify.think_tags": ["[r]", "[/r]"]})
+    settings = DomainSettings.from_config(config)
+    assert settings != DomainSettings.from_config(load_config(None))
+    assert settings.domain_config().verify.think_tags == ["[r]", "[/r]"]
