@@ -152,6 +152,12 @@ class RunConfig(Section):
             msg = (f"curate.solver_targets = 'rationalize' (the default) trains references by SFT; "
                    f"with {clash} set curate.solver_targets = 'verified'")
             raise ValueError(msg)
+        if self.curate.rationalize_with == "hint" and self.curate.solver_targets != "rationalize":
+            msg = (f"curate.rationalize_with = 'hint' asks too-hard problems again with a hint, "
+                   f"which only curate.solver_targets = 'rationalize' trains; solver_targets is "
+                   f"{self.curate.solver_targets!r}: set it to 'rationalize' or rationalize_with "
+                   "= 'reference'")
+            raise ValueError(msg)
         if self.promote.test == "mcnemar" and self.evaluate.samples > 1:
             msg = (f"promote.test = 'mcnemar' with evaluate.samples = {self.evaluate.samples}: "
                    "McNemar's test needs pass/fail items, and an item's several samples give a "

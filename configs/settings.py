@@ -81,7 +81,8 @@ class AnswerChecking(StageSettings):
     def from_config(cls, config: RunConfig) -> AnswerChecking:
         verify = config.verify
         return cls(extract=verify.extract, answer_regex=verify.answer_regex,
-                   think_tags=verify.think_tags, compare=verify.compare, math_timeout_seconds=verify.math_timeout_seconds,
+                   think_tags=verify.think_tags, compare=verify.compare,
+                   math_timeout_seconds=verify.math_timeout_seconds,
                    judge=verify.judge, reward_function=verify.reward_function)
 
 
@@ -281,6 +282,29 @@ class CurateSettings(WarmupCurateSettings):
                    max_pairs_per_problem=config.train.dpo.max_pairs_per_problem)
 
 
+class RationalizeSettings(StageSettings):
+    """Rounds >= 1's rationalize stage (`curate.rationalize_with = "hint"`): the too-hard
+    problems asked again with their answer as a hint, k samples each, judged
+    (tasks/rationalize.py)."""
+
+    domain: DomainSettings = Field(description="the domain (prompts and verifier)")
+    rollout: RolloutConfig = Field(description="[rollout]: sampling and backend")
+    curate: CurateConfig = Field(
+        description="[curate]: which problems are too hard (the band, rationalize_ratio) and "
+                    "the hint_template")
+
+    @classmethod
+    def from_config(cls, config: RunConfig) -> RationalizeSettings:
+        return cls(domain=DomainSettings.from_config(config), rollout=config.rollout,
+                   curate=config.curate)
+
+
+def asks_hints(config: RunConfig, round_index: int) -> bool:
+    """Whether round `round_index` has a rationalize stage: rounds >= 1 under
+    `curate.rationalize_with = "hint"` (the config refuses it without SFT rationalization)."""
+    return round_index >= 1 and config.curate.rationalize_with == "hint"
+
+
 class WarmupTrainSettings(StageSettings):
     """Round 0's train: one SFT pass on the seed rows with `[train.warmup]`."""
 
@@ -414,7 +438,8 @@ def stage_settings(config: RunConfig, stage: str, round_index: int, *,
     config
         The run's config.
     stage
-        base, synthesize, rollout, verify, curate, train, evaluate (or baseline), promote.
+        base, synthesize, rollout, verify, rationalize, curate, train, evaluate (or baseline),
+        promote.
     round_index
         The round; round 0's synthesize, rollout, verify, curate and train have settings models
         of their own (rollout and curate: one per `[warmup] mode`).
@@ -442,6 +467,7 @@ def stage_settings(config: RunConfig, stage: str, round_index: int, *,
         "verify": WarmupVerifySettings if warmup else VerifySettings,
         "curate": (SelfSampleCurateSettings if self_samples else
                    WarmupCurateSettings if warmup else CurateSettings),
+        "rationalize": RationalizeSettings,
         "evaluate": EvaluateSettings, "baseline": EvaluateSettings, "promote": PromoteSettings}
     if stage not in builders:
         msg = f"no stage {stage!r}: one of {', '.join([*builders, 'train'])}"

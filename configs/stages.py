@@ -207,6 +207,20 @@ class CurateConfig(Section):
         description="rationalize: most reference rows per verified answer row of the round; the "
                     "too-hard problems of the lowest levels (nearest the frontier) go first",
     )
+    rationalize_with: Literal["reference", "hint"] = Field(
+        "reference",
+        description="rationalize: what a too-hard problem trains on: reference = its reference "
+                    "as the completion (default); hint = STaR's rationalization: the model is "
+                    "asked again with the answer as a hint (hint_template, the rationalize "
+                    "stage), and the answers that reach the reference are trained on the "
+                    "question without the hint; a problem no hinted answer reaches trains "
+                    "nothing",
+    )
+    hint_template: str = Field(
+        "{question}\n\nHint: the answer is {answer}. Show the reasoning that reaches it.",
+        description="rationalize_with = hint: the hinted question; {question} = the problem's "
+                    "text, {answer} = what its reference teaches",
+    )
     proposer_reward: Literal["variance", "learnability", "uncertainty", "band", "regret"] = Field(
         "learnability",
         description="weight of a kept problem's proposer row (tasks/curriculum/rewards.py): "
@@ -219,6 +233,18 @@ class CurateConfig(Section):
         0.8, ge=0, le=1, description="band reward: highest p rewarded")
     diversity: DiversityConfig = Field(
         DiversityConfig(), description="the proposer's repetition penalty")
+
+    @field_validator("hint_template")
+    @classmethod
+    def _hint_fields(cls, value: str) -> str:
+        import string
+
+        fields = {name for _, name, _, _ in string.Formatter().parse(value) if name is not None}
+        if fields != {"question", "answer"}:
+            msg = (f"hint_template = {value!r} names {sorted(fields)}: it must name exactly "
+                   "{question} and {answer} (write a literal brace as {{ or }})")
+            raise ValueError(msg)
+        return value
 
     @model_validator(mode="after")
     def _band_ordered(self) -> CurateConfig:

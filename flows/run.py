@@ -30,6 +30,7 @@ from prefect.logging.handlers import APILogHandler
 from pydantic import BaseModel, ConfigDict
 
 from configs import RunConfig
+from configs.settings import asks_hints
 from flows.runners import check_task_runner, scale_session
 from storage.interruption import stop_status
 from tasks.context import Checkpoint, RunContext
@@ -37,6 +38,7 @@ from tasks.curate import curate
 from tasks.evaluate import Evaluation, evaluate
 from tasks.incumbent import NO_WARMUP, base_model
 from tasks.promote import NO_TRAINING_ROWS, promote
+from tasks.rationalize import rationalize
 from tasks.rollout import rollout
 from tasks.stage import StageOutput
 from tasks.synthesize import synthesize
@@ -158,7 +160,9 @@ def round_flow(spec: RunSpec, round_index: int, incumbent: Checkpoint, incumbent
                                                    earlier_curated)
     rollouts = named(rollout, "rollout", r)(ctx, r, incumbent, problems)
     verdicts = named(verify, "verify", r)(ctx, r, problems, rollouts)
-    curated = named(curate, "curate", r)(ctx, r, problems, rollouts, verdicts)
+    hinted = (named(rationalize, "rationalize", r)(ctx, r, incumbent, problems, verdicts)
+              if asks_hints(spec.config, r) else None)
+    curated = named(curate, "curate", r)(ctx, r, problems, rollouts, verdicts, hinted)
     if trainable_rows(curated) == 0:  # every problem dropped: no candidate, the incumbent stays
         winner = named(promote, "promote", r)(ctx, r, incumbent, incumbent_eval,
                                               without_candidate=NO_TRAINING_ROWS)

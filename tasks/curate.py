@@ -82,12 +82,14 @@ from tasks.curriculum.dedup import clusters
 from tasks.curriculum.pass_rates import curriculum_frame  # noqa: F401 - public
 from tasks.curriculum.rewards import diversity_penalties, proposer_weight  # noqa: F401 - re-exported
 from tasks.curriculum.selection import (
+    SOLVER_PARTS,
     dpo_pairs,
     grpo_prompts,
     kept_problems,
     positioned_problems,
     proposer_rows,
     reference_rows,
+    solver_prompts,
     train_frame,
     verified_rows,
 )
@@ -130,7 +132,8 @@ def warmup_solver_rows(domain: Domain, kept: pl.DataFrame, rollouts: Any, verdic
 def training_frame(domain: Domain, problems: Any, rollouts: Any, verdicts: Any, curriculum: Any,
                    curation: CurateConfig, *, warmup: bool,
                    penalties: Mapping[str, float] | None = None, algorithm: str = "sft",
-                   max_pairs_per_problem: int = 4, self_samples: bool = False) -> pl.DataFrame:
+                   max_pairs_per_problem: int = 4, self_samples: bool = False,
+                   hinted: tuple[Any, Any] | None = None) -> pl.DataFrame:
     """The round's `train_rows` (see the module docstring) over Parquet paths, frames or rows.
 
     Parameters
@@ -153,6 +156,10 @@ def training_frame(domain: Domain, problems: Any, rollouts: Any, verdicts: Any, 
         DPO: most pairs per problem.
     self_samples
         Round 0 under `[warmup] mode = "self_samples"` (`warmup_solver_rows`).
+    hinted
+        The rationalize stage's (rollouts, verdicts) under `rationalize_with = "hint"`
+        (tasks/rationalize.py): a too-hard problem's rows are its hinted answers that reached
+        the reference, on the question without the hint, instead of its reference.
 
     Returns
     -------
@@ -184,11 +191,22 @@ def training_frame(domain: Domain, problems: Any, rollouts: Any, verdicts: Any, 
         raise ValueError(msg)
     too_hard = (pl.col("pass_rate") <= curation.min_pass_rate
                 if curation.solver_targets == "rationalize" else pl.lit(False))
+    rationalized = (reference_rows(domain, kept.filter(too_hard)) if hinted is None else
+                    unhinted_rows(domain, verified_rows(*hinted, kept.filter(too_hard),
+                                                        curation.max_answers_per_problem), kept))
     solver = pl.concat([
-        reference_rows(domain, kept.filter(too_hard)),
+        rationalized,
         verified_rows(rollouts, verdicts, kept.filter(~too_hard),
                       curation.max_answers_per_problem)])
     return train_frame(table, solver, proposer)
+
+
+def unhinted_rows(domain: Domain, rows: pl.DataFrame, problems: pl.DataFrame) -> pl.DataFrame:
+    """Solver rows of hinted answers with the prompt of their problem's question, without the
+    hint (their `rollout_id` still leads to the hinted prompt they were sampled from)."""
+    prompts = problems.select("pos", solver_prompts(domain, problems["text"]))
+    return rows.drop("prompt").join(prompts, on="pos", how="left",
+                                    maintain_order="left").select(list(SOLVER_PARTS))
 
 
 def training_rows(domain: Domain, problems: list[dict[str, Any]], rollouts: list[dict[str, Any]],
@@ -229,17 +247,21 @@ def round_verdicts(verdict_file: Path, problem_file: Path) -> Path | pl.LazyFram
     return verdicts.filter(ours)
 
 
-def curate_inputs(problems: StageOutput, rollouts: StageOutput, verdicts: StageOutput
-                  ) -> dict[str, str]:
-    """The fingerprints the curate stage reads: the round's problems, rollouts and verdicts."""
+def curate_inputs(problems: StageOutput, rollouts: StageOutput, verdicts: StageOutput,
+                  hinted: StageOutput | None = None) -> dict[str, str]:
+    """The fingerprints the curate stage reads: the round's problems, rollouts and verdicts, and
+    the rationalize stage's output where the round has one."""
     return {"problems": problems.fingerprint, "rollouts": rollouts.fingerprint,
-            "verdicts": verdicts.fingerprint}
+            "verdicts": verdicts.fingerprint,
+            **({} if hinted is None else {"rationales": hinted.fingerprint})}
 
 
 def curate_round(domain: Domain, settings: WarmupCurateSettings, problems: StageOutput,
-                 rollouts: StageOutput, verdicts: StageOutput) -> StageResult:
+                 rollouts: StageOutput, verdicts: StageOutput,
+                 hinted: StageOutput | None = None) -> StageResult:
     """The curate stage's computation: the curriculum and the training rows of the round
-    (`CurateSettings`; `WarmupCurateSettings` in round 0, the warm-up)."""
+    (`CurateSettings`; `WarmupCurateSettings` in round 0, the warm-up); `hinted`: the
+    rationalize stage's output (tasks/rationalize.py)."""
     curation = settings.curate
     warmup = not isinstance(settings, CurateSettings)
     problem_file = problems.path("problems")
@@ -252,7 +274,9 @@ def curate_round(domain: Domain, settings: WarmupCurateSettings, problems: Stage
     rows = training_frame(domain, problem_file, rollouts.path("rollouts"), verdict_file,
                           curriculum, curation, warmup=warmup, penalties=penalties,
                           algorithm=settings.algorithm,
-                          self_samples=isinstance(settings, SelfSampleCurateSettings), **pairs)
+                          self_samples=isinstance(settings, SelfSampleCurateSettings),
+                          hinted=None if hinted is None else (hinted.path("rollouts"),
+                                                              hinted.path("verdicts")), **pairs)
     judged = curriculum["pass_rate"].drop_nulls().to_list()  # summed left to right
     heldout = [p.text for p in domain.heldout(settings.domain.domain.heldout_per_level)]
     novelty = None if warmup else proposer_novelty(problems.path("proposals"))
@@ -262,18 +286,27 @@ def curate_round(domain: Domain, settings: WarmupCurateSettings, problems: Stage
                  "pass_at_1": sum(judged) / len(judged) if judged else 0.0,
                  "train_rows": len(rows),
                  "solver_rows": int((rows["role"] == "solver").sum()),
+                 **({} if hinted is None else
+                    {"rationalized_rows": rationalized_count(rows, hinted)}),
                  **leak_metrics(heldout, rows),
                  **({} if novelty is None else {"proposer_novelty": novelty})},
     )
 
 
+def rationalized_count(rows: pl.DataFrame, hinted: StageOutput) -> int:
+    """Training rows from hinted answers: those whose rollout is one of the rationalize
+    stage's."""
+    ids = lazy_frame(hinted.path("rollouts"), {"rollout_id": pl.String}).collect()["rollout_id"]
+    return int(rows["rollout_id"].is_in(ids.implode()).sum())
+
+
 @task(name="curate", cache_policy=NONE, persist_result=False)
 def curate(ctx: RunContext, round_index: int, problems: StageOutput, rollouts: StageOutput,
-           verdicts: StageOutput) -> StageOutput:
+           verdicts: StageOutput, hinted: StageOutput | None = None) -> StageOutput:
     settings = stage_settings(ctx.config, "curate", round_index)
     return run_stage(
         ctx, stage="curate", version=VERSION, round_index=round_index, settings=settings,
-        inputs=curate_inputs(problems, rollouts, verdicts),
+        inputs=curate_inputs(problems, rollouts, verdicts, hinted),
         compute=lambda _fingerprint: curate_round(ctx.domain, settings, problems, rollouts,
-                                                  verdicts),
+                                                  verdicts, hinted),
     )

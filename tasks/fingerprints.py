@@ -16,16 +16,27 @@ from __future__ import annotations
 from pathlib import Path
 
 from configs import RunConfig
-from configs.settings import stage_settings
+from configs.settings import asks_hints, stage_settings
 from storage.seeds import stage_seed
-from tasks import curate, evaluate, incumbent, promote, rollout, synthesize, train, verify
+from tasks import (
+    curate,
+    evaluate,
+    incumbent,
+    promote,
+    rationalize,
+    rollout,
+    synthesize,
+    train,
+    verify,
+)
 from tasks.context import Checkpoint
 from tasks.evaluate import Evaluation
 from tasks.stage import StageOutput, settings_fingerprint
 
 VERSIONS = {"base": incumbent.VERSION, "baseline": evaluate.VERSION,
             "synthesize": synthesize.VERSION, "rollout": rollout.VERSION,
-            "verify": verify.VERSION, "curate": curate.VERSION, "train": train.VERSION,
+            "verify": verify.VERSION, "rationalize": rationalize.VERSION,
+            "curate": curate.VERSION, "train": train.VERSION,
             "evaluate": evaluate.VERSION, "promote": promote.VERSION}
 
 
@@ -84,7 +95,10 @@ def stage_graph(config: RunConfig, *, rounds: int = 1
             champion, earlier_problems, curricula, settings.benchmarks))
         rollouts = run("rollout", r, rollout.rollout_inputs(champion, problems))
         verdicts = run("verify", r, verify.verify_inputs(problems, rollouts))
-        curated = run("curate", r, curate.curate_inputs(problems, rollouts, verdicts))
+        hinted = (run("rationalize", r, rationalize.rationalize_inputs(champion, problems,
+                                                                       verdicts))
+                  if asks_hints(config, r) else None)
+        curated = run("curate", r, curate.curate_inputs(problems, rollouts, verdicts, hinted))
         trained = run("train", r, {"checkpoint": champion.fingerprint,
                                    **train.data_inputs(curated, earlier_curated)})
         candidate = Checkpoint(Path(), trained.fingerprint)

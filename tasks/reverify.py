@@ -131,6 +131,9 @@ class RoundInputs:
     curated: StageOutput | None
     candidate_evals: StageOutput | None
     incumbent_evals: StageOutput | None
+    # the rationalize stage's hinted answers the curate stage read (`rationalize_with = "hint"`):
+    # reused as they were judged, never sampled again
+    hinted: StageOutput | None = None
 
 
 def stored_output(catalog: Catalog, run_id: str, stage: dict[str, Any], name: str,
@@ -168,9 +171,11 @@ def round_inputs(catalog: Catalog, run_id: str, round_index: int,
     promote = stages.get((round_index, "promote"))
     evals = promote["inputs"] if promote and curated is not None else {}
     candidate, incumbent = evals.get("candidate_evals"), evals.get("incumbent_evals")
+    hinted = curate["inputs"].get("rationales") if curated is not None else None
     return RoundInputs(round_index, problems, rollouts, verdicts, curated,
                        output("evaluate", candidate) if candidate else None,
-                       output("evaluate", incumbent) if incumbent else None)
+                       output("evaluate", incumbent) if incumbent else None,
+                       output("rationalize", hinted) if hinted else None)
 
 
 def reverify_fingerprint(settings: WarmupVerifySettings, canary_seed: int,
@@ -347,7 +352,7 @@ def reverify_round(catalog: Catalog, run_id: str, inputs: RoundInputs, settings:
     if inputs.curated is not None:
         verdicts = StageOutput("reverify", r, fingerprint, {"verdicts": files["verdicts"]}, True)
         curated = curate_round(domain, settings.curate, inputs.problems, inputs.rollouts,
-                               verdicts)
+                               verdicts, inputs.hinted)
         rows, curate_metrics = curated.datasets["train_rows"], curated.metrics
         record.update(train_row_changes(inputs.curated.path("train_rows"), rows))
         trainable_after = int((rows["weight"] > 0).sum())

@@ -455,7 +455,7 @@ def run_gate(path: Path | str, kind: str, gates: GatesConfig, *, run_id: str | N
             failures.append(_gate_error(f"read {path}", "rows", exc))
         samples = _samples_per_problem(con) if kind == "verdicts" and rows else None
         context = SuiteContext(run_id=run_id, round=round_index, previous_problems=previous,
-                               samples_per_problem=samples)
+                               samples_per_problem=samples, hinted=stage == "rationalize")
         suites = build_suites(kind, gates, context) if rows is not None else []
         for suite in suites:
             count, failed, payload, whole = _run_suite(con, suite, kind, path, rows, sample_rows)

@@ -77,6 +77,9 @@ class SuiteContext:
     round: int | None = None
     previous_problems: dict[str, float] | None = None  # {"text_length": .., "level": ..}
     samples_per_problem: int | None = None  # verdicts: most samples of one problem
+    # verdicts of answers sampled with the answer as a hint (tasks/rationalize.py): their pass
+    # rates and answer spread say nothing of the model, so the per-problem band is not checked
+    hinted: bool = False
 
 
 @dataclass(frozen=True)
@@ -254,7 +257,8 @@ def rollout_checks(gates: GatesConfig, context: SuiteContext) -> KindChecks:
 def verdict_checks(gates: GatesConfig, context: SuiteContext) -> KindChecks:
     """Rewards in [0, 1], judged unless the method names why not (none, no_answer, ...: the
     reasons of domains/checking.py); at most `max_verifier_failure_share` verifier failures; a
-    sandbox outcome (domains/sandbox) or null; per problem from round 1 on."""
+    sandbox outcome (domains/sandbox) or null; per problem from round 1 on, except for hinted
+    answers (`SuiteContext.hinted`)."""
     import great_expectations.expectations as gxe
     from great_expectations.expectations.row_conditions import Column
 
@@ -272,7 +276,8 @@ def verdict_checks(gates: GatesConfig, context: SuiteContext) -> KindChecks:
                f"outcome is ok, {', '.join(EXECUTION_REASONS)} or null",
                column="outcome", value_set=["ok", *EXECUTION_REASONS]),
     ]
-    return rows, ([_per_problem_suite(gates, context)] if _later_round(context) else [])
+    per_problem = _later_round(context) and not context.hinted
+    return rows, ([_per_problem_suite(gates, context)] if per_problem else [])
 
 
 def _per_problem_suite(gates: GatesConfig, context: SuiteContext) -> FrameSuite:

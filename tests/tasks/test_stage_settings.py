@@ -44,6 +44,8 @@ SPECIAL: dict[str, list[Any]] = {  # values the generic rules below cannot guess
     "train.dtype": ["bfloat16"],  # float32 is what `auto` resolves to on a CPU machine
     "alarms.block": [["heldout_leak"]],
     "verify.judge.template": ["Q: {question} A: {answer} Score:"],
+    "verify.think_tags": [[], ["[r]", "[/r]"]],
+    "curate.hint_template": ["{question} (the answer: {answer})"],
 }
 
 
