@@ -167,6 +167,10 @@ def row_lineage(con: duckdb.DuckDBPyConnection, view: str, row_id: str) -> Resul
         add("start" if not out else "answer it was trained on", "rollout", rollout["rollout_id"],
             rollout["round"], f"sample {rollout['sample_index']} by checkpoint "
             f"{(rollout['checkpoint'] or '-')[:12]}: {_clip(rollout['completion'])}")
+        if train is not None and rollout["prompt"] != train["prompt"]:  # a hinted answer
+            add("sampled with a hint", "rollout", rollout["rollout_id"], rollout["round"],
+                f"its prompt went on: {_clip(_beyond(rollout['prompt'], train['prompt']))} "
+                "(curate.rationalize_with = 'hint'; trained without it)")
         verdict = first_row(con, "SELECT * FROM verdicts WHERE rollout_id = ? AND round = ?",
                             [rollout["rollout_id"], rollout["round"]])
         if verdict is not None:
@@ -194,6 +198,13 @@ def row_lineage(con: duckdb.DuckDBPyConnection, view: str, row_id: str) -> Resul
     _add_forward(con, out, train=train, rollout=rollout, problem=problem, proposal=proposal)
     kinds = " -> ".join(r["kind"] for r in out if r["link"] not in ("trained into", "used by"))
     return Result(f"lineage of {view[:-1]} {row_id}", ROW_COLUMNS, out, [kinds])
+
+
+def _beyond(sampled: str, trained: str) -> str:
+    """What `sampled` holds from where it stops matching `trained` (a hinted prompt's hint)."""
+    common = next((i for i, (a, b) in enumerate(zip(sampled, trained)) if a != b),
+                  min(len(sampled), len(trained)))
+    return sampled[common:]
 
 
 def proposer_of(con: duckdb.DuckDBPyConnection, proposal: dict[str, Any]) -> dict[str, str]:

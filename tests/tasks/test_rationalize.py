@@ -189,3 +189,12 @@ def test_a_hinted_round_on_the_tiny_model_stores_lineage_and_resumes(tmp_path, p
     (record,) = [r for r in json.loads(result.stdout)["rounds"] if r["round"] == 1]
     assert record["train_rows_changed"] == 0 and record["train_rows_lost"] == 0
     assert record["train_rows_after"] == record["train_rows_before"]
+
+    # the training row's lineage shows the hint its answer was sampled with
+    row_id = catalog.query("SELECT t.train_row_id FROM train_rows t JOIN rollouts r USING"
+                           " (rollout_id) WHERE t.run_id = 'hint' AND r.prompt LIKE"
+                           " '%Hint:%' LIMIT 1")[0]["train_row_id"]
+    shown = CliRunner().invoke(app, ["audit", "hint", "lineage", row_id, "--format", "json",
+                                     "--data-root", str(tmp_path)])
+    assert shown.exit_code == 0, shown.output
+    assert "Hint: the answer is" in shown.output
