@@ -202,7 +202,7 @@ def row_lineage(con: duckdb.DuckDBPyConnection, view: str, row_id: str) -> Resul
 
 def _beyond(sampled: str, trained: str) -> str:
     """What `sampled` holds from where it stops matching `trained` (a hinted prompt's hint)."""
-    common = next((i for i, (a, b) in enumerate(zip(sampled, trained)) if a != b),
+    common = next((i for i, (a, b) in enumerate(zip(sampled, trained, strict=False)) if a != b),
                   min(len(sampled), len(trained)))
     return sampled[common:]
 
