@@ -167,10 +167,7 @@ def row_lineage(con: duckdb.DuckDBPyConnection, view: str, row_id: str) -> Resul
         add("start" if not out else "answer it was trained on", "rollout", rollout["rollout_id"],
             rollout["round"], f"sample {rollout['sample_index']} by checkpoint "
             f"{(rollout['checkpoint'] or '-')[:12]}: {_clip(rollout['completion'])}")
-        if train is not None and rollout["prompt"] != train["prompt"]:  # a hinted answer
-            add("sampled with a hint", "rollout", rollout["rollout_id"], rollout["round"],
-                f"its prompt went on: {_clip(_beyond(rollout['prompt'], train['prompt']))} "
-                "(curate.rationalize_with = 'hint'; trained without it)")
+        _add_hint(add, train, rollout)
         verdict = first_row(con, "SELECT * FROM verdicts WHERE rollout_id = ? AND round = ?",
                             [rollout["rollout_id"], rollout["round"]])
         if verdict is not None:
@@ -198,6 +195,15 @@ def row_lineage(con: duckdb.DuckDBPyConnection, view: str, row_id: str) -> Resul
     _add_forward(con, out, train=train, rollout=rollout, problem=problem, proposal=proposal)
     kinds = " -> ".join(r["kind"] for r in out if r["link"] not in ("trained into", "used by"))
     return Result(f"lineage of {view[:-1]} {row_id}", ROW_COLUMNS, out, [kinds])
+
+
+def _add_hint(add: Any, train: dict[str, Any] | None, rollout: dict[str, Any]) -> None:
+    """The hint a training row's answer was sampled with, where its rollout's prompt is not the
+    row's (curate.rationalize_with = "hint", tasks/rationalize.py)."""
+    if train is not None and rollout["prompt"] != train["prompt"]:
+        add("sampled with a hint", "rollout", rollout["rollout_id"], rollout["round"],
+            f"its prompt went on: {_clip(_beyond(rollout['prompt'], train['prompt']))} "
+            "(curate.rationalize_with = 'hint'; trained without it)")
 
 
 def _beyond(sampled: str, trained: str) -> str:
