@@ -87,7 +87,7 @@ def step_verify(folder: Path) -> int:
 
     written = stream_verdicts(ArithmeticDomain(), ScaleConfig(), folder / "rollouts.parquet",
                               folder / "problems.parquet", "reference",
-                              folder / "verdicts.parquet")
+                              folder / "verdicts.parquet")["verdicts"]
     verdict_metrics(written.path, folder / "problems.parquet")
     return written.rows
 

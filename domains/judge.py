@@ -18,15 +18,22 @@ A judgement, prompt by prompt:
 A reply with no score on its scale is `Judgement(None, "judge_unparseable")`, a verifier failure
 (gated by `gates.max_verifier_failure_share`), never 0. The judge samples greedily, so the same
 prompt on the same judge gives the same reply: a reward is data. All completions of one `judge`
-call are judged in one backend call (the verify stage calls it once per chunk and shard), and a
-prompt already judged in this process is not sent again.
+call are judged in one backend call (the verify stage calls it once per chunk of rollouts), and
+a prompt already judged in this process, or stored (`remember`), is not sent again.
+
+Judge calls are data: the verify stage stores every prompt, reply and parsed reward as a
+`judgements` dataset keyed by `key(prompt)` (a hash of the judge's id and the prompt), with the
+rollout each judged (tasks/judgements.py); `flywheel reverify` gives a judge with the same id
+the stored replies, so it asks nothing again. `cost` adds up calls, prompts, reply tokens and
+seconds, which the stage's metrics report.
 
 Departures (issue 32): the judge is a fixed model, `[verify.judge] model_path` or else the run's
 `model.path` (the base model), not the incumbent of each round (Meta-Rewarding's self-judge):
 a fixed judge keeps the same completion's reward the same in every round and stage. It runs on
 the run's `[rollout]` backend; a launched GRPO process, which rebuilds the domain from the
-domain's settings alone, judges on the transformers backend. Judgements are not yet stored as
-a dataset; the verdict's `verifier` names the judge and its settings' hash.
+domain's settings alone, judges on the transformers backend. The judgements the GRPO reward and
+evaluate ask for are not stored (their rewards are: the evals rows); the verdict's `verifier`
+names the judge and its settings' hash.
 """
 
 from __future__ import annotations
@@ -34,7 +41,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from domains.answers import after_thinking
@@ -45,7 +54,7 @@ if TYPE_CHECKING:
 
     from configs import RunConfig
     from configs.domain import JudgeConfig
-    from models.rollout_types import RolloutBackend
+    from models.rollout_types import Completion, RolloutBackend
 
 JUDGE_VERSION = 1  # bumped when the same reply would be parsed into another reward
 # The built-in prompt of each scale (`[verify.judge] template` unset).
@@ -95,6 +104,24 @@ class Scorer(Protocol):
     def describe(self) -> str: ...
 
 
+@dataclass
+class JudgeCost:
+    """What a judge spent, added up over its life in this process (a stage reads the
+    difference, `since`): backend calls, distinct prompts sent and their reply tokens, seconds
+    in the backend, and distinct prompts answered by stored judgements instead."""
+
+    calls: int = 0
+    prompts: int = 0
+    reply_tokens: int = 0
+    seconds: float = 0.0
+    reused: int = 0
+
+    def since(self, before: JudgeCost) -> dict[str, float]:
+        """The cost after `before` (a copy taken then) as metrics `judge_<field>`."""
+        return {f"judge_{name}": getattr(self, name) - getattr(before, name)
+                for name in ("calls", "prompts", "reply_tokens", "seconds", "reused")}
+
+
 class ModelJudge:
     """An LLM judge: `[verify.judge]` over a backend loaded lazily from `model_path` (or given:
     tests pass a scripted one)."""
@@ -110,8 +137,10 @@ class ModelJudge:
         self.backend_name, self.batch_size, self.dtype = backend_name, batch_size, dtype
         self._backend = backend
         self._tokenizer: Any = None
-        self._replies: dict[str, str] = {}  # prompt -> reply, this process's judgements
-        self.backend_calls = 0
+        self._replies: dict[str, str] = {}  # prompt -> reply: this process's and stored ones
+        self._stored: set[str] = set()  # prompts whose reply came from stored judgements
+        self._counted: set[str] = set()  # prompts already counted in `cost`
+        self.cost = JudgeCost()
 
     def __getstate__(self) -> dict[str, Any]:  # shipped to a Ray worker: reload the model there
         return {**self.__dict__, "_backend": None, "_tokenizer": None}
@@ -135,22 +164,56 @@ class ModelJudge:
 
     def judge(self, completions: list[str], problems: list[ProblemRow],
               domain: Domain) -> list[Judgement]:
-        answers = [after_thinking(c, self.think_tags) for c in completions]
-        prompts = [None if a is None else self.prompt(domain.question(p["text"]), a)
-                   for a, p in zip(answers, problems, strict=True)]
-        missing = [p for p in dict.fromkeys(prompts) if p is not None and p not in self._replies]
-        if missing:
-            self._replies.update(zip(missing, self.replies(missing), strict=True))
-        out = []
-        for prompt in prompts:
-            if prompt is None:  # cut off while thinking: no answer to judge
-                out.append(Judgement(None, "thinking_unfinished"))
-                continue
-            reward = parse_score(self._replies[prompt], self.settings.scale)
-            out.append(Judgement(reward, None if reward is not None else "judge_unparseable"))
-        return out
+        prompts = self.prompts(completions, problems, domain)
+        self.ensure(prompts)
+        return [Judgement(None, "thinking_unfinished") if prompt is None  # no answer to judge
+                else self.judgement(prompt) for prompt in prompts]
 
-    def replies(self, prompts: list[str]) -> list[str]:
+    def prompts(self, completions: list[str], problems: list[ProblemRow],
+                domain: Domain) -> list[str | None]:
+        """The judge prompt of each completion (its answer after the thinking, with its
+        problem's question); None where the completion was cut off while thinking."""
+        answers = [after_thinking(c, self.think_tags) for c in completions]
+        return [None if a is None else self.prompt(domain.question(p["text"]), a)
+                for a, p in zip(answers, problems, strict=True)]
+
+    def judgement(self, prompt: str) -> Judgement:
+        """The reward of a prompt already replied to (`ensure`)."""
+        reward = parse_score(self._replies[prompt], self.settings.scale)
+        return Judgement(reward, None if reward is not None else "judge_unparseable")
+
+    def reply(self, prompt: str) -> str:
+        """The judge's reply to a prompt already replied to (`ensure`)."""
+        return self._replies[prompt]
+
+    def key(self, prompt: str) -> str:
+        """A judgement's id: the hash of (this judge's id, the prompt), so a stored judgement
+        answers the same prompt to the same judge again (`remember`)."""
+        return hashlib.sha256(f"{self.describe()}\n{prompt}".encode()).hexdigest()[:32]
+
+    def remember(self, prompts: Sequence[str], replies: Sequence[str]) -> None:
+        """Take stored replies of this judge (tasks/judgements.py) as given: a prompt among
+        them is not sent again."""
+        self._replies.update(zip(prompts, replies, strict=True))
+        self._stored.update(prompts)
+
+    def ensure(self, prompts: Sequence[str | None]) -> None:
+        """Every prompt replied to: those not yet replied to (in this process or stored:
+        `remember`) in one backend call; the cost is added to `cost`."""
+        distinct = [p for p in dict.fromkeys(prompts) if p is not None]
+        missing = [p for p in distinct if p not in self._replies]
+        self.cost.reused += sum(p in self._stored for p in distinct if p not in self._counted)
+        self._counted.update(distinct)
+        if not missing:
+            return
+        started = time.perf_counter()
+        samples = self.replies(missing)
+        self.cost.seconds += time.perf_counter() - started
+        self.cost.prompts += len(missing)
+        self.cost.reply_tokens += sum(sample.tokens for sample in samples)
+        self._replies.update(zip(missing, (s.text for s in samples), strict=True))
+
+    def replies(self, prompts: list[str]) -> list[Completion]:
         """The judge's greedy reply to each prompt, in one backend call."""
         from models.rollout_types import SamplingParams
 
@@ -158,8 +221,8 @@ class ModelJudge:
         rendered = [self.render(p) for p in prompts]
         params = SamplingParams(n=1, temperature=1.0, greedy=True, seed=0,
                                 max_new_tokens=self.settings.max_new_tokens)
-        self.backend_calls += 1
-        return [samples[0].text for samples in backend.generate(rendered, params)]
+        self.cost.calls += 1
+        return [samples[0] for samples in backend.generate(rendered, params)]
 
     def backend(self) -> RolloutBackend:
         if self._backend is None:

@@ -29,6 +29,7 @@ def status(
     from flows.status_view import (
         effective_status,
         print_benchmarks,
+        print_round_lines,
         print_task_accuracy,
         stop_line,
     )
@@ -70,12 +71,7 @@ def status(
     print_summary(data_root, run_id)
     print_task_accuracy(catalog, run_id, typer.echo)  # reasoning_gym: per task and level
     print_benchmarks(catalog, run_id, typer.echo)  # [evaluate] benchmarks: per file and round
-    from storage.audit.round_summary import at_k_lines, round_summary, verifier_rate_lines
-
-    summary = round_summary(catalog, run_id)
-    for line in [*at_k_lines(summary),  # evaluate.samples > 1
-                 *verifier_rate_lines(summary)]:  # verify.canary, majority labels
-        typer.echo(line)
+    print_round_lines(catalog, run_id, typer.echo)  # pass@k, verifier rates, judge cost
     raise typer.Exit(code)
 
 

@@ -232,3 +232,19 @@ def print_benchmarks(catalog: Any, run_id: str, echo: Callable[[str], Any]) -> N
 
     for line in benchmark_lines(benchmark_figures(catalog, run_id)):
         echo(line)
+
+
+def print_round_lines(catalog: Any, run_id: str, echo: Callable[[str], Any]) -> None:
+    """Print the lines under the round table with `echo`: pass@k and maj@k (evaluate.samples >
+    1), the verifier's error rates (verify.canary, majority labels) and what an LLM judge cost
+    (storage/audit/round_summary.py); nothing where the run has none of them."""
+    from storage.audit.round_summary import (
+        at_k_lines,
+        judge_cost_lines,
+        round_summary,
+        verifier_rate_lines,
+    )
+
+    summary = round_summary(catalog, run_id)
+    for line in [*at_k_lines(summary), *verifier_rate_lines(summary), *judge_cost_lines(summary)]:
+        echo(line)

@@ -52,6 +52,11 @@ A sample record per kind (columns beyond these are allowed only by adding them h
                                # reward null: cannot judge, `method` says why (not correct);
                                # sample: the answer's index among the item's evaluate.samples
                                # (one row per item and sample), null in files written without it
+    judgements  {"judgement_id": "4b..", "run_id": "demo", "round": 1, "rollout_id": "c3..",
+                 "problem_id": "a1..", "judge": "judge[/models/judge:1-10:9f..]@1",
+                 "prompt": "Rate the answer ...", "reply": " 9", "reward": 0.889, "reason": None}
+                               # an LLM judge's call per judged rollout (tasks/judgements.py):
+                               # judgement_id hashes (judge, prompt); reward null: unparseable
 """
 
 from __future__ import annotations
@@ -109,6 +114,11 @@ SCHEMAS: dict[str, pa.Schema] = {
          ("level", INT64), ("prompt", STRING), ("completion", STRING), ("answer", STRING),
          ("reference", STRING), ("correct", BOOL), ("reward", FLOAT64), ("method", STRING),
          ("sample", INT64)]
+    ),
+    "judgements": pa.schema(
+        [("judgement_id", STRING), ("run_id", STRING), ("round", INT64), ("rollout_id", STRING),
+         ("problem_id", STRING), ("judge", STRING), ("prompt", STRING), ("reply", STRING),
+         ("reward", FLOAT64), ("reason", STRING)]
     ),
 }
 

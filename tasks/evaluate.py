@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import combinations
 from pathlib import Path
 from typing import Any
@@ -65,6 +65,7 @@ from storage.fingerprint import row_id
 from tasks.benchmarks import named, read_benchmark, training_leaks
 from tasks.context import Checkpoint, RunContext
 from tasks.curriculum.votes import majority_vote
+from tasks.judgements import eval_judgements, model_judge_of
 from tasks.progress import progress_bar
 from tasks.retry import TRANSIENT
 from tasks.stage import StageResult, run_stage
@@ -319,6 +320,8 @@ def evaluate_checkpoint(ctx: RunContext, settings: EvaluateSettings, round_index
 
     backend = backend_for(settings.backend, checkpoint.path)
     seed = ctx.stage_seed("evaluate", 0)  # one seed for every checkpoint
+    judge = model_judge_of(ctx.domain)
+    spent_before = replace(judge.cost) if judge is not None else None
     try:
         with progress_bar(f"round {round_index} {stage}",
                           len(items) * settings.samples) as advance:
@@ -341,8 +344,12 @@ def evaluate_checkpoint(ctx: RunContext, settings: EvaluateSettings, round_index
         from tasks.model_card import add_benchmarks
 
         add_benchmarks(checkpoint.path, benchmarks)
-    return StageResult(datasets={"evals": rows},
-                       metrics={**accuracy(rows, tasks), **sample_figures(rows), **benchmarks})
+    datasets: dict[str, Any] = {"evals": rows}
+    metrics = {**accuracy(rows, tasks), **sample_figures(rows), **benchmarks}
+    if judge is not None and spent_before is not None:  # the judge's calls are data too
+        datasets["judgements"] = eval_judgements(judge, ctx.domain, rows, items)
+        metrics.update(judge.cost.since(spent_before))
+    return StageResult(datasets=datasets, metrics=metrics)
 
 
 @task(name="evaluate", cache_policy=NONE, persist_result=False, **TRANSIENT)

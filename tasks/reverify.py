@@ -52,20 +52,23 @@ metrics and candidate accuracy in their place, so an alarm that blocked a promot
 and one can fire (`alarms_before` / `alarms_after`: the fired ones); a round whose new verdicts
 leave no training row would have no candidate ("no training rows"), and one that had none
 before but gains rows would train a candidate reverify cannot evaluate (`promoted_after` null).
-`verifier_before` / `_after`: the round's verifier figures as verify records them
-(tasks/verify.py `verify_metrics`: the canaries' false-positive and false-negative rates with
-their Wilson intervals, the majority labels' reward precision and recall, the unjudged counts),
-so `--set verify.labels=majority` measures what majority votes would have got wrong. Fields a
-round cannot fill (no curate or promote stage yet) are null. Departure: each round is judged
-against the incumbent the run had; a flipped promotion would have changed the later rounds'
-models, which re-judging cannot show.
+With an LLM judge (`verify.compare = "judge"`) the judge is first given the round's stored
+judgements (tasks/judgements.py): the same judge asks nothing again, and the record's
+`judge_calls`, `judge_prompts`, `judge_reply_tokens`, `judge_seconds` and `judge_reused` say
+what the re-judging cost. `verifier_before` / `_after`: the round's verifier figures as verify
+records them (tasks/verify.py `verify_metrics`: the canaries' false-positive and false-negative
+rates with their Wilson intervals, the majority labels' reward precision and recall, the
+unjudged counts), so `--set verify.labels=majority` measures what majority votes would have
+got wrong. Fields a round cannot fill (no curate or promote stage yet) are null. Departure:
+each round is judged against the incumbent the run had; a flipped promotion would have changed
+the later rounds' models, which re-judging cannot show.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +92,7 @@ from tasks import evaluate, verify
 from tasks.alarms import Alarm, Metrics, round_alarms
 from tasks.curate import curate_round
 from tasks.evaluate import accuracy
+from tasks.judgements import model_judge_of, remember_stored
 from tasks.promote import NO_TRAINING_ROWS, promotion_decision, with_alarms
 from tasks.stage import StageOutput, settings_fingerprint
 from tasks.verify import canaries_of, stream_verdicts, verify_metrics
@@ -224,9 +228,13 @@ def rejudge(catalog: Catalog, run_id: str, inputs: RoundInputs, settings: RoundS
     if recorded is not None and check_recorded(recorded) is None:
         return fingerprint, {kind: Path(info["path"]) for kind, info in recorded.items()}, True
     folder = reverify_dir(catalog.data_root, run_id, fingerprint)
-    outputs = [stream_verdicts(  # one in-process shard: the bytes do not depend on [scale]
+    judge = model_judge_of(domain)
+    if judge is not None:  # the round's stored replies: the same judge asks nothing again
+        for output in (inputs.verdicts, inputs.candidate_evals, inputs.incumbent_evals):
+            remember_stored(judge, output.paths.get("judgements") if output else None)
+    outputs = list(stream_verdicts(  # one in-process shard: the bytes do not depend on [scale]
         domain, ScaleConfig(), inputs.rollouts.path("rollouts"), problem_file,
-        verify_settings.labels, folder / "verdicts.parquet", canaries=canaries)]
+        verify_settings.labels, folder / "verdicts.parquet", canaries=canaries).values())
     stored = [read_rows(e.path("evals")) for e in (inputs.candidate_evals, inputs.incumbent_evals)
               if e is not None]
     if stored:
@@ -343,11 +351,15 @@ def reverify_round(catalog: Catalog, run_id: str, inputs: RoundInputs, settings:
     r = inputs.round
     canaries = canaries_of(domain, settings.verify, settings.canary_seed,
                            inputs.problems.path("problems"))
+    judge = model_judge_of(domain)
+    spent_before = replace(judge.cost) if judge is not None else None
     fingerprint, files, reused = rejudge(catalog, run_id, inputs, settings, domain, canaries)
     record: dict[str, Any] = {
         "round": r, "fingerprint": fingerprint,
         "path": catalog.relative(files["verdicts"].parent), "reused": reused,
         **verdict_changes(inputs.verdicts.path("verdicts"), files["verdicts"])}
+    if judge is not None and spent_before is not None:  # 0 calls: the stored replies answered
+        record.update(judge.cost.since(spent_before))
     trainable_after, curate_metrics = 0, None
     if inputs.curated is not None:
         verdicts = StageOutput("reverify", r, fingerprint, {"verdicts": files["verdicts"]}, True)

@@ -47,6 +47,7 @@ from storage.recovery import (
 )
 from tasks.context import RunContext
 from tasks.gates import failed_gate, gate_outputs, regate_stored
+from tasks.judgements import cost_text
 from tasks.spans import spent
 from tasks.spans import stage as stage_span
 
@@ -106,10 +107,10 @@ def rows_text(rows: Mapping[str, int | None]) -> str:
 
 
 def log_stage(round_index: int, stage: str, event: str,
-              rows: Mapping[str, int | None] | None = None) -> None:
-    """One line of a stage's start or end: `round N STAGE: EVENT; rows` (the handlers stamp it:
-    flows/log_lines.py)."""
-    detail = rows_text(rows or {})
+              rows: Mapping[str, int | None] | None = None, cost: str = "") -> None:
+    """One line of a stage's start or end: `round N STAGE: EVENT; rows; cost` (the handlers
+    stamp it: flows/log_lines.py); `cost`: what a judge spent (tasks/judgements.py)."""
+    detail = "; ".join(part for part in (rows_text(rows or {}), cost) if part)
     log.info("round %d %s: %s%s", round_index, stage, event, f"; {detail}" if detail else "")
 
 
@@ -208,7 +209,7 @@ def run_stage_parts(ctx: RunContext, *, stage: str, version: int, round_index: i
                   f"{type(exc).__name__}", {o.kind: o.rows for o in outputs})
         raise
     log_stage(round_index, stage, f"completed in {time.time() - started:.1f} s",
-              {o.kind: o.rows for o in outputs})
+              {o.kind: o.rows for o in outputs}, cost_text(result.metrics))
     return output
 
 

@@ -39,6 +39,8 @@ grader; a tie goes to the smallest answer and is counted (`tied_share`).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -57,6 +59,7 @@ from storage.datasets import DatasetWriter, WrittenDataset, dataset_path, read_t
 from tasks.context import RunContext
 from tasks.curriculum.columns import lazy_frame
 from tasks.curriculum.votes import majority_frame
+from tasks.judgements import judgement_frame, judgements_beside, model_judge_of
 from tasks.shards import grouped_ranges, map_shards
 from tasks.stage import StageOutput, StageResult, run_stage
 from tasks.verifier_rates import (
@@ -316,24 +319,36 @@ def error_rate_metrics(domain: Domain, rollout_file: Path, problem_file: Path, v
 
 def stream_verdicts(domain: Domain, scale: ScaleConfig, rollout_file: Path, problem_file: Path,
                     labels: str, path: Path, *, chunk_rows: int = CHUNK_ROWS,
-                    canaries: pl.DataFrame | None = None) -> WrittenDataset:
+                    canaries: pl.DataFrame | None = None) -> dict[str, WrittenDataset]:
     """Verdicts of the rollouts file written to `path` chunk by chunk (`rollout_chunks`, each in
     `[scale]` shards), so only one chunk's rows are held. The verdicts are regrouped into row
     groups of `GROUP_ROWS` rows, so the file's bytes depend neither on the chunk size nor on
     where the shards ran. `canaries`: the round's canary problems (`round_canaries`), whose
-    rollouts follow the round's in the file."""
+    rollouts follow the round's in the file. Where an LLM judge gives the rewards, each chunk is
+    judged here first and its judgements written beside the verdicts (tasks/judgements.py): the
+    written files by kind."""
     problem_table = judged_problems(problem_file, canaries)
-    with DatasetWriter("verdicts", path, group_rows=GROUP_ROWS) as writer:
+    judge = model_judge_of(domain)
+    with ExitStack() as files:
+        writer = files.enter_context(DatasetWriter("verdicts", path, group_rows=GROUP_ROWS))
+        judged = (files.enter_context(DatasetWriter("judgements", judgements_beside(path),
+                                                    group_rows=GROUP_ROWS))
+                  if judge is not None else None)
         for chunk in rollout_chunks(rollout_file, chunk_rows, columns=list(VERDICT_INPUTS)):
             rollouts = lazy_frame(chunk, VERDICT_INPUTS).collect()
             ids = rollouts["problem_id"].unique().implode()
             chunk_problems = problem_table.filter(pl.col("problem_id").is_in(ids))
+            if judged is not None:  # judged here first: the shards find every reply
+                judged.write(judgement_frame(judge, domain, rollouts, chunk_problems))
             parts = map_shards(  # config [scale]; a problem's rollouts stay together
                 verdict_frame, verify_shards(domain, rollouts, chunk_problems, labels,
                                              scale.rollout_shards),
                 scale=scale, stage="verify")
             writer.write(pl.concat(parts))
-    return writer.written
+    written = {"verdicts": writer.written}
+    if judged is not None:
+        written["judgements"] = judged.written
+    return written
 
 
 def verify_inputs(problems: StageOutput, rollouts: StageOutput) -> dict[str, str]:
@@ -362,11 +377,15 @@ def verify_round(ctx: RunContext, settings: WarmupVerifySettings, scale: ScaleCo
     problem_file = problems.path("problems")
     canaries = canaries_of(ctx.domain, settings, ctx.stage_seed(CANARY_STREAM, round_index),
                            problem_file)
+    judge = model_judge_of(ctx.domain)
+    spent_before = replace(judge.cost) if judge is not None else None
     written = stream_verdicts(ctx.domain, scale, rollouts.path("rollouts"), problem_file,
                               settings.labels, path, canaries=canaries)
     metrics = verify_metrics(ctx.domain, settings, rollouts.path("rollouts"), problem_file, path,
                              canaries)
-    return StageResult(datasets={"verdicts": written}, metrics=metrics)
+    if judge is not None and spent_before is not None:  # what judging this round cost
+        metrics.update(judge.cost.since(spent_before))
+    return StageResult(datasets=dict(written), metrics=metrics)
 
 
 def verify_metrics(domain: Domain, settings: WarmupVerifySettings, rollout_file: Path,

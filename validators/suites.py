@@ -52,7 +52,7 @@ PANDAS_DTYPES = {pa.string(): ["str"], pa.int64(): ["int64", "Int64Dtype"],
 ID_COLUMN = {
     "proposals": "proposal_id", "problems": "problem_id", "rollouts": "rollout_id",
     "verdicts": "rollout_id", "curriculum": "problem_id", "train_rows": "train_row_id",
-    "evals": "item_id",
+    "evals": "item_id", "judgements": "rollout_id",
 }
 NOT_NULL = {
     "proposals": ["proposal_id", "run_id", "round", "prompt", "text", "source"],
@@ -66,6 +66,8 @@ NOT_NULL = {
                    "problem_id"],
     "evals": ["run_id", "round", "checkpoint", "item_id", "level", "prompt", "completion",
               "reference", "correct"],
+    "judgements": ["judgement_id", "run_id", "round", "rollout_id", "problem_id", "judge",
+                   "prompt", "reply"],
 }
 
 
@@ -338,8 +340,23 @@ def eval_checks(gates: GatesConfig, context: SuiteContext) -> KindChecks:
     ], []
 
 
+def judgement_checks(gates: GatesConfig, context: SuiteContext) -> KindChecks:
+    """A prompt (a question and an answer: at most a prompt's and a completion's characters),
+    rewards in [0, 1], given unless the reason says why not (judge_unparseable)."""
+    import great_expectations.expectations as gxe
+    from great_expectations.expectations.row_conditions import Column
+
+    return [
+        _lengths("prompt", 1, gates.max_prompt_chars + gates.max_completion_chars),
+        _between("reward", 0.0, 1.0),
+        _not_null("reward", " where there is no reason", row_condition=Column("reason").is_null()),
+        _check(gxe.ExpectColumnValuesToBeInSet, "reason is judge_unparseable or null",
+               column="reason", value_set=["judge_unparseable"]),
+    ], []
+
+
 KIND_CHECKS = {
     "proposals": proposal_checks, "problems": problem_checks, "rollouts": rollout_checks,
     "verdicts": verdict_checks, "curriculum": curriculum_checks, "train_rows": train_row_checks,
-    "evals": eval_checks,
+    "evals": eval_checks, "judgements": judgement_checks,
 }

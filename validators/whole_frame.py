@@ -85,6 +85,8 @@ def _condition(kwargs: dict[str, Any]) -> pl.Expr:
         return pl.lit(True)
     column = condition["column"]
     name = column["name"] if isinstance(column, dict) else column
+    if condition.get("type") == "nullity":  # Column(...).is_null() / .is_not_null()
+        return pl.col(name).is_null() == pl.lit(bool(condition["is_null"]))
     operator, parameter = condition.get("operator"), condition.get("parameter")
     if operator == "NOT_IN":
         return _not_in(pl.col(name), parameter).fill_null(True)

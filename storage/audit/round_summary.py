@@ -22,6 +22,9 @@ SUMMARY_FIELDS = {"round": "round", "proposed": "proposed", "valid": "valid", "k
 SUMMARY_COLUMNS = list(SUMMARY_FIELDS.values())
 _AT_K = re.compile(r"(pass|maj)_at_\d+")  # tasks/evaluate.py's pass@k and maj@k
 
+JUDGE_COST = ("prompts", "calls", "seconds", "reply_tokens", "reused")
+JUDGED_STAGES = (("", "verify"), ("eval_", "evaluate"))  # field prefix, stage
+
 _METRIC = {
     "proposed": ("synthesize", "proposed"),
     "valid": ("synthesize", "valid"),
@@ -41,6 +44,9 @@ _METRIC = {
     "label_reward_precision": ("verify", "label_reward_precision"),
     "label_reward_recall": ("verify", "label_reward_recall"),
     "promoted": ("promote", "promoted"),
+    # what an LLM judge cost the round's verify and evaluate stages (tasks/judgements.py)
+    **{f"{prefix}judge_{name}": (stage, f"judge_{name}") for prefix, stage in JUDGED_STAGES
+       for name in JUDGE_COST},
 }
 
 
@@ -183,6 +189,26 @@ def verifier_rate_lines(rows: list[dict[str, Any]]) -> list[str]:
                      f"{rate(r, 'verifier_fn'):<20}  {rate(r, 'label_reward_precision'):>15}  "
                      f"{rate(r, 'label_reward_recall'):>6}")
     return lines
+
+
+def judge_cost_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """What an LLM judge cost per round and stage (`round_summary` rows), as the lines `flywheel
+    status` prints under its table; none when no stage judged with one."""
+    lines = []
+    for r in rows:
+        for prefix, stage in JUDGED_STAGES:
+            cost = [r.get(f"{prefix}judge_{name}") for name in JUDGE_COST]
+            if cost[0] is None or r["model"] != "candidate":
+                continue
+            prompts, calls, seconds, tokens, reused = cost
+            lines.append(f"  {r['round']:>5}  {stage:<8}  {prompts:>7.0f}  {calls:>5.0f}  "
+                         f"{seconds:>7.1f}  {tokens:>12.0f}  {reused:>6.0f}")
+    if not lines:
+        return []
+    return ["judge cost per round (prompts sent, backend calls, seconds, reply tokens, prompts "
+            "answered by stored judgements)",
+            f"  {'round':>5}  {'stage':<8}  prompts  calls  seconds  reply tokens  reused",
+            *lines]
 
 
 def summary_cells(row: dict[str, Any]) -> list[str]:

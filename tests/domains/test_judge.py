@@ -167,7 +167,7 @@ def test_the_tiny_chat_model_judges_through_the_real_backend(tmp_path: Path):
     rows = [{**ROWS[i]} for i in range(5)]
     first = domain.judge(completions, rows)
     scorer = domain.scorer
-    assert scorer.backend_calls == 1
+    assert scorer.cost.calls == 1
     assert scorer.render("Score?") == "<|im_start|>user\nScore?<|im_end|>\n<|im_start|>assistant\n"
     assert all((j.reward is None and j.reason == "judge_unparseable")
                or (j.reason is None and 0.0 <= j.reward <= 1.0) for j in first)

@@ -178,7 +178,7 @@ def test_streamed_verdicts_equal_verdicts_of_all_rows(labels, chunk_rows, tmp_pa
              for kind, rows in [("problems", problems), ("rollouts", rollouts)]}
     written = stream_verdicts(domain, ScaleConfig(rollout_shards=3), paths["rollouts"],
                               paths["problems"], labels, tmp_path / "verdicts.parquet",
-                              chunk_rows=chunk_rows)
+                              chunk_rows=chunk_rows)["verdicts"]
     expected = verdict_rows(domain, rollouts, problems, labels)
     assert pq.read_table(written.path).to_pylist() == expected
     assert written.rows == len(expected) and not list(tmp_path.glob(".*tmp*"))
@@ -198,7 +198,7 @@ def test_streamed_verdict_files_depend_neither_on_chunks_nor_shards(tmp_path, mo
     files = [verify.stream_verdicts(domain, ScaleConfig(rollout_shards=shards),
                                     paths["rollouts"], paths["problems"], "reference",
                                     tmp_path / f"verdicts-{shards}-{chunk}.parquet",
-                                    chunk_rows=chunk).path
+                                    chunk_rows=chunk)["verdicts"].path
              for shards in (1, 3) for chunk in (7, 1000)]
     assert len({file_checksum(path) for path in files}) == 1
     metadata = pq.ParquetFile(files[0]).metadata

@@ -40,7 +40,7 @@ DOMAIN = ArithmeticDomain()
 RUN = "gates"
 STAGE_OF = {"proposals": "synthesize", "problems": "synthesize", "rollouts": "rollout",
             "verdicts": "verify", "curriculum": "curate", "train_rows": "curate",
-            "evals": "evaluate"}
+            "evals": "evaluate", "judgements": "verify"}
 
 
 class NoisySolver:
@@ -60,6 +60,36 @@ class NoisySolver:
         pass
 
 
+class RotatingJudge:
+    """A judge backend that replies PASS, FAIL and something unreadable in turn."""
+
+    def __init__(self):
+        self.replies = 0
+
+    def generate(self, prompts, params, progress=None):
+        self.replies += len(prompts)
+        return [[Completion(("PASS", "FAIL", "hmm")[i % 3], 1)]
+                for i in range(self.replies - len(prompts), self.replies)]
+
+    def close(self):
+        pass
+
+
+def judgement_rows(rollouts: list[dict], problems: list[dict]) -> list[dict]:
+    """The verify stage's judgements of `rollouts` (tasks/judgements.py) by a rotating judge."""
+    import polars as pl
+
+    from configs import load_config
+    from domains.judge import ModelJudge
+    from tasks.judgements import judgement_frame
+
+    settings = load_config(None, {"verify.compare": "judge",
+                                  "verify.judge.scale": "pass_fail"}).verify.judge
+    judge = ModelJudge(settings, model_path="rotating", backend=RotatingJudge())
+    return judgement_frame(judge, DOMAIN, pl.DataFrame(rollouts),
+                           pl.DataFrame(problems, infer_schema_length=None)).to_dicts()
+
+
 def make_round(round_index: int, seed: int) -> dict[str, list[dict]]:
     """One round's outputs of every kind, made by the stages' own code."""
     pairs = seed_proposals(DOMAIN, count=300, levels=[1, 2, 3, 4, 5], seed=seed)
@@ -77,7 +107,8 @@ def make_round(round_index: int, seed: int) -> dict[str, list[dict]]:
     evals = eval_rows(NoisySolver(), DOMAIN, per_level=5, max_new_tokens=8, checkpoint="ck",
                       run_id=RUN, round_index=round_index)
     return {"proposals": proposals, "problems": problems, "rollouts": rollouts,
-            "verdicts": verdicts, "curriculum": curriculum, "train_rows": train, "evals": evals}
+            "verdicts": verdicts, "curriculum": curriculum, "train_rows": train, "evals": evals,
+            "judgements": judgement_rows(rollouts, problems)}
 
 
 @pytest.fixture(scope="module")
@@ -197,6 +228,12 @@ FAULTS = {
                                "expect_column_mean_to_be_between", "answer_spread"),
     "verifier-failing": ("verdicts", _verifier_failures,
                          "expect_column_values_to_not_be_in_set", "method"),
+    "judge-reward-1.5": ("judgements", _set("reward", 1.5, 0),
+                         "expect_column_values_to_be_between", "reward"),
+    "judge-reward-lost": ("judgements", _set("reward", None, 0),  # PASS read as no reward
+                          "expect_column_values_to_not_be_null", "reward"),
+    "judge-reason-unknown": ("judgements", _set("reason", "tired", 2),
+                             "expect_column_values_to_be_in_set", "reason"),
 }
 
 

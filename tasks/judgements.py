@@ -1,0 +1,122 @@
+"""Judge calls as data: the `judgements` dataset the verify stage writes beside its verdicts when
+an LLM judge (`verify.compare = "judge"`, domains/judge.py) gives the rewards.
+
+One row per judged rollout (storage/datasets.py has the schema):
+
+    {"judgement_id": "4be1..", "run_id": "demo", "round": 1, "rollout_id": "c3..",
+     "problem_id": "a1..", "judge": "judge[/models/judge:1-10:9f2c..]@1",
+     "prompt": "Rate the answer to the question ... Score:", "reply": " 9",
+     "reward": 0.889, "reason": None}
+
+`judgement_id` is the judge's `key(prompt)`, a hash of the judge's id and the prompt: rollouts
+whose answers make the same prompt share it and were judged once. `prompt` is the filled
+template before the judge's chat template; `reply` is what the judge said; `reward` and `reason`
+are what the verdict of that rollout says (`reason` names why there is no reward:
+judge_unparseable). A rollout cut off while thinking has no prompt and no row (its verdict says
+thinking_unfinished).
+
+Evaluate writes the same for the held-out answers it judged (`eval_judgements`). The verify
+stage judges each chunk of rollouts here, in its own process, before the shards compute
+their verdicts: the shards (in process or on Ray workers, which receive the judge with its
+replies) find every prompt answered and call no model. `flywheel reverify` gives the judge the
+round's stored judgements first (`remember_stored`): with the same judge it asks nothing
+again and reproduces the verdicts; a changed judge has another id, so its own prompts are new.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from storage.datasets import read_table
+
+if TYPE_CHECKING:
+    from domains.base import Domain, Problem
+    from domains.judge import ModelJudge
+
+JUDGED_COLUMNS = ["text", "reference", "level", "task", "payload"]  # a problem row's
+
+
+def model_judge_of(domain: Domain) -> ModelJudge | None:
+    """The LLM judge that judges `domain`'s answers, or None (its own verifier, a reward
+    function)."""
+    from domains.judge import JudgedDomain, ModelJudge
+
+    scorer = getattr(domain, "scorer", None) if isinstance(domain, JudgedDomain) else None
+    return scorer if isinstance(scorer, ModelJudge) else None
+
+
+def judgements_beside(verdict_path: Path) -> Path:
+    """The judgements file of a verdicts file: `verdicts-<fp>.parquet` ->
+    `judgements-<fp>.parquet` (a stage's), `verdicts.parquet` -> `judgements.parquet`
+    (a re-judging's)."""
+    return verdict_path.with_name(verdict_path.name.replace("verdicts", "judgements", 1))
+
+
+def judgement_frame(judge: ModelJudge, domain: Domain, rollouts: pl.DataFrame,
+                    problems: pl.DataFrame) -> pl.DataFrame:
+    """The judgements of `rollouts` (rollout_id, run_id, round, problem_id, completion), each
+    against its problem row among `problems`; prompts not yet replied to are sent to the judge
+    in one call (`ModelJudge.ensure`)."""
+    joined = rollouts.join(problems.unique("problem_id", keep="last"), on="problem_id",
+                           how="left", maintain_order="left")
+    prompts = judge.prompts(joined["completion"].to_list(),
+                            joined.select(JUDGED_COLUMNS).to_dicts(), domain)
+    judge.ensure(prompts)
+    asked = [index for index, prompt in enumerate(prompts) if prompt is not None]
+    judged = [judge.judgement(prompts[index]) for index in asked]
+    keep = joined[asked]
+    return keep.select(
+        pl.Series("judgement_id", [judge.key(prompts[i]) for i in asked], dtype=pl.String),
+        "run_id", "round", "rollout_id", "problem_id",
+        pl.lit(judge.describe(), dtype=pl.String).alias("judge"),
+        pl.Series("prompt", [prompts[i] for i in asked], dtype=pl.String),
+        pl.Series("reply", [judge.reply(prompts[i]) for i in asked], dtype=pl.String),
+        pl.Series("reward", [j.reward for j in judged], dtype=pl.Float64),
+        pl.Series("reason", [j.reason for j in judged], dtype=pl.String))
+
+
+def eval_judgements(judge: ModelJudge, domain: Domain, rows: list[dict[str, Any]],
+                    items: list[Problem]) -> pl.DataFrame:
+    """The judgements of evaluate's answers (`rows`: evals rows, each against its held-out item
+    of `items`); `rollout_id` is the eval row's `<item_id>/<sample>` and `problem_id` its
+    item's id (one checkpoint per evals file)."""
+    from domains.base import problem_row
+    from storage.fingerprint import row_id
+
+    answers = pl.DataFrame({
+        "rollout_id": [f"{r['item_id']}/{r['sample']}" for r in rows],
+        "run_id": [r["run_id"] for r in rows], "round": [r["round"] for r in rows],
+        "problem_id": [r["item_id"] for r in rows],
+        "completion": [r["completion"] for r in rows]},
+        schema={"rollout_id": pl.String, "run_id": pl.String, "round": pl.Int64,
+                "problem_id": pl.String, "completion": pl.String})
+    problems = pl.DataFrame(
+        [{"problem_id": row_id("heldout", domain.name, p.text), **problem_row(p)} for p in items],
+        schema={"problem_id": pl.String, **dict.fromkeys(JUDGED_COLUMNS, pl.String),
+                "level": pl.Int64})
+    return judgement_frame(judge, domain, answers, problems)
+
+
+def remember_stored(judge: ModelJudge, path: Path | None) -> int:
+    """Give `judge` the replies of a stored judgements file that its own id gave (others are
+    another judge's); how many distinct prompts it was given (0 without a file)."""
+    if path is None or not path.is_file():
+        return 0
+    table = pl.from_arrow(read_table(path, columns=["judge", "prompt", "reply"]))
+    mine = table.filter(pl.col("judge") == judge.describe()).unique("prompt", keep="first",
+                                                                     maintain_order=True)
+    judge.remember(mine["prompt"].to_list(), mine["reply"].to_list())
+    return len(mine)
+
+
+def cost_text(metrics: dict[str, Any]) -> str:
+    """`judge 96 prompts in 3 calls, 1.2 s, 412 reply tokens, 0 reused` from a stage's
+    `judge_*` metrics ('' for a stage without a judge)."""
+    if "judge_prompts" not in metrics:
+        return ""
+    return (f"judge {metrics['judge_prompts']:.0f} prompts in {metrics['judge_calls']:.0f} "
+            f"calls, {metrics['judge_seconds']:.1f} s, {metrics['judge_reply_tokens']:.0f} "
+            f"reply tokens, {metrics['judge_reused']:.0f} reused")

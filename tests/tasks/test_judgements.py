@@ -1,0 +1,208 @@
+"""Judge calls are data (tasks/judgements.py): the verify and evaluate stages store every judge
+prompt, reply, parsed reward and judge id, keyed by a hash of (judge, prompt), with the rollout
+each judged; a resume asks the judge nothing again and reverify reproduces the round from the
+stored replies.
+
+A scripted judge backend marks an arithmetic answer right or wrong (PASS / FAIL) from the
+prompt, so a run's rewards are real and the gates pass; the judge's tokenizer and chat template
+are the tiny chat model's of tests/models."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from configs import ScaleConfig, load_config
+from domains import get_domain
+from models.rollout_types import Completion, SamplingParams
+from storage.catalog import Catalog
+from storage.datasets import write_atomic
+from storage.fingerprint import file_checksum
+from tasks.judgements import cost_text, judgements_beside, model_judge_of, remember_stored
+from tasks.verify import stream_verdicts
+
+_ASKED = re.compile(r"Question: (?P<question>.*?)=?\s*\n\nAnswer: (?P<answer>.*?)\n\n", re.S)
+
+
+class ArithmeticJudge:
+    """Replies PASS when the prompt's answer is the value of its question (digits and + - *),
+    else FAIL, and "no idea" to a question it cannot read; every call is recorded in `CALLS`
+    (all instances: a resume builds a new judge)."""
+
+    CALLS: list[int] = []
+
+    def generate(self, prompts: list[str], params: SamplingParams,
+                 progress=None) -> list[list[Completion]]:
+        assert params.greedy
+        ArithmeticJudge.CALLS.append(len(prompts))
+        return [[Completion(text=self.reply(p), tokens=2)] for p in prompts]
+
+    @staticmethod
+    def reply(prompt: str) -> str:
+        asked = _ASKED.search(prompt)
+        if asked is None or not re.fullmatch(r"[\d+\-* ()]+", asked["question"]):
+            return "no idea"
+        value = eval(asked["question"], {"__builtins__": {}})  # noqa: S307 - digits and + - *
+        return "PASS" if asked["answer"].strip() == str(value) else "FAIL"
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def judge_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The tiny chat model's folder as the judge's (its tokenizer renders the prompts), with the
+    scripted backend in place of its model."""
+    from models import backends
+    from tests.models.chat_model import build_chat_model
+
+    folder = build_chat_model(tmp_path / "judge")
+    real = backends.make_backend
+
+    def make_backend(name: str, checkpoint: Path, **options: object):
+        if Path(checkpoint) == folder:
+            return ArithmeticJudge()
+        return real(name, checkpoint, **options)  # the run's own sampler
+
+    monkeypatch.setattr(backends, "make_backend", make_backend)
+    ArithmeticJudge.CALLS.clear()
+    return folder
+
+
+def judged_config(folder: Path, **overrides: object):
+    return load_config(None, {"verify.compare": "judge", "verify.judge.model_path": str(folder),
+                              "verify.judge.scale": "pass_fail", **overrides})
+
+
+def _files(tmp_path: Path, completions: list[tuple[str, str]]) -> dict[str, Path]:
+    problems = [{"problem_id": f"p{i}", "run_id": "r", "round": 1, "text": text,
+                 "reference": str(eval(text)), "level": 1, "source": "generator",  # noqa: S307
+                 "proposal_id": f"q{i}", "task": None, "payload": None}
+                for i, text in enumerate(dict.fromkeys(t for t, _ in completions))]
+    ids = {p["text"]: p["problem_id"] for p in problems}
+    rollouts = [{"rollout_id": f"c{i}", "run_id": "r", "round": 1, "problem_id": ids[text],
+                 "sample_index": i, "prompt": f"<solve>{text}=", "completion": answer,
+                 "completion_tokens": 1, "checkpoint": "k"}
+                for i, (text, answer) in enumerate(completions)]
+    return {kind: write_atomic(kind, rows, tmp_path / f"{kind}.parquet").path
+            for kind, rows in (("problems", problems), ("rollouts", rollouts))}
+
+
+ANSWERS = [("2+3", "5"), ("2+3", "5"), ("2+3", "6"), ("4*4", "16"), ("4*4", "<think>hmm"),
+           ("7-9", "-2")]
+
+
+def test_verify_stores_each_judged_rollouts_prompt_reply_and_reward(tmp_path, judge_folder):
+    domain = get_domain("arithmetic", judged_config(judge_folder))
+    paths = _files(tmp_path, ANSWERS)
+    written = stream_verdicts(domain, ScaleConfig(), paths["rollouts"], paths["problems"],
+                              "reference", tmp_path / "verdicts.parquet")
+    assert sorted(written) == ["judgements", "verdicts"]
+    assert written["judgements"].path == judgements_beside(written["verdicts"].path)
+    verdicts = pl.read_parquet(written["verdicts"].path)
+    judged = pl.read_parquet(written["judgements"].path)
+    # the answer cut off while thinking has a verdict (thinking_unfinished) and no judgement
+    assert verdicts.filter(pl.col("rollout_id") == "c4")["method"].to_list() == [
+        "thinking_unfinished"]
+    assert judged["rollout_id"].to_list() == ["c0", "c1", "c2", "c3", "c5"]
+    assert judged["reply"].to_list() == ["PASS", "PASS", "FAIL", "PASS", "PASS"]
+    both = judged.join(verdicts, on="rollout_id")
+    assert both["reward"].to_list() == both["reward_right"].to_list() == [1.0, 1.0, 0.0, 1.0, 1.0]
+    assert set(judged["judge"]) == set(verdicts["verifier"]) == {domain.verifier()}
+    # the same answer to the same question is one prompt, one id, asked once
+    assert judged["judgement_id"][0] == judged["judgement_id"][1] != judged["judgement_id"][2]
+    assert "Question: 2+3=" in judged["prompt"][0] and "Answer: 5" in judged["prompt"][0]
+    assert ArithmeticJudge.CALLS == [4]
+
+
+def test_stored_judgements_answer_a_fresh_judge_with_no_call(tmp_path, judge_folder):
+    paths = _files(tmp_path, ANSWERS)
+    first = stream_verdicts(get_domain("arithmetic", judged_config(judge_folder)), ScaleConfig(),
+                            paths["rollouts"], paths["problems"], "reference",
+                            tmp_path / "a" / "verdicts.parquet")
+    ArithmeticJudge.CALLS.clear()
+    again = get_domain("arithmetic", judged_config(judge_folder))  # as reverify builds it
+    judge = model_judge_of(again)
+    assert remember_stored(judge, first["judgements"].path) == 4
+    second = stream_verdicts(again, ScaleConfig(), paths["rollouts"], paths["problems"],
+                             "reference", tmp_path / "b" / "verdicts.parquet")
+    assert ArithmeticJudge.CALLS == []
+    for kind in ("verdicts", "judgements"):  # the round reproduced byte for byte
+        assert file_checksum(first[kind].path) == file_checksum(second[kind].path)
+    assert judge.cost.calls == 0 and judge.cost.reused == 4
+    # another judge (another template) has another id: the stored replies are not its own
+    other = get_domain("arithmetic", judged_config(
+        judge_folder, **{"verify.judge.template": "Q: {question}\n\nAnswer: {answer}\n\nOK?"}))
+    assert remember_stored(model_judge_of(other), first["judgements"].path) == 0
+
+
+def test_the_judges_cost_is_in_the_stage_line(caplog):
+    from tasks.stage import log_stage
+
+    metrics = {"judge_prompts": 96, "judge_calls": 3, "judge_seconds": 1.234,
+               "judge_reply_tokens": 412, "judge_reused": 0}
+    assert cost_text(metrics) == ("judge 96 prompts in 3 calls, 1.2 s, 412 reply tokens, "
+                                  "0 reused")
+    assert cost_text({"verdicts": 10}) == ""
+    with caplog.at_level("INFO", logger="flywheel"):
+        log_stage(1, "verify", "completed in 2.0 s", {"verdicts": 8, "judgements": 7},
+                  cost_text(metrics))
+    assert caplog.messages[-1] == (
+        "round 1 verify: completed in 2.0 s; rows verdicts=8 judgements=7; judge 96 prompts in "
+        "3 calls, 1.2 s, 412 reply tokens, 0 reused")
+
+
+@pytest.mark.slow
+def test_a_judged_round_stores_judgements_resumes_and_reverifies_with_no_call(
+        tmp_path, prefect_server, judge_folder):
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+    from flows.run import RunSpec, flywheel_flow
+
+    config = judged_config(judge_folder, **{
+        "domain.seed_problems": 40, "domain.heldout_per_level": 3,
+        "rollout.samples_per_problem": 4, "rollout.batch_size": 64, "train.batch_size": 16,
+        "train.warmup.max_steps": 3, "train.max_steps": 2, "synthesize.source": "generator",
+        "synthesize.proposals": 48, "rounds": 1})
+    root = tmp_path / "data"
+    spec = RunSpec(data_root=str(root), run_id="judged", config=config)
+    flywheel_flow(spec)
+    asked = sum(ArithmeticJudge.CALLS)
+    catalog = Catalog(root)
+    stored = catalog.query("SELECT round, stage, rows FROM datasets WHERE run_id = 'judged' AND"
+                           " kind = 'judgements' ORDER BY round, stage")
+    assert {(r["round"], r["stage"]) for r in stored} >= {(0, "verify"), (1, "verify"),
+                                                          (1, "evaluate")}
+    lineage = catalog.query(
+        "SELECT count(*) AS n, count(r.rollout_id) AS linked, sum(CASE WHEN j.reward = v.reward"
+        " THEN 1 ELSE 0 END) AS same FROM judgements j LEFT JOIN rollouts r USING (rollout_id)"
+        " JOIN verdicts v USING (rollout_id) WHERE j.run_id = 'judged' AND j.round = 1")[0]
+    assert lineage["n"] > 0 and lineage["linked"] == lineage["same"] == lineage["n"]
+    metrics = {r["name"]: r["value"] for r in catalog.query(
+        "SELECT name, value FROM metrics WHERE run_id = 'judged' AND round = 1 AND"
+        " stage = 'verify'")}
+    assert metrics["judge_prompts"] > 0 and metrics["judge_calls"] >= 1
+
+    ArithmeticJudge.CALLS.clear()
+    flywheel_flow(spec)  # a resume recomputes nothing and asks the judge nothing
+    assert ArithmeticJudge.CALLS == []
+
+    result = CliRunner().invoke(app, ["reverify", "judged", "--json", "--data-root", str(root)])
+    assert result.exit_code == 0, result.output
+    assert ArithmeticJudge.CALLS == [], "reverify asked the judge again"
+    for record in json.loads(result.stdout)["rounds"]:
+        assert record["flipped"] == 0 and record["judge_calls"] == 0
+        assert record["judge_reused"] > 0
+    assert asked > 0
+
+    shown = CliRunner().invoke(app, ["status", "judged", "--data-root", str(root)])
+    assert shown.exit_code == 0, shown.output
+    block = shown.stdout[shown.stdout.index("judge cost per round"):].splitlines()
+    cost = {tuple(line.split()[:2]): line.split()[2:] for line in block[2:] if line.strip()}
+    assert cost[("1", "verify")][0] == f"{metrics['judge_prompts']:.0f}"
+    assert ("1", "evaluate") in cost and ("0", "verify") in cost
