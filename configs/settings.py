@@ -275,11 +275,14 @@ class CurateSettings(WarmupCurateSettings):
 
     max_pairs_per_problem: int = Field(
         description="train.dpo.max_pairs_per_problem: chosen/rejected pairs per kept problem")
+    min_pair_margin: float = Field(
+        description="train.dpo.min_margin: least reward gap between a pair's two answers")
 
     @classmethod
     def from_config(cls, config: RunConfig) -> CurateSettings:
         return cls(**dict(WarmupCurateSettings.from_config(config)),
-                   max_pairs_per_problem=config.train.dpo.max_pairs_per_problem)
+                   max_pairs_per_problem=config.train.dpo.max_pairs_per_problem,
+                   min_pair_margin=config.train.dpo.min_margin)
 
 
 class RationalizeSettings(StageSettings):

@@ -50,6 +50,10 @@ class DpoConfig(Section):
         description="preference temperature (larger = stay closer to the incumbent)")
     max_pairs_per_problem: int = Field(
         4, ge=1, le=1024, description="chosen/rejected pairs built per kept problem (curate)")
+    min_margin: float = Field(
+        1.0, gt=0, le=1,
+        description="least reward gap of a pair, best against worst of a problem's answers "
+                    "(1 = verified vs wrong; lower for graded rewards: a judge's 1-10 scale)")
 
 
 class ProposerTrainConfig(Section):

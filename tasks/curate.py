@@ -132,7 +132,8 @@ def warmup_solver_rows(domain: Domain, kept: pl.DataFrame, rollouts: Any, verdic
 def training_frame(domain: Domain, problems: Any, rollouts: Any, verdicts: Any, curriculum: Any,
                    curation: CurateConfig, *, warmup: bool,
                    penalties: Mapping[str, float] | None = None, algorithm: str = "sft",
-                   max_pairs_per_problem: int = 4, self_samples: bool = False,
+                   max_pairs_per_problem: int = 4, min_pair_margin: float = 1.0,
+                   self_samples: bool = False,
                    hinted: tuple[Any, Any] | None = None) -> pl.DataFrame:
     """The round's `train_rows` (see the module docstring) over Parquet paths, frames or rows.
 
@@ -152,8 +153,8 @@ def training_frame(domain: Domain, problems: Any, rollouts: Any, verdicts: Any, 
     algorithm
         `train.algorithm`: grpo / dpo solver rows after the warm-up are GRPO prompt rows or
         DPO pairs (tasks/curriculum/selection.py); proposer rows are the same for every one.
-    max_pairs_per_problem
-        DPO: most pairs per problem.
+    max_pairs_per_problem, min_pair_margin
+        DPO: most pairs per problem; least reward gap of a pair (`train.dpo.min_margin`).
     self_samples
         Round 0 under `[warmup] mode = "self_samples"` (`warmup_solver_rows`).
     hinted
@@ -183,8 +184,8 @@ def training_frame(domain: Domain, problems: Any, rollouts: Any, verdicts: Any, 
     if algorithm == "grpo":
         return train_frame(table, grpo_prompts(domain, kept, verdicts), proposer)
     if algorithm == "dpo":
-        return train_frame(table, dpo_pairs(rollouts, verdicts, kept, max_pairs_per_problem),
-                           proposer)
+        return train_frame(table, dpo_pairs(rollouts, verdicts, kept, max_pairs_per_problem,
+                                            min_pair_margin), proposer)
     if algorithm != "sft":
         msg = (f"no row builder for train.algorithm = {algorithm!r}; choose 'sft', 'grpo' or "
                "'dpo'")
@@ -213,11 +214,13 @@ def training_rows(domain: Domain, problems: list[dict[str, Any]], rollouts: list
                   verdicts: list[dict[str, Any]], curriculum: list[dict[str, Any]],
                   curation: CurateConfig, *, warmup: bool,
                   penalties: Mapping[str, float] | None = None, algorithm: str = "sft",
-                  max_pairs_per_problem: int = 4) -> list[dict[str, Any]]:
+                  max_pairs_per_problem: int = 4,
+                  min_pair_margin: float = 1.0) -> list[dict[str, Any]]:
     """`training_frame` over rows, as rows."""
     return training_frame(domain, problems, rollouts, verdicts, curriculum, curation,
                           warmup=warmup, penalties=penalties, algorithm=algorithm,
-                          max_pairs_per_problem=max_pairs_per_problem).to_dicts()
+                          max_pairs_per_problem=max_pairs_per_problem,
+                          min_pair_margin=min_pair_margin).to_dicts()
 
 
 def repetition_penalties(domain: Domain, proposals: list[dict[str, Any]],
@@ -270,7 +273,8 @@ def curate_round(domain: Domain, settings: WarmupCurateSettings, problems: Stage
                                   warmup_max_level=settings.domain.domain.seed_max_level)
     penalties = (repetition_penalties(domain, read_rows(problems.path("proposals")), curation)
                  if curation.diversity.penalty > 0 and not warmup else None)
-    pairs = {} if warmup else {"max_pairs_per_problem": settings.max_pairs_per_problem}
+    pairs = {} if warmup else {"max_pairs_per_problem": settings.max_pairs_per_problem,
+                               "min_pair_margin": settings.min_pair_margin}
     rows = training_frame(domain, problem_file, rollouts.path("rollouts"), verdict_file,
                           curriculum, curation, warmup=warmup, penalties=penalties,
                           algorithm=settings.algorithm,

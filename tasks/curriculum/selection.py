@@ -22,9 +22,12 @@ the domain's verifier scores them against `completion`. The label is the first n
 `label` of the problem (a reference or a majority-vote pseudo-label) where verify wrote one, else
 the problem's reference; a kept problem with neither gets no row.
 
-DPO (`dpo_pairs`): per kept problem, the verified answers (reward 1) and the wrong ones (reward
-0), each in sample order, are zipped into at most `max_pairs_per_problem` (chosen, rejected)
-pairs. Unjudged answers (reward None) and partial rewards are in neither list.
+DPO (`dpo_pairs`): per kept problem, its judged answers are ranked best first and worst first
+(ties in sample order) and the i-th of each paired into at most `max_pairs_per_problem`
+(chosen, rejected) pairs, while the chosen answer's reward exceeds the rejected one's by at least
+`train.dpo.min_margin`. With the default margin 1 that is the verified answers (reward 1) zipped
+with the wrong ones (reward 0); a graded verifier (an LLM judge's 1-10, a reward function) with
+a smaller margin pairs best against worst of k. Unjudged answers (reward None) are in neither.
 
 A rollout without a verdict counts as unjudged; rollout ids are unique (the verdicts gate
 checks it).
@@ -54,6 +57,7 @@ ROLLOUT_TEXTS = {"rollout_id": pl.String, "prompt": pl.String, "completion": pl.
 TEXT_READERS = 4  # row groups of rollout texts decoded at once (decoding overlaps the copies)
 VERDICT_REWARDS = {"rollout_id": pl.String, "reward": pl.Float64}
 REWARDED = ["rollout_pos", "problem_id", "sample_index", "reward"]
+MARGIN_TOLERANCE = 1e-9  # a judge's (s - 1) / 9 gaps are not exact in binary
 VERDICTS = {"rollout_id": pl.String, "problem_id": pl.String, "reward": pl.Float64,
             "label": pl.String}
 TRAIN_COLUMNS = ["train_row_id", "run_id", "round", "role", "prompt", "completion", "rejected",
@@ -105,14 +109,16 @@ def reference_rows(domain: Domain, problems: pl.DataFrame, *, teach: bool = True
         "rollout_id": nothing, "label": nothing if teach else references}, schema=SOLVER_PARTS)
 
 
-def rewarded_rollouts(rollouts: Any, verdicts: Any, rewards: Sequence[float]) -> pl.DataFrame:
+def rewarded_rollouts(rollouts: Any, verdicts: Any,
+                      rewards: Sequence[float] | None) -> pl.DataFrame:
     """(rollout_pos, problem_id, sample_index, reward) of the rollouts whose verdict's reward is
-    one of `rewards`, in file order: by position where the verdicts are stored in the rollouts'
-    order (`rewards_by_position`), else joined on rollout_id (the last verdict of an id
-    decides)."""
+    one of `rewards` (None: any reward, not null), in file order: by position where the
+    verdicts are stored in the rollouts' order (`rewards_by_position`), else joined on
+    rollout_id (the last verdict of an id decides)."""
     keys = lazy_frame(rollouts, ROLLOUT_KEYS)
     judged = lazy_frame(verdicts, VERDICT_REWARDS).rename({"rollout_id": "verdict_id"})
-    wanted = pl.col("reward").is_in(list(rewards))
+    wanted = (pl.col("reward").is_not_null() if rewards is None
+              else pl.col("reward").is_in(list(rewards)))
     by_position = rewards_by_position(keys, judged, wanted)
     if by_position is not None:
         return by_position
@@ -233,14 +239,18 @@ def verified_rows(rollouts: Any, verdicts: Any, problems: pl.DataFrame,
         pl.lit(1.0).alias("weight"), "rollout_id", pl.lit(None, dtype=pl.String).alias("label"))
 
 
-def dpo_pairs(rollouts: Any, verdicts: Any, problems: pl.DataFrame,
-              max_pairs: int) -> pl.DataFrame:
-    """DPO solver rows: the i-th verified answer paired with the i-th wrong one, per problem."""
-    rewarded = rewarded_rollouts(rollouts, verdicts, [1.0, 0.0])
-    right = ranked_rollouts(rewarded, problems, 1.0).filter(pl.col("sub") < max_pairs)
-    wrong = ranked_rollouts(rewarded, problems, 0.0).filter(pl.col("sub") < max_pairs)
-    pairs = right.join(wrong.select("pos", "sub", pl.col("rollout_pos").alias("rejected_pos")),
-                       on=["pos", "sub"], how="inner", maintain_order="left")
+def dpo_pairs(rollouts: Any, verdicts: Any, problems: pl.DataFrame, max_pairs: int,
+              min_margin: float = 1.0) -> pl.DataFrame:
+    """DPO solver rows: per problem, its judged answers best first and worst first (ties in
+    sample order), the i-th of each paired while the reward gap is at least `min_margin`."""
+    rewarded = rewarded_rollouts(rollouts, verdicts, None)
+    best = ranked_by_reward(rewarded, problems, descending=True)
+    worst = ranked_by_reward(rewarded, problems, descending=False)
+    pairs = best.join(worst.select("pos", "sub", pl.col("rollout_pos").alias("rejected_pos"),
+                                   pl.col("reward").alias("rejected_reward")),
+                      on=["pos", "sub"], how="inner", maintain_order="left").filter(
+        (pl.col("sub") < max_pairs) & (pl.col("reward") > pl.col("rejected_reward"))
+        & (pl.col("reward") - pl.col("rejected_reward") >= min_margin - MARGIN_TOLERANCE))
     texts = rollout_texts(rollouts, pl.concat([pairs["rollout_pos"], pairs["rejected_pos"]]))
     rejected = texts.select(pl.col("rollout_pos").alias("rejected_pos"),
                             pl.col("completion").alias("rejected"))
@@ -248,6 +258,19 @@ def dpo_pairs(rollouts: Any, verdicts: Any, problems: pl.DataFrame,
         rejected, on="rejected_pos", how="left", maintain_order="left").select(
         "pos", "sub", "prompt", "completion", "rejected", pl.lit(1.0).alias("weight"),
         "rollout_id", pl.lit(None, dtype=pl.String).alias("label"))
+
+
+def ranked_by_reward(rewarded: pl.DataFrame, problems: pl.DataFrame, *,
+                     descending: bool) -> pl.DataFrame:
+    """The judged rollouts of `problems` (rollout_pos, sample_index, reward, pos, sub), ranked
+    within each problem by reward (`descending`: best first), ties by (sample_index, file
+    position)."""
+    joined = with_positions(rewarded.select("rollout_pos", "problem_id", "sample_index"),
+                            problems).join(rewarded.select("rollout_pos", "reward"),
+                                           on="rollout_pos", how="left", maintain_order="left")
+    ordered = joined.sort(["pos", "reward", "sample_index", "rollout_pos"],
+                          descending=[False, descending, False, False], maintain_order=True)
+    return ordered.with_columns(rank_in_runs("pos").alias("sub"))
 
 
 def grpo_prompts(domain: Domain, problems: pl.DataFrame, verdicts: Any) -> pl.DataFrame:

@@ -126,6 +126,43 @@ def test_dpo_pairs_follow_sample_order_not_storage_order():
         ("b0", "4", "5"), ("b2", "4", "1")]
 
 
+def _graded(rewards: list[float | None]):
+    """One problem whose i-th answer is "a<i>" with reward `rewards[i]` (a judge's scores)."""
+    problems, rollouts, verdicts = _round({"b": ("2+2", [f"a{i}" for i in range(len(rewards))])})
+    for verdict, reward in zip(verdicts, rewards, strict=True):
+        verdict["reward"] = reward
+    return problems, rollouts, verdicts
+
+
+@pytest.mark.parametrize(
+    ("rewards", "margin", "expected"),
+    [
+        # best against worst, then second best against second worst, while the gap holds
+        ([0.5, 1.0, 0.0, 0.75, 0.25], 0.5, [("a1", "a2"), ("a3", "a4")]),
+        ([0.5, 1.0, 0.0, 0.75, 0.25], 0.25, [("a1", "a2"), ("a3", "a4")]),  # a0 vs a0: no pair
+        ([0.5, 1.0, 0.0, 0.75, 0.25], 1.0, [("a1", "a2")]),
+        # a judge's 1-10 scale: (s - 1) / 9 gaps are not exact in binary and still pair
+        ([(9 - 1) / 9, (6 - 1) / 9, None], 3 / 9, [("a0", "a1")]),  # scores 9 and 6
+        ([7 / 9, 4 / 9, None, 1 / 9], 3 / 9, [("a0", "a3")]),  # a1 would pair with itself
+        ([0.5, 0.5, 0.5], 0.1, []),                                         # all tied
+        ([None, 0.9], 0.1, []),                                             # one judged answer
+    ],
+)
+def test_dpo_pairs_from_graded_rewards_keep_the_margin(rewards, margin, expected):
+    rows = training_rows(domain, *_graded(rewards),
+                         [{"problem_id": "b", "kept": True}], SOLVER_ONLY, warmup=False,
+                         algorithm="dpo", min_pair_margin=margin)
+    assert [(r["completion"], r["rejected"]) for r in rows] == expected
+
+
+def test_dpo_pairs_with_the_default_margin_are_verified_against_wrong_with_partial_credit():
+    """Margin 1 (the default) pairs reward 1 with reward 0 only, as before graded pairs."""
+    rows = training_rows(domain, *_graded([1.0, 0.5, 0.0, 1.0, 0.5, 1.0]),
+                         [{"problem_id": "b", "kept": True}], SOLVER_ONLY, warmup=False,
+                         algorithm="dpo")
+    assert [(r["completion"], r["rejected"]) for r in rows] == [("a0", "a2")]
+
+
 def test_dpo_pairs_only_for_kept_problems():
     problems, rollouts, verdicts = _round({"a": ("1+1", ["2", "3"]), "b": ("2+2", ["4", "5"])})
     rows = _solver_rows(problems, rollouts, verdicts, {"b"}, "dpo")
