@@ -24,6 +24,7 @@ from typing import Any
 import duckdb
 
 from storage.audit.custom_queries import VIEWS, samples, sql
+from storage.audit.judge_quality import judge_lines
 from storage.audit.round_metrics import (
     TASK_ACCURACY_SQL,
     heldout_accuracy_metrics,
@@ -260,7 +261,8 @@ def drift(con: duckdb.DuckDBPyConnection, *, round_index: int | None = None) -> 
 def verifier(con: duckdb.DuckDBPyConnection, *, round_index: int | None = None) -> Result:
     """How each round's verdicts were judged: by which verifier, how many were judged, why the
     rest were not (`method`: none, no_answer, verifier_timeout, verifier_error), the reward
-    distribution, and one example answer per reason it could not judge.
+    distribution, and one example answer per reason it could not judge; with an LLM judge, its
+    scores and its agreement with the references (storage/audit/judge_quality.py).
 
     Parameters
     ----------
@@ -302,6 +304,7 @@ def verifier(con: duckdb.DuckDBPyConnection, *, round_index: int | None = None) 
              "gates.max_verifier_failure_share); shares over judged verdicts"]
     notes += [f"round {e['round']} {e['method']}: e.g. rollout {e['rollout_id']} answer "
               f"{e['answer']!r}" for e in examples]
+    notes += judge_lines(con, round_index=round_index)  # an LLM judge's scores and agreement
     columns = ["round", "verifier", "verdicts", "judged", "no_label", "no_answer",
                "verifier_timeout", "verifier_error", "mean_reward", "share_0", "share_1",
                "share_partial", "outcomes"]

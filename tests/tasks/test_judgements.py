@@ -206,3 +206,22 @@ def test_a_judged_round_stores_judgements_resumes_and_reverifies_with_no_call(
     cost = {tuple(line.split()[:2]): line.split()[2:] for line in block[2:] if line.strip()}
     assert cost[("1", "verify")][0] == f"{metrics['judge_prompts']:.0f}"
     assert ("1", "evaluate") in cost and ("0", "verify") in cost
+
+    # judge quality in the audit: its scores and its agreement with the references
+    audited = CliRunner().invoke(app, ["audit", "judged", "verifier", "--round", "1",
+                                       "--data-root", str(root)])
+    assert audited.exit_code == 0, audited.output
+    text = " ".join(audited.stdout.split())
+    judged = re.search(r"round 1 judge (\S+): (\d+) answers, (\d+) prompts, unparseable "
+                       r"([\d.]+) scores ((?:[\d.]+x\d+ ?)+) agrees with the references on "
+                       r"([\d.]+) of (\d+) \(passes a wrong answer (\d+), fails a right one "
+                       r"(\d+)\)", text)
+    assert judged, text
+    judge_id, answers, prompts, unparseable, scores, agree, checked, wrong, right = judged.groups()
+    given = dict(pair.split("x") for pair in scores.split())
+    assert set(given) <= {"0.000", "1.000"}  # pass_fail
+    assert sum(map(int, given.values())) == int(answers)  # every reply was PASS or FAIL
+    assert int(prompts) == metrics["judge_prompts"] and float(unparseable) == 0.0
+    checked_rows = int(checked)
+    disagree = int(wrong) + int(right)
+    assert abs(float(agree) - (checked_rows - disagree) / checked_rows) < 1e-3
