@@ -18,6 +18,7 @@ from domains.base import DomainInputError
 from domains.checking import Judgement
 from domains.judge import JudgedDomain
 from domains.reward_model import KEY, RewardModel, sigmoid
+from models.rollout_types import Completion
 from tasks.verify import verdict_frame
 from tests.models.chat_model import build_reward_model
 
@@ -160,8 +161,20 @@ def test_a_hub_id_resolves_from_the_local_cache_offline(folder: Path, tmp_path: 
         reward_domain("tiny-org/not-cached")
 
 
-def test_verify_and_the_grpo_reward_get_the_same_rewards(folder: Path):
+class ReplayBackend:
+    """A rollout backend that answers each prompt with the completion it was given."""
+
+    def __init__(self, answers: dict[str, str]) -> None:
+        self.answers = answers
+
+    def generate(self, prompts, params, progress=None):
+        return [[Completion(text=self.answers[p], tokens=1)] for p in prompts]
+
+
+def test_verify_the_grpo_reward_and_evaluate_get_the_same_rewards(folder: Path):
+    from domains.base import Problem
     from models.grpo import verifier_reward
+    from tasks.evaluate import eval_rows
     from tasks.rows import problem_json
 
     domain = reward_domain(str(folder))
@@ -172,3 +185,9 @@ def test_verify_and_the_grpo_reward_get_the_same_rewards(folder: Path):
     grpo = verifier_reward(domain)(completions=ANSWERS,
                                    problem=[problem_json(row) for row in problems])
     assert grpo == verify
+    items = [Problem(row["text"], row["reference"], row["level"]) for row in ROWS]
+    answers = {domain.solver_prompt(p.text): c for p, c in zip(items, ANSWERS, strict=True)}
+    evaluate = [r["reward"] for r in eval_rows(
+        ReplayBackend(answers), domain, per_level=0, max_new_tokens=4, checkpoint="c",
+        run_id="run", round_index=1, items=items)]
+    assert evaluate == verify
