@@ -25,8 +25,9 @@ Choices, written down here:
 - **Truncation** keeps the last `max_length` tokens: a longer pair loses the start of its prompt
   (then of its answer), never the end of the answer, which is what is judged.
 - **Padding** is on the right, so each pair keeps the positions it has alone; the model pools
-  its last non-pad token (transformers' sequence classifiers), and its `pad_token_id` is set
-  from the tokenizer (its pad token, else its eos token) where the model's config lacks one.
+  its last non-pad token (transformers' sequence classifiers), so the tokenizer pads with the
+  config's `pad_token_id`, which is set from the tokenizer (its pad token, else its eos token)
+  where the config lacks one (`pad_like_the_model`).
 - It runs in float32, in eval mode, under `torch.no_grad`, `batch_size` pairs per forward pass,
   on CUDA where there is one, else the CPU.
 - Think tags (`verify.think_tags`): only the text after the thinking is scored, as the judge
@@ -154,8 +155,7 @@ class RewardModel:
             model = AutoModelForSequenceClassification.from_pretrained(
                 self.folder(), dtype=torch.float32)
             one_label(self.model_path, model.config.num_labels)
-            if model.config.pad_token_id is None:  # batched pooling needs it
-                model.config.pad_token_id = self.tokenizer().pad_token_id
+            pad_like_the_model(model.config, self.tokenizer())
             device = "cuda" if torch.cuda.is_available() else "cpu"
             self._model = model.to(device).eval()
         return self._model
@@ -164,6 +164,16 @@ class RewardModel:
         from models.hub import locate_model
 
         return locate_model(self.model_path).folder
+
+
+def pad_like_the_model(model_config: Any, tokenizer: Any) -> None:
+    """Make the tokenizer pad with the token the model's pooling skips: the classifier scores
+    the last token that is not `pad_token_id`, so a config without one gets the tokenizer's
+    pad token, and a tokenizer padding with another token pads with the config's instead."""
+    if model_config.pad_token_id is None:
+        model_config.pad_token_id = tokenizer.pad_token_id
+    elif tokenizer.pad_token_id != model_config.pad_token_id:
+        tokenizer.pad_token = tokenizer.convert_ids_to_tokens(model_config.pad_token_id)
 
 
 def one_label(path: str, num_labels: int) -> None:

@@ -87,13 +87,22 @@ def test_the_pair_is_rendered_with_the_reward_models_chat_template(folder: Path,
         "<|im_start|>system\nBe brief.<|im_end|>\n"
         "<|im_start|>user\n2+3= Answer with a number.<|im_end|>\n"
         "<|im_start|>assistant\n5<|im_end|>\n")  # the solver's own messages
-    raw = build_reward_model(tmp_path / "raw", pad_token_id=False)  # no template, no pad id
+    raw = build_reward_model(tmp_path / "raw", pad_token=None)  # no template, no pad id
     (raw / "chat_template.jinja").unlink()
     bare = reward_domain(str(raw))
     assert bare.scorer.text(bare.domain, "2+3", "5") == bare.solver_prompt("2+3") + "5"
     batched = bare.judge(ANSWERS, ROWS)
     assert bare.scorer.model().config.pad_token_id == bare.scorer.tokenizer().pad_token_id
     alone = [bare.judge([c], [row])[0].score for c, row in zip(ANSWERS, ROWS, strict=True)]
+    assert alone == pytest.approx([j.score for j in batched], abs=1e-6)
+
+
+def test_the_tokenizer_pads_with_the_models_pad_token(tmp_path: Path):
+    other = build_reward_model(tmp_path / "eos-pad", pad_token="<|im_end|>")
+    domain = reward_domain(str(other))
+    batched = domain.judge(ANSWERS, ROWS)
+    assert domain.scorer.tokenizer().pad_token == "<|im_end|>"
+    alone = [domain.judge([c], [row])[0].score for c, row in zip(ANSWERS, ROWS, strict=True)]
     assert alone == pytest.approx([j.score for j in batched], abs=1e-6)
 
 

@@ -64,16 +64,16 @@ def tiny_qwen2_config(tokenizer, **extra):
 
 
 def build_reward_model(out_dir: Path, *, seed: int = 0, num_labels: int = 1,
-                       pad_token_id: bool = True) -> Path:
-    """Save a tiny random Qwen2ForSequenceClassification (`num_labels` outputs; without
-    `pad_token_id` in its config when False) and the chat tokenizer to `out_dir`."""
+                       pad_token: str | None = "<|endoftext|>") -> Path:
+    """Save a tiny random Qwen2ForSequenceClassification (`num_labels` outputs; its config's
+    `pad_token_id` that of `pad_token`, None: unset) and the chat tokenizer (padding with
+    <|endoftext|>) to `out_dir`."""
     import torch
     from transformers import Qwen2ForSequenceClassification
 
     tokenizer = chat_tokenizer(seed)
     config = tiny_qwen2_config(tokenizer, num_labels=num_labels)
-    if not pad_token_id:
-        config.pad_token_id = None
+    config.pad_token_id = None if pad_token is None else tokenizer.convert_tokens_to_ids(pad_token)
     torch.manual_seed(seed)
     model = Qwen2ForSequenceClassification(config)
     with torch.no_grad():  # scores of a few units, so rewards spread over (0, 1)
