@@ -219,7 +219,7 @@ def verdict_rows(domain: Domain, rollouts: list[dict[str, Any]], problems: list[
         {"rollout_id": r["rollout_id"], "run_id": r["run_id"], "round": r["round"],
          "problem_id": r["problem_id"], "answer": answer, "reward": score, "method": how,
          "label": label, "agreement": votes[r["problem_id"]].agreement, "outcome": outcome,
-         "verifier": domain.verifier()}
-        for r, answer, label, score, how, outcome in zip(rollouts, answers, compared, scores,
-                                                         methods, outcomes, strict=True)
+         "verifier": domain.verifier(), "score": j.score}
+        for r, answer, label, score, how, outcome, j in zip(
+            rollouts, answers, compared, scores, methods, outcomes, judged, strict=True)
     ]

@@ -197,6 +197,28 @@ class JudgeConfig(Section):
         return value
 
 
+class RewardModelConfig(Section):
+    """`[verify.reward_model]`: the reward model of `verify.compare = "reward_model"`
+    (domains/reward_model.py, docs/judges.md): a sequence classifier with one output scores
+    each (solver prompt, answer); the reward is the sigmoid of its score."""
+
+    model_path: str | None = Field(
+        None,
+        description="the reward model's folder or hub id (any AutoModelForSequenceClassification "
+                    "with one label, e.g. a Skywork-Reward model); required with compare = "
+                    "'reward_model' (the run's model is no reward model)")
+    max_length: int = Field(
+        1024, ge=16, le=131_072,
+        description="most tokens of prompt and answer scored; a longer pair loses the start of "
+                    "its prompt (truncated from the left), so the answer's end is always read")
+    batch_size: int = Field(
+        16, ge=1, le=4096, description="(prompt, answer) pairs scored in one forward pass")
+
+
+VERIFY_COMPARES = ("auto", "exact", "math", "task", "judge", "reward_model")
+MODEL_VERIFIERS = ("judge", "reward_model")  # compares that score whole completions with a model
+
+
 class VerifyConfig(Section):
     """Which label a rollout's reward compares against (tasks/verify.py)."""
 
@@ -222,13 +244,16 @@ class VerifyConfig(Section):
                     "thinking (Qwen3, DeepSeek-R1): the answer is looked for after the last "
                     "closing tag only, and a completion that opens the tag and never closes it "
                     "(cut off while thinking) has none (reason thinking_unfinished); [] = none")
-    compare: Literal["auto", "exact", "math", "task", "judge"] = Field(
+    compare: Literal[VERIFY_COMPARES] = Field(  # type: ignore[valid-type]
         "auto",
         description="reasoning_gym, dataset: exact (normalised text), math (math-verify "
                     "equivalence: 1/2 = 0.5 = \\frac{1}{2}), task (reasoning-gym's own scorer, "
                     "partial credit); auto = task for reasoning_gym, math for dataset; judge (any "
-                    "domain): an LLM judge scores each answer, [verify.judge]")
+                    "domain): an LLM judge scores each answer, [verify.judge]; reward_model (any "
+                    "domain): a reward model scores each answer, [verify.reward_model]")
     judge: JudgeConfig = Field(JudgeConfig(), description="the LLM judge of compare = 'judge'")
+    reward_model: RewardModelConfig = Field(
+        RewardModelConfig(), description="the reward model of compare = 'reward_model'")
     reward_function: str | None = Field(
         None,
         description="'module:function', a TRL-style reward function (completions, the problem "
@@ -247,9 +272,18 @@ class VerifyConfig(Section):
 
     @model_validator(mode="after")
     def _one_verifier(self) -> VerifyConfig:
-        if self.compare == "judge" and self.reward_function is not None:
-            msg = (f"compare = 'judge' and reward_function = {self.reward_function!r} are two "
-                   "verifiers: choose one (unset reward_function or set another compare)")
+        if self.compare in MODEL_VERIFIERS and self.reward_function is not None:
+            msg = (f"compare = {self.compare!r} and reward_function = {self.reward_function!r} "
+                   "are two verifiers: choose one (unset reward_function or set another compare)")
+            raise ValueError(msg)
+        return self
+
+    @model_validator(mode="after")
+    def _reward_model_named(self) -> VerifyConfig:
+        if self.compare == "reward_model" and self.reward_model.model_path is None:
+            msg = ("compare = 'reward_model' needs a reward model: set "
+                   "verify.reward_model.model_path to a sequence-classification model folder or "
+                   "hub id (one label, e.g. a Skywork-Reward model); the run's model is none")
             raise ValueError(msg)
         return self
 

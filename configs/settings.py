@@ -48,7 +48,7 @@ from configs import (
     VerifyConfig,
     WarmupConfig,
 )
-from configs.domain import JudgeConfig
+from configs.domain import VERIFY_COMPARES, JudgeConfig, RewardModelConfig
 
 Dtype = Literal["float32", "bfloat16", "float16"]
 
@@ -69,11 +69,13 @@ class AnswerChecking(StageSettings):
         description="verify.answer_regex: the regex extractor's pattern")
     think_tags: list[str] = Field(
         description="verify.think_tags: the reasoning block the answer is read after")
-    compare: Literal["auto", "exact", "math", "task", "judge"] = Field(
+    compare: Literal[VERIFY_COMPARES] = Field(  # type: ignore[valid-type]
         description="verify.compare: how an answer is compared with the reference")
     math_timeout_seconds: int = Field(
         description="verify.math_timeout_seconds: time limit of one math-verify call")
     judge: JudgeConfig = Field(description="[verify.judge]: the LLM judge of compare = 'judge'")
+    reward_model: RewardModelConfig = Field(
+        description="[verify.reward_model]: the reward model of compare = 'reward_model'")
     reward_function: str | None = Field(
         description="verify.reward_function: the user's TRL-style reward function")
 
@@ -83,7 +85,8 @@ class AnswerChecking(StageSettings):
         return cls(extract=verify.extract, answer_regex=verify.answer_regex,
                    think_tags=verify.think_tags, compare=verify.compare,
                    math_timeout_seconds=verify.math_timeout_seconds,
-                   judge=verify.judge, reward_function=verify.reward_function)
+                   judge=verify.judge, reward_model=verify.reward_model,
+                   reward_function=verify.reward_function)
 
 
 class DomainSettings(StageSettings):

@@ -15,8 +15,8 @@ def get_domain(name: str, config: RunConfig | None = None) -> Domain:
     """The domain called `name`, built from the run's config (None: the defaults); with a
     `model.path` or a changed `[prompt]` section, wrapped so that its prompts go through the
     model's chat template and its completions are cut at the stop strings (domains/chat.py);
-    with `verify.reward_function` or `verify.compare = "judge"`, judged by that
-    (domains/judge.py)."""
+    with `verify.reward_function` or `verify.compare = "judge"` or `"reward_model"`, judged by
+    that (domains/judge.py)."""
     domain = _build_domain(name, config)
     if config is None:
         return domain

@@ -173,6 +173,12 @@ class Domain(ABC):
         without its role tag, unless the domain says otherwise."""
         return self.solver_prompt(problem_text).removeprefix(SOLVE_TAG).strip()
 
+    def solver_messages(self, problem_text: str) -> list[dict[str, str]]:
+        """The solver's conversation before its answer, as chat messages: the user's `question`
+        (the chat wrapper adds `[prompt]`'s system message and instruction). A reward model
+        renders them with its own chat template (domains/reward_model.py)."""
+        return [{"role": "user", "content": self.question(problem_text)}]
+
     def cut(self, completion: str) -> str:
         """A sampled completion as the verifier reads it (the chat wrapper cuts it at its stop
         strings); unchanged by default."""
@@ -257,6 +263,9 @@ class WrappedDomain(Domain):
 
     def question(self, problem_text: str) -> str:
         return self.domain.question(problem_text)
+
+    def solver_messages(self, problem_text: str) -> list[dict[str, str]]:
+        return self.domain.solver_messages(problem_text)
 
     def cut(self, completion: str) -> str:
         return self.domain.cut(completion)

@@ -16,9 +16,9 @@ A verdict it cannot give is a `Judgement` with reward None and its reason:
 
     >>> checker = AnswerChecker(extract=("boxed", "last_number"), compare="math")
     >>> checker.judge("so \\\\boxed{1/2}", "0.5")
-    Judgement(reward=1.0, reason=None, outcome=None)
+    Judgement(reward=1.0, reason=None, outcome=None, score=None)
     >>> checker.judge("I do not know", "0.5")
-    Judgement(reward=None, reason='no_answer', outcome=None)
+    Judgement(reward=None, reason='no_answer', outcome=None, score=None)
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from configs.domain import MODEL_VERIFIERS
 from domains.answers import extract_answer
 from domains.equivalence import exact_equal, math_equal
 
@@ -47,11 +48,14 @@ TaskScore = Callable[[str, str], float]  # (answer, reference) -> reward in [0, 
 @dataclass(frozen=True)
 class Judgement:
     """A reward in [0, 1], or None with the reason (one of `UNJUDGED_REASONS`); `outcome` is how
-    the sandbox run of the answer ended (ok, timeout, crash, ...) where the domain ran it."""
+    the sandbox run of the answer ended (ok, timeout, crash, ...) where the domain ran it;
+    `score` is a reward model's raw score (its logit, before the sigmoid that made `reward`:
+    domains/reward_model.py), None for every other verifier."""
 
     reward: float | None
     reason: str | None = None
     outcome: str | None = None
+    score: float | None = None
 
 
 class AnswerChecker:
@@ -71,9 +75,11 @@ class AnswerChecker:
     @classmethod
     def from_config(cls, verify: VerifyConfig, *, default_compare: str) -> AnswerChecker:
         """The checker of `[verify]`; `compare = "auto"` takes the domain's `default_compare`."""
-        # "judge" scores whole completions (domains/judge.py); answers are still extracted for
-        # the votes, and compared the domain's way where something asks this checker
-        compare = default_compare if verify.compare in ("auto", "judge") else verify.compare
+        # "judge" and "reward_model" score whole completions (domains/judge.py,
+        # domains/reward_model.py); answers are still extracted for the votes, and compared the
+        # domain's way where something asks this checker
+        whole = ("auto", *MODEL_VERIFIERS)
+        compare = default_compare if verify.compare in whole else verify.compare
         return cls(extract=verify.extract, compare=compare, pattern=verify.answer_regex,
                    timeout=verify.math_timeout_seconds, think_tags=verify.think_tags)
 

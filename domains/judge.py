@@ -1,5 +1,6 @@
-"""The LLM judge (`verify.compare = "judge"`) and the domain wrapper that puts a judge or the
-user's reward function (domains/reward_function.py) in the one judging path.
+"""The LLM judge (`verify.compare = "judge"`) and the domain wrapper that puts a judge, a reward
+model (domains/reward_model.py) or the user's reward function (domains/reward_function.py) in
+the one judging path.
 
 `judged_domain(domain, config)` (called by `domains.get_domain`) wraps the run's domain in a
 `JudgedDomain` whose `judge(completions, problems)` asks the configured scorer instead of the
@@ -279,8 +280,8 @@ def model_judge(config: RunConfig) -> ModelJudge:
 
 
 def judged_domain(domain: Domain, config: RunConfig) -> Domain:
-    """`domain` judged by `verify.reward_function` or the LLM judge when one is configured, else
-    `domain` itself."""
+    """`domain` judged by `verify.reward_function`, the LLM judge or the reward model
+    (domains/reward_model.py) when one is configured, else `domain` itself."""
     verify = config.verify
     if verify.reward_function is not None:
         from domains.reward_function import RewardFunction
@@ -288,12 +289,16 @@ def judged_domain(domain: Domain, config: RunConfig) -> Domain:
         return JudgedDomain(domain, RewardFunction(verify.reward_function))
     if verify.compare == "judge":
         return JudgedDomain(domain, model_judge(config))
+    if verify.compare == "reward_model":
+        from domains.reward_model import reward_model
+
+        return JudgedDomain(domain, reward_model(config))
     return domain
 
 
 class JudgedDomain(WrappedDomain):
-    """A domain whose verifier is `scorer` (a `ModelJudge` or a `RewardFunction`); every other
-    method is the wrapped domain's (WrappedDomain)."""
+    """A domain whose verifier is `scorer` (a `ModelJudge`, a `RewardModel` or a
+    `RewardFunction`); every other method is the wrapped domain's (WrappedDomain)."""
 
     def __init__(self, domain: Domain, scorer: Scorer) -> None:
         super().__init__(domain)

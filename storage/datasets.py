@@ -24,7 +24,7 @@ A sample record per kind (columns beyond these are allowed only by adding them h
     verdicts    {"rollout_id": "c3..", "run_id": "demo", "round": 1, "problem_id": "a1..",
                  "answer": "42", "reward": 1.0, "method": "reference",  # reward None: cannot judge
                  "label": "42", "agreement": 0.75, "outcome": None,
-                 "verifier": "arithmetic/integer@1"}
+                 "verifier": "arithmetic/integer@1", "score": None}
                                 # label: what the reward compared against (method reference:
                                 # the reference; majority: the problem's majority answer);
                                 # agreement: share of the problem's samples giving its majority
@@ -32,7 +32,10 @@ A sample record per kind (columns beyond these are allowed only by adding them h
                                 # answer ended (ok, timeout, crash, ...: domains/sandbox) where
                                 # the domain ran it, else null; null in files written without
                                 # these columns; verifier: the id of the verifier that
-                                # judged it (`Domain.verifier`: domain, method, version)
+                                # judged it (`Domain.verifier`: domain, method, version);
+                                # score: a reward model's raw score (its logit; reward =
+                                # sigmoid(score): domains/reward_model.py), null for every
+                                # other verifier and in files written without the column
     curriculum  {"problem_id": "a1..", "run_id": "demo", "round": 1, "level": 2, "samples": 8,
                  "judged": 8, "pass_rate": 0.25, "reward_std": 0.43, "kept": True,
                  "drop_reason": None}          # too_easy | too_hard | zero_variance | unjudged
@@ -96,7 +99,8 @@ SCHEMAS: dict[str, pa.Schema] = {
     "verdicts": pa.schema(
         [("rollout_id", STRING), ("run_id", STRING), ("round", INT64), ("problem_id", STRING),
          ("answer", STRING), ("reward", FLOAT64), ("method", STRING), ("label", STRING),
-         ("agreement", FLOAT64), ("outcome", STRING), ("verifier", STRING)]
+         ("agreement", FLOAT64), ("outcome", STRING), ("verifier", STRING),
+         ("score", FLOAT64)]
     ),
     "curriculum": pa.schema(
         [("problem_id", STRING), ("run_id", STRING), ("round", INT64), ("level", INT64),
@@ -125,11 +129,12 @@ SCHEMAS: dict[str, pa.Schema] = {
 KINDS = tuple(SCHEMAS)
 # Columns a row may leave out (they are null then): proposals are sampled by a checkpoint on a
 # backend only when the proposer wrote them, not the domain's generator; verdicts have a sandbox
-# outcome only where the sandbox ran the answer (python_io); a problem has a task and a payload
+# outcome only where the sandbox ran the answer (python_io), a raw score only where a reward
+# model judged it; a problem has a task and a payload
 # only in the domains whose verifier reads them; proposer training rows have no problem; eval
 # rows of files written before several samples per item existed have no sample index.
 OPTIONAL: dict[str, frozenset[str]] = {"proposals": frozenset({"checkpoint", "backend"}),
-                                       "verdicts": frozenset({"outcome", "verifier"}),
+                                       "verdicts": frozenset({"outcome", "verifier", "score"}),
                                        "problems": frozenset({"task", "payload"}),
                                        "train_rows": frozenset({"problem"}),
                                        "evals": frozenset({"reward", "method", "sample"})}

@@ -133,15 +133,16 @@ def verdict_frame(domain: Domain, rollouts: Any, problems: Any,
                "verify.canary > 0 also sampled its canaries: pass them, `round_canaries`)")
         raise ValueError(msg)
     compared = joined["label"] if labels == "majority" else joined["reference"]
-    scores, methods, outcomes = judge_rollouts(
+    rewards, methods, outcomes, scores = judge_rollouts(
         domain, completions, problem_rows(joined.with_columns(compared.alias("reference"))),
         labels)
     return joined.select(
         "rollout_id", "run_id", "round", "problem_id", "answer",
-        pl.Series("reward", scores, dtype=pl.Float64), pl.Series("method", methods,
-                                                                  dtype=pl.String),
+        pl.Series("reward", rewards, dtype=pl.Float64), pl.Series("method", methods,
+                                                                   dtype=pl.String),
         compared.alias("label"), "agreement", pl.Series("outcome", outcomes, dtype=pl.String),
-        pl.lit(domain.verifier(), dtype=pl.String).alias("verifier"))
+        pl.lit(domain.verifier(), dtype=pl.String).alias("verifier"),
+        pl.Series("score", scores, dtype=pl.Float64))
 
 
 def problem_rows(joined: pl.DataFrame) -> list[dict[str, Any]]:
@@ -156,14 +157,16 @@ def problem_rows(joined: pl.DataFrame) -> list[dict[str, Any]]:
 
 
 def judge_rollouts(domain: Domain, completions: list[str], problems: list[dict[str, Any]],
-                   method: str) -> tuple[list[float | None], list[str], list[str | None]]:
-    """(reward, method, sandbox outcome) per completion, from `domain.judge`: the method is
-    `method` (reference | majority) where a reward was given, else the judgement's reason
-    (none, no_answer, verifier_timeout, ...); the outcome is null where nothing ran."""
+                   method: str) -> tuple[list[float | None], list[str], list[str | None],
+                                         list[float | None]]:
+    """(reward, method, sandbox outcome, raw score) per completion, from `domain.judge`: the
+    method is `method` (reference | majority) where a reward was given, else the judgement's
+    reason (none, no_answer, verifier_timeout, ...); the outcome is null where nothing ran; the
+    raw score is a reward model's (domains/reward_model.py), null for every other verifier."""
     judged = domain.judge(completions, problems)
     return ([j.reward for j in judged],
             [method if j.reward is not None else (j.reason or "none") for j in judged],
-            [j.outcome for j in judged])
+            [j.outcome for j in judged], [j.score for j in judged])
 
 
 def verdict_metrics(rows: Any, problems: Any, labels: str = "reference") -> dict[str, float]:

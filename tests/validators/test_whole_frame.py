@@ -103,7 +103,7 @@ table = pa.table({{
     "answer": pa.array(rng.integers(0, 20, n).astype(str)), "reward": reward,
     "method": pa.array(["reference"] * n), "label": pa.nulls(n, pa.string()),
     "agreement": pa.nulls(n, pa.float64()), "outcome": pa.nulls(n, pa.string()),
-    "verifier": pa.nulls(n, pa.string())}},
+    "verifier": pa.nulls(n, pa.string()), "score": pa.nulls(n, pa.float64())}},
     schema=SCHEMAS["verdicts"])
 pq.write_table(table, {path!r}, row_group_size=100_000)
 """
