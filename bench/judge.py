@@ -3,8 +3,8 @@ per second on the same prompts, and the stored judgements' hit rate on a resume.
 
 `--answers` solver answers to `--problems` arithmetic problems (right and wrong, `--distinct`
 different answers per problem, so k samples that agree make one prompt) are judged three ways,
-each on a backend of its own loaded from the same folder, `--repeats` times in turn (raw, judge,
-resume, raw, judge, ...; the medians are printed):
+each on a backend of its own loaded from the same folder and warmed up on one prompt, `--repeats`
+times (raw before judge, then judge before raw, ...; then resume; the medians are printed):
 
     raw      the backend's `generate` on the judge's distinct prompts (rendered, greedy, the
              judge's max_new_tokens): the model's own rate
@@ -63,23 +63,38 @@ def judge_of(args: argparse.Namespace, folder: str):
 
 
 def one_pass(args: argparse.Namespace, folder: str, completions: list[str], problems: list,
-             domain) -> dict[str, dict[str, float]]:
-    """raw, judge and resume once, in that order."""
+             domain, *, judge_first: bool) -> dict[str, dict[str, float]]:
+    """raw and judge (in the order `judge_first` says, each on a backend loaded and warmed up
+    on one prompt first), then resume."""
     from models.rollout_types import SamplingParams
 
     judge = judge_of(args, folder)
-    prompts = list(dict.fromkeys(judge.prompts(completions, problems, domain)))
+    prompts = [p for p in dict.fromkeys(judge.prompts(completions, problems, domain))
+               if p is not None]
     rendered = [judge.render(p) for p in prompts]  # loads the judge's backend
     raw = judge_of(args, folder).backend()
     params = SamplingParams(n=1, temperature=1.0, greedy=True, seed=0,
                             max_new_tokens=args.max_new_tokens)
-    start = time.perf_counter()
-    generated = raw.generate(rendered, params)
-    raw_seconds = time.perf_counter() - start
+    for backend in (raw, judge.backend()):  # one warm-up call each, not timed
+        backend.generate(rendered[:1], params)
+
+    def time_raw() -> tuple[float, list]:
+        start = time.perf_counter()
+        generated = raw.generate(rendered, params)
+        return time.perf_counter() - start, generated
+
+    def time_judge() -> float:
+        start = time.perf_counter()
+        judge.judge(completions, problems, domain)
+        return time.perf_counter() - start
+
+    if judge_first:
+        judge_seconds = time_judge()
+        raw_seconds, generated = time_raw()
+    else:
+        raw_seconds, generated = time_raw()
+        judge_seconds = time_judge()
     raw.close()
-    start = time.perf_counter()
-    judge.judge(completions, problems, domain)
-    judge_seconds = time.perf_counter() - start
     fresh = judge_of(args, folder)
     fresh.remember(prompts, [judge.reply(p) for p in prompts])
     start = time.perf_counter()
@@ -120,8 +135,8 @@ def main() -> None:
             from tests.models.chat_model import build_chat_model
 
             folder = str(build_chat_model(Path(scratch) / "judge"))
-        runs = [one_pass(args, folder, completions, problems, ArithmeticDomain())
-                for _ in range(args.repeats)]
+        runs = [one_pass(args, folder, completions, problems, ArithmeticDomain(),
+                         judge_first=index % 2 == 1) for index in range(args.repeats)]
     median = {way: {key: statistics.median(run[way][key] for run in runs) for key in runs[0][way]}
               for way in runs[0]}
     report = {"model": args.model or "tiny chat model (tests/models)", "backend": args.backend,
