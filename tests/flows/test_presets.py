@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import random
+import zlib
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -32,10 +33,12 @@ from storage.datasets import SCHEMAS
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESETS = sorted(p for p in (ROOT / "configs").glob("*.toml") if p.name != "tiny-cpu.toml")
-GPU_PRESETS = {"qwen-gpu", "gsm8k-style"}  # a pretrained chat model (tests/configs, tests/models)
+# a pretrained chat model (tests/configs, tests/models)
+GPU_PRESETS = {"qwen-gpu", "gsm8k-style", "meta-rewarding"}
 # The domain each preset's name promises (arithmetic where the name is a recipe's only).
 DOMAINS = {"absolute-zero": "python_io", "python-io-tiny": "python_io",
-           "reasoning-gym-tiny": "reasoning_gym", "gsm8k-style": "dataset"}
+           "reasoning-gym-tiny": "reasoning_gym", "gsm8k-style": "dataset",
+           "meta-rewarding": "dataset"}
 ROUND_STAGES = ["synthesize", "rollout", "verify", "curate", "train", "evaluate", "promote"]
 OVERRIDES = {"rounds": 1, "domain.seed_problems": 200, "domain.min_level": 1, "domain.max_level": 2,
              "domain.heldout_per_level": 3, "synthesize.proposals": 64,
@@ -76,7 +79,7 @@ def test_preset_runs_the_domain_of_its_name_and_documents_its_sources(path):
 def test_the_gpu_presets_keep_the_model_s_reasoning():
     modes = {name: load_config(ROOT / "configs" / f"{name}.toml").warmup.mode
              for name in GPU_PRESETS}
-    assert modes == {"qwen-gpu": "self_samples", "gsm8k-style": "none"}
+    assert modes == {"qwen-gpu": "self_samples", "gsm8k-style": "none", "meta-rewarding": "none"}
 
 
 def preset_overrides(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
@@ -98,9 +101,42 @@ def preset_overrides(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     for name, rows in (("train", lines[:80]), ("test", lines[80:])):
         files[name] = tmp_path / f"{name}.jsonl"
         files[name].write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return {**CHAT_OVERRIDES, "model.path": str(model), "synthesize.proposals": 32,
-            "domain.dataset.paths": [str(files["train"])],
-            "domain.dataset.heldout_path": str(files["test"])}
+    overrides = {**CHAT_OVERRIDES, "model.path": str(model), "synthesize.proposals": 32,
+                 "domain.dataset.paths": [str(files["train"])],
+                 "domain.dataset.heldout_path": str(files["test"])}
+    if path.stem == "meta-rewarding":  # a scripted judge's graded scores make the DPO pairs
+        judge = build_chat_model(tmp_path / "judge-model")  # its tokenizer renders the prompts
+        overrides.update({"curate.solver_targets": "verified", "rollout.samples_per_problem": 4,
+                          "verify.judge.model_path": str(judge)})
+        judge_with(judge, monkeypatch)
+    return overrides
+
+
+class GradedJudge:
+    """A judge backend that scores each prompt 1-10 by a hash of its text (graded rewards, the
+    same for the same prompt), as a judge model's replies would."""
+
+    def generate(self, prompts, params, progress=None):
+        from models.rollout_types import Completion
+
+        return [[Completion(text=str(1 + zlib.crc32(p.encode()) % 10), tokens=1)]
+                for p in prompts]
+
+    def close(self):
+        pass
+
+
+def judge_with(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run's judge, loaded from `folder`, answers through `GradedJudge`; every other backend
+    (the run's sampler) is the model's."""
+    from models import backends
+
+    real = backends.make_backend
+
+    def make_backend(name, checkpoint, **options):
+        return GradedJudge() if Path(checkpoint) == folder else real(name, checkpoint, **options)
+
+    monkeypatch.setattr(backends, "make_backend", make_backend)
 
 
 @pytest.mark.slow
