@@ -24,8 +24,14 @@ an answer that is not a string or a finite number, a level outside 1..5, a quest
 `max_question_chars` or an answer longer than `max_answer_chars`, a `heldout_path` that is a
 training file, or held-out rows that leave nothing to train on.
 
+Prompts without answers: where a model or a function scores the answers (`verify.compare =
+"judge"` or "reward_model", `verify.reward_function`), a file needs no answer column and a row's
+answer may be missing or null; its problem has no reference, and the judge scores the answers to
+it (held-out prompts included: a fixed judge, so promotion compares like with like). A file
+without the column under another verifier is an error naming the key and these choices.
+
 Departures: a proposer-written question that is not in the files has no reference (use
-`verify.labels = "majority"`) and counts as level 1.
+`verify.labels = "majority"`, or a judge) and counts as level 1.
 """
 
 from __future__ import annotations
@@ -157,13 +163,15 @@ def _text(where: str, row: dict[str, Any], column: str, what: str, limit: tuple[
     return text
 
 
-def _checked_row(where: str, row: dict[str, Any], cfg: DatasetConfig, level_key: str
-                 ) -> dict[str, Any]:
-    """One file row as {question, answer, level, split}, every value checked (one-line errors)."""
+def _checked_row(where: str, row: dict[str, Any], cfg: DatasetConfig, level_key: str, *,
+                 answers_optional: bool = False) -> dict[str, Any]:
+    """One file row as {question, answer, level, split}, every value checked (one-line errors);
+    `answers_optional`: a row without an answer (or with a null one) has answer None."""
     question = _text(where, row, cfg.question_column, "question",
                      ("max_question_chars", cfg.max_question_chars))
-    answer = _text(where, row, cfg.answer_column, "answer",
-                   ("max_answer_chars", cfg.max_answer_chars))
+    answer = (None if answers_optional and row.get(cfg.answer_column) is None else
+              _text(where, row, cfg.answer_column, "answer",
+                    ("max_answer_chars", cfg.max_answer_chars)))
     level = row.get(level_key, 1)
     if isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= 5:
         raise DatasetFileError(f"dataset error: {where}: level {_shown(level)} (column "
@@ -172,20 +180,28 @@ def _checked_row(where: str, row: dict[str, Any], cfg: DatasetConfig, level_key:
             "split": row.get(cfg.split_column)}
 
 
-def load_rows(paths: list[str], cfg: DatasetConfig) -> list[dict[str, Any]]:
+def load_rows(paths: list[str], cfg: DatasetConfig, *,
+              answers_optional: bool = False) -> list[dict[str, Any]]:
     """Rows {question, answer, level, split} of `paths`, checked (one-line errors naming the
-    file and line); ids (`id_column`) must be unique across all of `paths`."""
+    file and line); ids (`id_column`) must be unique across all of `paths`. With
+    `answers_optional` (a model or function judges the answers) a file needs no answer column
+    and a row's answer may be missing (None)."""
     rows, ids = [], set()
     for path in paths:
         raw = read_file(path)
         if not raw:
             raise DatasetFileError(f"dataset error: {path}: the file has no rows")
         first_where, first = raw[0]
-        for key, column in (("question", cfg.question_column), ("answer", cfg.answer_column)):
+        required = [("question", cfg.question_column)]
+        if not answers_optional:
+            required.append(("answer", cfg.answer_column))
+        for key, column in required:
             if column not in first:
+                hint = (" (prompts without answers: judge them with verify.compare = 'judge',"
+                        " 'reward_model' or verify.reward_function)" if key == "answer" else "")
                 raise DatasetFileError(
                     f"dataset error: {first_where}: no column {column!r} (columns: "
-                    f"{sorted(first)}); set domain.dataset.{key}_column")
+                    f"{sorted(first)}); set domain.dataset.{key}_column{hint}")
         has_level = any(cfg.level_column in row for _, row in raw)
         level_key = cfg.level_column if has_level else "difficulty"
         for where, row in raw:
@@ -198,7 +214,8 @@ def load_rows(paths: list[str], cfg: DatasetConfig) -> list[dict[str, Any]]:
                     raise DatasetFileError(f"dataset error: {where}: duplicate id {_shown(row_id)} "
                                            "(ids must be unique)")
                 ids.add(row_id)
-            rows.append(_checked_row(where, row, cfg, level_key))
+            rows.append(_checked_row(where, row, cfg, level_key,
+                                     answers_optional=answers_optional))
     return rows
 
 
@@ -209,7 +226,7 @@ def _same_file(a: str, b: str) -> bool:
         return False
 
 
-def split_rows(rows: list[dict[str, Any]], cfg: DatasetConfig
+def split_rows(rows: list[dict[str, Any]], cfg: DatasetConfig, *, answers_optional: bool = False
                ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(pool, held-out): the heldout_path file, the split column, or a fixed-seed fraction; pool
     rows whose normalised question is held out are dropped. An empty pool is an error naming
@@ -222,7 +239,7 @@ def split_rows(rows: list[dict[str, Any]], cfg: DatasetConfig
                 f"training file {same!r} of domain.dataset.paths, so every row would be held "
                 "out; set domain.dataset.heldout_path to a separate file of held-out questions, "
                 "or remove it to hold out a fraction of the rows (heldout_fraction)")
-        heldout = load_rows([cfg.heldout_path], cfg)
+        heldout = load_rows([cfg.heldout_path], cfg, answers_optional=answers_optional)
         why = (f"every question of domain.dataset.paths is also in domain.dataset.heldout_path "
                f"{cfg.heldout_path!r}; add training rows, or hold out other questions")
     elif any(r["split"] == cfg.heldout_split for r in rows):
@@ -242,6 +259,16 @@ def split_rows(rows: list[dict[str, Any]], cfg: DatasetConfig
     return pool, heldout
 
 
+def answers_judged_without_reference(config: RunConfig) -> bool:
+    """Whether the run's answers are scored by a model or a function (`verify.compare = "judge"`
+    or "reward_model", `verify.reward_function`) that needs no reference: then the files may
+    hold prompts without answers."""
+    from configs.domain import MODEL_VERIFIERS
+
+    verify = config.verify
+    return verify.compare in MODEL_VERIFIERS or verify.reward_function is not None
+
+
 class DatasetDomain(Domain):
     """The question/answer files of `[domain.dataset]`."""
 
@@ -252,7 +279,9 @@ class DatasetDomain(Domain):
         if not cfg.paths:
             raise DatasetFileError("dataset error: domain.dataset.paths is empty; name your "
                                    "JSONL or Parquet file(s), e.g. paths = ['data/train.jsonl']")
-        self.pool, self._heldout = split_rows(load_rows(cfg.paths, cfg), cfg)
+        optional = answers_judged_without_reference(config)
+        self.pool, self._heldout = split_rows(
+            load_rows(cfg.paths, cfg, answers_optional=optional), cfg, answers_optional=optional)
         self.levels = tuple(sorted({r["level"] for r in self.pool + self._heldout}))
         self._known = {normalise_question(r["question"]): r for r in self.pool + self._heldout}
         self.checker = AnswerChecker.from_config(config.verify, default_compare="math")

@@ -2,8 +2,10 @@
 
 Each answer is judged by the domain's `judge` against the item's problem row, as verify judges
 rollouts: `reward` is its reward, or null with the reason in `method` (no_answer, ...); an
-answer is `correct` at reward 1, and an unjudged answer counts as not correct (every held-out
-item has a reference, so the accuracy's denominator is the whole set).
+answer is `correct` at reward 1, and an unjudged answer counts as not correct (the accuracy's
+denominator is the whole set). Every held-out item has a reference, except a prompt without an
+answer in a dataset file whose answers a judge scores (domains/dataset.py): its `reference` is
+null and the judge's reward decides.
 
 By default (`[evaluate] samples = 1`, `temperature = 0`) each item gets one greedy answer, the
 same on every run. With `samples = n > 1` at `temperature > 0` each item gets n sampled answers,

@@ -64,8 +64,9 @@ NOT_NULL = {
                    "kept"],
     "train_rows": ["train_row_id", "run_id", "round", "role", "prompt", "completion", "weight",
                    "problem_id"],
+    # an eval's reference is null for a held-out prompt without an answer (a judged dataset file)
     "evals": ["run_id", "round", "checkpoint", "item_id", "level", "prompt", "completion",
-              "reference", "correct"],
+              "correct"],
     "judgements": ["judgement_id", "run_id", "round", "rollout_id", "problem_id", "judge",
                    "prompt", "reply"],
 }

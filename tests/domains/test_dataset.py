@@ -203,3 +203,48 @@ def test_a_heldout_file_covering_every_question_is_named(tmp_path):
     test = _write(tmp_path / "test.jsonl", ROWS)
     with pytest.raises(DatasetFileError, match=f"also in domain.dataset.heldout_path {test!r}"):
         _domain(tmp_path, ROWS, heldout_path=test)
+
+
+PROMPTS = [{"id": f"p{i}", "prompt": f"Write a haiku about the number {i}."} for i in range(20)]
+
+
+def _judged(tmp_path, rows, heldout=None, **verify):
+    from domains.dataset import DatasetDomain
+
+    dataset = {"paths": [_write(tmp_path / "train.jsonl", rows)], "question_column": "prompt"}
+    if heldout is not None:
+        dataset["heldout_path"] = _write(tmp_path / "test.jsonl", heldout)
+    config = load_config(None, {"domain.name": "dataset", "domain.min_level": 1,
+                                "domain.max_level": 1, "domain.dataset": dataset,
+                                **{f"verify.{k}": v for k, v in verify.items()}})
+    return DatasetDomain(config)
+
+
+@pytest.mark.parametrize("verify", [{"compare": "judge"},
+                                    {"compare": "reward_model",
+                                     "reward_model.model_path": "/models/rm"},
+                                    {"reward_function": "my_rewards:brevity"}])
+def test_prompts_without_answers_are_read_where_a_judge_scores_the_answers(tmp_path, verify):
+    domain = _judged(tmp_path, PROMPTS, heldout=PROMPTS[:3], **verify)
+    assert {r["answer"] for r in domain.pool} == {None}
+    assert [(p.text, p.reference) for p in domain.heldout(5)] == [
+        (r["prompt"], None) for r in PROMPTS[:3]]
+    problem = domain.generate(random.Random(0), 1)
+    assert problem.reference is None and problem.text.startswith("Write a haiku")
+    # some rows with answers, some without (missing or null): the answers are kept
+    mixed = [{**r, "answer": "x" * (i % 3)} if i % 3 == 1 else
+             {**r, "answer": None} if i % 3 == 2 else r for i, r in enumerate(PROMPTS)]
+    kept = _judged(tmp_path, mixed, **verify)
+    assert {r["answer"] for r in kept.pool} == {"x", None}
+
+
+def test_prompts_without_answers_under_a_reference_verifier_name_the_key_and_the_choices(
+        tmp_path):
+    with pytest.raises(DatasetFileError) as raised:
+        _judged(tmp_path, PROMPTS)
+    message = str(raised.value)
+    assert "train.jsonl line 1" in message and "no column 'answer'" in message
+    assert "domain.dataset.answer_column" in message and "verify.compare = 'judge'" in message
+    # a missing answer in a later row is still an error without a judge
+    with pytest.raises(DatasetFileError, match="train.jsonl line 2"):
+        _judged(tmp_path, [{**PROMPTS[0], "answer": "1"}, PROMPTS[1]])

@@ -97,6 +97,8 @@ def preset_overrides(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         cache_snapshot(tmp_path / "hub-cache", HUB_ID, model)
         return {**CHAT_OVERRIDES, "model.path": HUB_ID}
     lines = question_lines(100, seed=3)
+    if path.stem == "meta-rewarding":  # prompts only: the judge needs no answers
+        lines = [{"question": r["question"]} for r in lines]
     files = {}
     for name, rows in (("train", lines[:80]), ("test", lines[80:])):
         files[name] = tmp_path / f"{name}.jsonl"
