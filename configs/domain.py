@@ -179,6 +179,16 @@ class JudgeConfig(Section):
         description="how the reply becomes a reward: 1-10 (score s -> (s-1)/9) or pass_fail "
                     "(PASS -> 1, FAIL -> 0); anything else is unjudged (judge_unparseable)")
     max_new_tokens: int = Field(16, ge=1, le=4096, description="longest judge reply, tokens")
+    rubrics: bool = Field(
+        False,
+        description="true = the judge first writes criteria for each question (EvoRubric) and "
+                    "scores the answers against them; stored with each judgement")
+    rubric_template: str | None = Field(
+        None,
+        description="the prompt that asks for a question's criteria; placeholder {question}; "
+                    "None = the built-in one (domains/judge.py)")
+    rubric_max_new_tokens: int = Field(
+        256, ge=1, le=4096, description="longest criteria the judge writes, tokens")
 
     @field_validator("template")
     @classmethod
@@ -195,6 +205,31 @@ class JudgeConfig(Section):
             msg = f"template = {value!r}: it must hold {{answer}}, the answer judged"
             raise ValueError(msg)
         return value
+
+    @field_validator("rubric_template")
+    @classmethod
+    def _rubric_placeholders(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        try:
+            value.format(question="q")
+        except (KeyError, IndexError, ValueError) as exc:
+            msg = (f"rubric_template = {value!r}: only the placeholder {{question}} is allowed "
+                   f"({exc!r}); write other braces as {{{{ and }}}}")
+            raise ValueError(msg) from None
+        return value
+
+    @model_validator(mode="after")
+    def _written_rubrics(self) -> JudgeConfig:
+        if self.rubrics and self.rubric:
+            msg = (f"rubrics = true with rubric = {self.rubric!r}: the judge writes each "
+                   "question's criteria itself; set one of them")
+            raise ValueError(msg)
+        if self.rubrics and self.template is not None and "{rubric}" not in self.template:
+            msg = (f"rubrics = true with template = {self.template!r}: the template must hold "
+                   "{rubric}, where each question's criteria go")
+            raise ValueError(msg)
+        return self
 
 
 class RewardModelConfig(Section):

@@ -67,6 +67,9 @@ SCALE_TEMPLATES = {
                   "Question: {question}\n\nAnswer: {answer}\n\n"
                   "Reply with PASS or FAIL only.\nVerdict:"),
 }
+# The prompt asking for a question's criteria (`[verify.judge] rubrics = true`, EvoRubric style).
+RUBRIC_TEMPLATE = ("Write three to five short criteria that a correct and complete answer to the "
+                   "question must meet, one per line.\n\nQuestion: {question}\n\nCriteria:")
 _LABELLED_SCORE = re.compile(r"(?i)\bscore\s*(?:is|of|:|=)?\s*(\d+(?:\.\d+)?)")
 _NUMBER = re.compile(r"(?<![\d.\-])(\d+(?:\.\d+)?)")
 _PASS_FAIL = re.compile(r"(?i)\b(pass|fail)\b")
@@ -152,16 +155,34 @@ class ModelJudge:
                           "template": self.template, "rubric": self.settings.rubric,
                           "scale": self.settings.scale,
                           "max_new_tokens": self.settings.max_new_tokens,
-                          "think_tags": list(self.think_tags)}, sort_keys=True)
+                          "think_tags": list(self.think_tags),
+                          **({"rubric_template": self.rubric_prompt("{question}"),
+                              "rubric_max_new_tokens": self.settings.rubric_max_new_tokens}
+                             if self.settings.rubrics else {})}, sort_keys=True)
         digest = hashlib.sha256(key.encode()).hexdigest()[:12]
         return f"judge[{self.model_path}:{self.settings.scale}:{digest}]@{JUDGE_VERSION}"
 
     def prompt(self, question: str, answer: str) -> str:
-        """The template filled in (before the judge's chat template)."""
-        rubric = f"\n\nRubric: {self.settings.rubric}" if self.settings.rubric else ""
+        """The template filled in (before the judge's chat template); with `rubrics`, the
+        question's criteria must have been written (`write_rubrics`)."""
+        text = self.rubric_of(question) if self.settings.rubrics else self.settings.rubric
+        rubric = f"\n\nRubric: {text}" if text else ""
         if self.settings.template is not None:  # a user's template places the rubric text itself
-            rubric = self.settings.rubric
+            rubric = text
         return self.template.format(question=question, answer=answer, rubric=rubric)
+
+    def rubric_prompt(self, question: str) -> str:
+        """The prompt asking for `question`'s criteria (`rubrics = true`)."""
+        return (self.settings.rubric_template or RUBRIC_TEMPLATE).format(question=question)
+
+    def rubric_of(self, question: str) -> str:
+        """The criteria the judge wrote for `question` (`write_rubrics` first)."""
+        return self._replies[self.rubric_prompt(question)].strip()
+
+    def write_rubrics(self, questions: Sequence[str]) -> None:
+        """The judge's criteria for each question not yet written (or stored), in one call."""
+        self.ensure([self.rubric_prompt(q) for q in questions],
+                    max_new_tokens=self.settings.rubric_max_new_tokens)
 
     def judge(self, completions: list[str], problems: list[ProblemRow],
               domain: Domain) -> list[Judgement]:
@@ -175,8 +196,12 @@ class ModelJudge:
         """The judge prompt of each completion (its answer after the thinking, with its
         problem's question); None where the completion was cut off while thinking."""
         answers = [after_thinking(c, self.think_tags) for c in completions]
-        return [None if a is None else self.prompt(domain.question(p["text"]), a)
-                for a, p in zip(answers, problems, strict=True)]
+        questions = [domain.question(p["text"]) for p in problems]
+        if self.settings.rubrics:  # EvoRubric: each question's criteria first
+            self.write_rubrics([q for q, a in zip(questions, answers, strict=True)
+                                if a is not None])
+        return [None if a is None else self.prompt(q, a)
+                for a, q in zip(answers, questions, strict=True)]
 
     def judgement(self, prompt: str) -> Judgement:
         """The reward of a prompt already replied to (`ensure`)."""
@@ -198,9 +223,10 @@ class ModelJudge:
         self._replies.update(zip(prompts, replies, strict=True))
         self._stored.update(prompts)
 
-    def ensure(self, prompts: Sequence[str | None]) -> None:
+    def ensure(self, prompts: Sequence[str | None], *, max_new_tokens: int | None = None) -> None:
         """Every prompt replied to: those not yet replied to (in this process or stored:
-        `remember`) in one backend call; the cost is added to `cost`."""
+        `remember`) in one backend call of replies up to `max_new_tokens` (default the
+        judge's); the cost is added to `cost`."""
         distinct = [p for p in dict.fromkeys(prompts) if p is not None]
         missing = [p for p in distinct if p not in self._replies]
         self.cost.reused += sum(p in self._stored for p in distinct if p not in self._counted)
@@ -208,20 +234,20 @@ class ModelJudge:
         if not missing:
             return
         started = time.perf_counter()
-        samples = self.replies(missing)
+        samples = self.replies(missing, max_new_tokens or self.settings.max_new_tokens)
         self.cost.seconds += time.perf_counter() - started
         self.cost.prompts += len(missing)
         self.cost.reply_tokens += sum(sample.tokens for sample in samples)
         self._replies.update(zip(missing, (s.text for s in samples), strict=True))
 
-    def replies(self, prompts: list[str]) -> list[Completion]:
+    def replies(self, prompts: list[str], max_new_tokens: int) -> list[Completion]:
         """The judge's greedy reply to each prompt, in one backend call."""
         from models.rollout_types import SamplingParams
 
         backend = self.backend()
         rendered = [self.render(p) for p in prompts]
         params = SamplingParams(n=1, temperature=1.0, greedy=True, seed=0,
-                                max_new_tokens=self.settings.max_new_tokens)
+                                max_new_tokens=max_new_tokens)
         self.cost.calls += 1
         return [samples[0] for samples in backend.generate(rendered, params)]
 

@@ -5,9 +5,12 @@ One row per judged rollout (storage/datasets.py has the schema):
 
     {"judgement_id": "4be1..", "run_id": "demo", "round": 1, "rollout_id": "c3..",
      "problem_id": "a1..", "judge": "judge[/models/judge:1-10:9f2c..]@1",
+     "question": "What is 37 + 5?", "rubric": None,
      "prompt": "Rate the answer to the question ... Score:", "reply": " 9",
      "reward": 0.889, "reason": None}
 
+`rubric` is the criteria the judge wrote for the question under `[verify.judge] rubrics = true`
+(EvoRubric style; the same for every answer to the question, and in the prompt), else null.
 `judgement_id` is the judge's `key(prompt)`, a hash of the judge's id and the prompt: rollouts
 whose answers make the same prompt share it and were judged once. `prompt` is the filled
 template before the judge's chat template; `reply` is what the judge said; `reward` and `reason`
@@ -68,10 +71,15 @@ def judgement_frame(judge: ModelJudge, domain: Domain, rollouts: pl.DataFrame,
     asked = [index for index, prompt in enumerate(prompts) if prompt is not None]
     judged = [judge.judgement(prompts[index]) for index in asked]
     keep = joined[asked]
+    questions = [domain.question(text) for text in keep["text"].to_list()]
+    rubrics = ([judge.rubric_of(q) for q in questions] if judge.settings.rubrics
+               else [None] * len(questions))
     return keep.select(
         pl.Series("judgement_id", [judge.key(prompts[i]) for i in asked], dtype=pl.String),
         "run_id", "round", "rollout_id", "problem_id",
         pl.lit(judge.describe(), dtype=pl.String).alias("judge"),
+        pl.Series("question", questions, dtype=pl.String),
+        pl.Series("rubric", rubrics, dtype=pl.String),
         pl.Series("prompt", [prompts[i] for i in asked], dtype=pl.String),
         pl.Series("reply", [judge.reply(prompts[i]) for i in asked], dtype=pl.String),
         pl.Series("reward", [j.reward for j in judged], dtype=pl.Float64),
@@ -105,11 +113,16 @@ def remember_stored(judge: ModelJudge, path: Path | None) -> int:
     another judge's); how many distinct prompts it was given (0 without a file)."""
     if path is None or not path.is_file():
         return 0
-    table = pl.from_arrow(read_table(path, columns=["judge", "prompt", "reply"]))
-    mine = table.filter(pl.col("judge") == judge.describe()).unique("prompt", keep="first",
-                                                                     maintain_order=True)
-    judge.remember(mine["prompt"].to_list(), mine["reply"].to_list())
-    return len(mine)
+    table = pl.from_arrow(read_table(path, columns=["judge", "question", "rubric", "prompt",
+                                                    "reply"]))
+    mine = table.filter(pl.col("judge") == judge.describe())
+    replies = mine.unique("prompt", keep="first", maintain_order=True)
+    judge.remember(replies["prompt"].to_list(), replies["reply"].to_list())
+    written = mine.filter(pl.col("rubric").is_not_null()).unique("question", keep="first",
+                                                                 maintain_order=True)
+    judge.remember([judge.rubric_prompt(q) for q in written["question"].to_list()],
+                   written["rubric"].to_list())  # the criteria the prompts were built with
+    return len(replies)
 
 
 def cost_text(metrics: dict[str, Any]) -> str:

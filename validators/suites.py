@@ -68,7 +68,7 @@ NOT_NULL = {
     "evals": ["run_id", "round", "checkpoint", "item_id", "level", "prompt", "completion",
               "correct"],
     "judgements": ["judgement_id", "run_id", "round", "rollout_id", "problem_id", "judge",
-                   "prompt", "reply"],
+                   "question", "prompt", "reply"],
 }
 
 

@@ -34,11 +34,12 @@ from storage.datasets import SCHEMAS
 ROOT = Path(__file__).resolve().parents[2]
 PRESETS = sorted(p for p in (ROOT / "configs").glob("*.toml") if p.name != "tiny-cpu.toml")
 # a pretrained chat model (tests/configs, tests/models)
-GPU_PRESETS = {"qwen-gpu", "gsm8k-style", "meta-rewarding"}
+GPU_PRESETS = {"qwen-gpu", "gsm8k-style", "meta-rewarding", "evorubric"}
+JUDGED_PRESETS = {"meta-rewarding", "evorubric"}  # an LLM judge's rewards
 # The domain each preset's name promises (arithmetic where the name is a recipe's only).
 DOMAINS = {"absolute-zero": "python_io", "python-io-tiny": "python_io",
            "reasoning-gym-tiny": "reasoning_gym", "gsm8k-style": "dataset",
-           "meta-rewarding": "dataset"}
+           "meta-rewarding": "dataset", "evorubric": "dataset"}
 ROUND_STAGES = ["synthesize", "rollout", "verify", "curate", "train", "evaluate", "promote"]
 OVERRIDES = {"rounds": 1, "domain.seed_problems": 200, "domain.min_level": 1, "domain.max_level": 2,
              "domain.heldout_per_level": 3, "synthesize.proposals": 64,
@@ -79,7 +80,8 @@ def test_preset_runs_the_domain_of_its_name_and_documents_its_sources(path):
 def test_the_gpu_presets_keep_the_model_s_reasoning():
     modes = {name: load_config(ROOT / "configs" / f"{name}.toml").warmup.mode
              for name in GPU_PRESETS}
-    assert modes == {"qwen-gpu": "self_samples", "gsm8k-style": "none", "meta-rewarding": "none"}
+    assert modes == {"qwen-gpu": "self_samples", "gsm8k-style": "none", "meta-rewarding": "none",
+                     "evorubric": "none"}
 
 
 def preset_overrides(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
@@ -97,7 +99,7 @@ def preset_overrides(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         cache_snapshot(tmp_path / "hub-cache", HUB_ID, model)
         return {**CHAT_OVERRIDES, "model.path": HUB_ID}
     lines = question_lines(100, seed=3)
-    if path.stem == "meta-rewarding":  # prompts only: the judge needs no answers
+    if path.stem == "meta-rewarding":  # prompts only: the judge and DPO need no answers
         lines = [{"question": r["question"]} for r in lines]
     files = {}
     for name, rows in (("train", lines[:80]), ("test", lines[80:])):
@@ -106,7 +108,7 @@ def preset_overrides(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     overrides = {**CHAT_OVERRIDES, "model.path": str(model), "synthesize.proposals": 32,
                  "domain.dataset.paths": [str(files["train"])],
                  "domain.dataset.heldout_path": str(files["test"])}
-    if path.stem == "meta-rewarding":  # a scripted judge's graded scores make the DPO pairs
+    if path.stem in JUDGED_PRESETS:  # a scripted judge's graded scores: DPO pairs, GRPO rewards
         judge = build_chat_model(tmp_path / "judge-model")  # its tokenizer renders the prompts
         overrides.update({"curate.solver_targets": "verified", "rollout.samples_per_problem": 4,
                           "verify.judge.model_path": str(judge)})
@@ -186,6 +188,12 @@ def test_preset_runs_end_to_end_with_catalog_and_lineage(path, tmp_path, prefect
         assert schema.names == SCHEMAS[f["kind"]].names, f["path"]
         assert [t.type for t in schema] == [t.type for t in SCHEMAS[f["kind"]]], f["path"]
         assert pq.ParquetFile(f["path"]).metadata.num_rows == f["rows"]
+
+    if path.stem in JUDGED_PRESETS:  # every judge call stored, with its criteria under rubrics
+        judged = catalog.query("SELECT count(*) AS n, count(rubric) AS rubrics FROM judgements"
+                               " WHERE run_id = ? AND round = 1", [run_id])[0]
+        assert judged["n"] > 0
+        assert judged["rubrics"] == (judged["n"] if config.verify.judge.rubrics else 0)
 
     # round 1's problems come from the preset's source; a trained row leads back to them
     sources = {r["source"] for r in catalog.query(

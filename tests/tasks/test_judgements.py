@@ -43,6 +43,9 @@ class ArithmeticJudge:
 
     @staticmethod
     def reply(prompt: str) -> str:
+        if "\n\nCriteria:" in prompt:  # asked for a question's rubric (rubrics = true)
+            question = re.search(r"Question: (.*?)=?\s*\n", prompt)[1]
+            return f" 1. The answer is the value of {question}.\n2. A bare integer."
         asked = _ASKED.search(prompt)
         if asked is None or not re.fullmatch(r"[\d+\-* ()]+", asked["question"]):
             return "no idea"
@@ -138,6 +141,45 @@ def test_stored_judgements_answer_a_fresh_judge_with_no_call(tmp_path, judge_fol
     other = get_domain("arithmetic", judged_config(
         judge_folder, **{"verify.judge.template": "Q: {question}\n\nAnswer: {answer}\n\nOK?"}))
     assert remember_stored(model_judge_of(other), first["judgements"].path) == 0
+
+
+def test_rubrics_are_written_once_per_question_stored_and_reused(tmp_path, judge_folder):
+    config = judged_config(judge_folder, **{"verify.judge.rubrics": True})
+    paths = _files(tmp_path, ANSWERS)
+    first = stream_verdicts(get_domain("arithmetic", config), ScaleConfig(), paths["rollouts"],
+                            paths["problems"], "reference", tmp_path / "a" / "verdicts.parquet")
+    assert ArithmeticJudge.CALLS == [3, 4]  # the 3 questions' criteria, then the 4 prompts
+    judged = pl.read_parquet(first["judgements"].path)
+    by_question = dict(zip(judged["question"], judged["rubric"], strict=True))
+    assert by_question["2+3="] == "1. The answer is the value of 2+3.\n2. A bare integer."
+    assert judged.group_by("question").agg(pl.col("rubric").n_unique())["rubric"].max() == 1
+    for prompt, rubric in zip(judged["prompt"], judged["rubric"], strict=True):
+        assert f"Rubric: {rubric}" in prompt
+    assert judged["reply"].to_list() == ["PASS", "PASS", "FAIL", "PASS", "PASS"]  # as before
+
+    ArithmeticJudge.CALLS.clear()  # reverify's way: the stored criteria and replies, no call
+    again = get_domain("arithmetic", config)
+    remember_stored(model_judge_of(again), first["judgements"].path)
+    second = stream_verdicts(again, ScaleConfig(), paths["rollouts"], paths["problems"],
+                             "reference", tmp_path / "b" / "verdicts.parquet")
+    assert ArithmeticJudge.CALLS == []
+    assert file_checksum(first["judgements"].path) == file_checksum(second["judgements"].path)
+    # criteria are part of the judge's id: the rubric-free judge's stored replies are not these
+    assert model_judge_of(again).describe() != model_judge_of(
+        get_domain("arithmetic", judged_config(judge_folder))).describe()
+
+
+@pytest.mark.parametrize(("judge", "message"), [
+    ({"rubrics": True, "rubric": "Be exact."}, "the judge writes each question's criteria"),
+    ({"rubrics": True, "template": "Q: {question} A: {answer} Score:"}, "must hold {rubric}"),
+    ({"rubrics": True, "rubric_template": "Criteria for {task}:"}, "only the placeholder"),
+])
+def test_rubric_settings_that_cannot_work_are_config_errors(judge, message):
+    from configs import ConfigError
+
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(None, {"verify.compare": "judge",
+                           **{f"verify.judge.{k}": v for k, v in judge.items()}})
 
 
 def test_the_judges_cost_is_in_the_stage_line(caplog):
