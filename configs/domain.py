@@ -179,6 +179,15 @@ class JudgeConfig(Section):
         description="how the reply becomes a reward: 1-10 (score s -> (s-1)/9) or pass_fail "
                     "(PASS -> 1, FAIL -> 0); anything else is unjudged (judge_unparseable)")
     max_new_tokens: int = Field(16, ge=1, le=4096, description="longest judge reply, tokens")
+    mode: Literal["pointwise", "pairwise"] = Field(
+        "pointwise",
+        description="pointwise = each answer scored on `scale`; pairwise = each answer against "
+                    "its problem's reference in both orders (win 1, tie or position-"
+                    "inconsistent 0.5, loss 0)")
+    pairwise_template: str | None = Field(
+        None,
+        description="pairwise's prompt; placeholders {question}, {first}, {second} and "
+                    "optionally {rubric}; None = the built-in one (domains/pairwise.py)")
     rubrics: bool = Field(
         False,
         description="true = the judge first writes criteria for each question (EvoRubric) and "
@@ -203,6 +212,23 @@ class JudgeConfig(Section):
             raise ValueError(msg) from None
         if "{answer}" not in value:
             msg = f"template = {value!r}: it must hold {{answer}}, the answer judged"
+            raise ValueError(msg)
+        return value
+
+    @field_validator("pairwise_template")
+    @classmethod
+    def _pairwise_placeholders(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        try:
+            value.format(question="q", first="a", second="b", rubric="r")
+        except (KeyError, IndexError, ValueError) as exc:
+            msg = (f"pairwise_template = {value!r}: only the placeholders {{question}}, "
+                   f"{{first}}, {{second}} and {{rubric}} are allowed ({exc!r}); write other "
+                   "braces as {{ and }}")
+            raise ValueError(msg) from None
+        if "{first}" not in value or "{second}" not in value:
+            msg = f"pairwise_template = {value!r}: it must hold {{first}} and {{second}}"
             raise ValueError(msg)
         return value
 

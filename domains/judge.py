@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from domains.answers import after_thinking
 from domains.base import Domain, DomainInputError, ProblemRow, WrappedDomain
 from domains.checking import Judgement
+from domains.pairwise import PAIRWISE_TEMPLATE, pair_outcome
 
 if TYPE_CHECKING:
 
@@ -137,6 +138,9 @@ class ModelJudge:
         self.settings = settings
         self.think_tags = tuple(think_tags)  # the judge reads the answer after the thinking
         self.template = settings.template or SCALE_TEMPLATES[settings.scale]
+        self.pairwise = settings.mode == "pairwise"
+        self.pair_template = settings.pairwise_template or PAIRWISE_TEMPLATE
+        self._partner: dict[str, str] = {}  # pairwise: first-order prompt -> swapped prompt
         self.model_path, self.revision = model_path, revision
         self.backend_name, self.batch_size, self.dtype = backend_name, batch_size, dtype
         self._backend = backend
@@ -156,20 +160,35 @@ class ModelJudge:
                           "scale": self.settings.scale,
                           "max_new_tokens": self.settings.max_new_tokens,
                           "think_tags": list(self.think_tags),
+                          **({"mode": "pairwise", "pairwise_template": self.pair_template}
+                             if self.pairwise else {}),
                           **({"rubric_template": self.rubric_prompt("{question}"),
                               "rubric_max_new_tokens": self.settings.rubric_max_new_tokens}
                              if self.settings.rubrics else {})}, sort_keys=True)
         digest = hashlib.sha256(key.encode()).hexdigest()[:12]
         return f"judge[{self.model_path}:{self.settings.scale}:{digest}]@{JUDGE_VERSION}"
 
-    def prompt(self, question: str, answer: str) -> str:
+    def prompt(self, question: str, answer: str, anchor: str | None = None) -> str:
         """The template filled in (before the judge's chat template); with `rubrics`, the
-        question's criteria must have been written (`write_rubrics`)."""
+        question's criteria must have been written (`write_rubrics`). Pairwise: the prompt
+        with `answer` first and `anchor` (the reference) second; the swapped one is its
+        `partner`."""
         text = self.rubric_of(question) if self.settings.rubrics else self.settings.rubric
         rubric = f"\n\nRubric: {text}" if text else ""
-        if self.settings.template is not None:  # a user's template places the rubric text itself
+        own = self.settings.pairwise_template if self.pairwise else self.settings.template
+        if own is not None:  # a user's template places the rubric text itself
             rubric = text
-        return self.template.format(question=question, answer=answer, rubric=rubric)
+        if not self.pairwise:
+            return self.template.format(question=question, answer=answer, rubric=rubric)
+        first, second = (self.pair_template.format(question=question, first=a, second=b,
+                                                   rubric=rubric)
+                         for a, b in ((answer, anchor), (anchor, answer)))
+        self._partner[first] = second
+        return first
+
+    def partner(self, prompt: str) -> str | None:
+        """Pairwise: the prompt with the two answers swapped; None pointwise."""
+        return self._partner.get(prompt)
 
     def rubric_prompt(self, question: str) -> str:
         """The prompt asking for `question`'s criteria (`rubrics = true`)."""
@@ -188,25 +207,43 @@ class ModelJudge:
               domain: Domain) -> list[Judgement]:
         prompts = self.prompts(completions, problems, domain)
         self.ensure(prompts)
-        return [Judgement(None, "thinking_unfinished") if prompt is None  # no answer to judge
-                else self.judgement(prompt) for prompt in prompts]
+        return [self.judgement(prompt) if prompt is not None else self.unasked(completion)
+                for prompt, completion in zip(prompts, completions, strict=True)]
+
+    def unasked(self, completion: str) -> Judgement:
+        """Why a completion had no prompt: cut off while thinking, else (pairwise) its problem
+        has no reference to compare with."""
+        if after_thinking(completion, self.think_tags) is None:
+            return Judgement(None, "thinking_unfinished")
+        return Judgement(None, "none")
 
     def prompts(self, completions: list[str], problems: list[ProblemRow],
                 domain: Domain) -> list[str | None]:
         """The judge prompt of each completion (its answer after the thinking, with its
-        problem's question); None where the completion was cut off while thinking."""
+        problem's question; pairwise: the first of two, with the reference); None where the
+        completion was cut off while thinking, or (pairwise) its problem has no reference."""
         answers = [after_thinking(c, self.think_tags) for c in completions]
+        if self.pairwise:  # no opponent, nothing to ask
+            answers = [None if p["reference"] is None else a
+                       for a, p in zip(answers, problems, strict=True)]
         questions = [domain.question(p["text"]) for p in problems]
         if self.settings.rubrics:  # EvoRubric: each question's criteria first
             self.write_rubrics([q for q, a in zip(questions, answers, strict=True)
                                 if a is not None])
-        return [None if a is None else self.prompt(q, a)
-                for a, q in zip(answers, questions, strict=True)]
+        return [None if a is None else self.prompt(q, a, p["reference"])
+                for a, q, p in zip(answers, questions, problems, strict=True)]
 
     def judgement(self, prompt: str) -> Judgement:
-        """The reward of a prompt already replied to (`ensure`)."""
-        reward = parse_score(self._replies[prompt], self.settings.scale)
+        """The reward of a prompt already replied to (`ensure`; pairwise: both orders)."""
+        if self.pairwise:
+            reward, _ = self.outcome(prompt)
+        else:
+            reward = parse_score(self._replies[prompt], self.settings.scale)
         return Judgement(reward, None if reward is not None else "judge_unparseable")
+
+    def outcome(self, prompt: str) -> tuple[float | None, bool | None]:
+        """Pairwise: (reward, whether both orders agreed) of a prompt and its partner."""
+        return pair_outcome(self._replies[prompt], self._replies[self._partner[prompt]])
 
     def reply(self, prompt: str) -> str:
         """The judge's reply to a prompt already replied to (`ensure`)."""
@@ -215,7 +252,8 @@ class ModelJudge:
     def key(self, prompt: str) -> str:
         """A judgement's id: the hash of (this judge's id, the prompt), so a stored judgement
         answers the same prompt to the same judge again (`remember`)."""
-        return hashlib.sha256(f"{self.describe()}\n{prompt}".encode()).hexdigest()[:32]
+        both = f"{prompt}\n{self._partner[prompt]}" if prompt in self._partner else prompt
+        return hashlib.sha256(f"{self.describe()}\n{both}".encode()).hexdigest()[:32]
 
     def remember(self, prompts: Sequence[str], replies: Sequence[str]) -> None:
         """Take stored replies of this judge (tasks/judgements.py) as given: a prompt among
@@ -227,7 +265,9 @@ class ModelJudge:
         """Every prompt replied to: those not yet replied to (in this process or stored:
         `remember`) in one backend call of replies up to `max_new_tokens` (default the
         judge's); the cost is added to `cost`."""
-        distinct = [p for p in dict.fromkeys(prompts) if p is not None]
+        asked = [p for p in prompts if p is not None]
+        distinct = list(dict.fromkeys([*asked, *(self._partner[p] for p in asked
+                                                 if p in self._partner)]))
         missing = [p for p in distinct if p not in self._replies]
         self.cost.reused += sum(p in self._stored for p in distinct if p not in self._counted)
         self._counted.update(distinct)

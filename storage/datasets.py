@@ -58,10 +58,12 @@ A sample record per kind (columns beyond these are allowed only by adding them h
     judgements  {"judgement_id": "4b..", "run_id": "demo", "round": 1, "rollout_id": "c3..",
                  "problem_id": "a1..", "judge": "judge[/models/judge:1-10:9f..]@1",
                  "question": "37+5", "rubric": None, "prompt": "Rate the answer ...",
-                 "reply": " 9", "reward": 0.889, "reason": None}
+                 "reply": " 9", "prompt_swapped": None, "reply_swapped": None,
+                 "position_consistent": None, "reward": 0.889, "reason": None}
                                # an LLM judge's call per judged rollout (tasks/judgements.py):
                                # judgement_id hashes (judge, prompt); reward null: unparseable;
-                               # rubric: the question's criteria the judge wrote (rubrics = true)
+                               # rubric: the question's criteria the judge wrote (rubrics = true);
+                               # pairwise: prompt_swapped, reply_swapped, position_consistent
 """
 
 from __future__ import annotations
@@ -124,7 +126,9 @@ SCHEMAS: dict[str, pa.Schema] = {
     "judgements": pa.schema(
         [("judgement_id", STRING), ("run_id", STRING), ("round", INT64), ("rollout_id", STRING),
          ("problem_id", STRING), ("judge", STRING), ("question", STRING), ("rubric", STRING),
-         ("prompt", STRING), ("reply", STRING), ("reward", FLOAT64), ("reason", STRING)]
+         ("prompt", STRING), ("reply", STRING), ("prompt_swapped", STRING),
+         ("reply_swapped", STRING), ("position_consistent", BOOL), ("reward", FLOAT64),
+         ("reason", STRING)]
     ),
 }
 

@@ -9,6 +9,9 @@ One row per judged rollout (storage/datasets.py has the schema):
      "prompt": "Rate the answer to the question ... Score:", "reply": " 9",
      "reward": 0.889, "reason": None}
 
+Pairwise (`mode = "pairwise"`, domains/pairwise.py) rows also hold `prompt_swapped` and
+`reply_swapped` (the answers in the other order) and `position_consistent` (whether the two
+verdicts agreed; a disagreement is a tie, reward 0.5); they are null pointwise.
 `rubric` is the criteria the judge wrote for the question under `[verify.judge] rubrics = true`
 (EvoRubric style; the same for every answer to the question, and in the prompt), else null.
 `judgement_id` is the judge's `key(prompt)`, a hash of the judge's id and the prompt: rollouts
@@ -82,8 +85,20 @@ def judgement_frame(judge: ModelJudge, domain: Domain, rollouts: pl.DataFrame,
         pl.Series("rubric", rubrics, dtype=pl.String),
         pl.Series("prompt", [prompts[i] for i in asked], dtype=pl.String),
         pl.Series("reply", [judge.reply(prompts[i]) for i in asked], dtype=pl.String),
+        *pairwise_columns(judge, [prompts[i] for i in asked]),
         pl.Series("reward", [j.reward for j in judged], dtype=pl.Float64),
         pl.Series("reason", [j.reason for j in judged], dtype=pl.String))
+
+
+def pairwise_columns(judge: ModelJudge, prompts: list[str]) -> list[pl.Series]:
+    """prompt_swapped, reply_swapped and position_consistent of each prompt (null pointwise)."""
+    swapped = [judge.partner(p) for p in prompts]
+    return [pl.Series("prompt_swapped", swapped, dtype=pl.String),
+            pl.Series("reply_swapped", [None if s is None else judge.reply(s) for s in swapped],
+                      dtype=pl.String),
+            pl.Series("position_consistent",
+                      [judge.outcome(p)[1] if judge.pairwise else None for p in prompts],
+                      dtype=pl.Boolean)]
 
 
 def eval_judgements(judge: ModelJudge, domain: Domain, rows: list[dict[str, Any]],
@@ -114,10 +129,12 @@ def remember_stored(judge: ModelJudge, path: Path | None) -> int:
     if path is None or not path.is_file():
         return 0
     table = pl.from_arrow(read_table(path, columns=["judge", "question", "rubric", "prompt",
-                                                    "reply"]))
+                                                    "reply", "prompt_swapped", "reply_swapped"]))
     mine = table.filter(pl.col("judge") == judge.describe())
     replies = mine.unique("prompt", keep="first", maintain_order=True)
     judge.remember(replies["prompt"].to_list(), replies["reply"].to_list())
+    swapped = replies.filter(pl.col("prompt_swapped").is_not_null())
+    judge.remember(swapped["prompt_swapped"].to_list(), swapped["reply_swapped"].to_list())
     written = mine.filter(pl.col("rubric").is_not_null()).unique("question", keep="first",
                                                                  maintain_order=True)
     judge.remember([judge.rubric_prompt(q) for q in written["question"].to_list()],

@@ -10,8 +10,11 @@ Per round and judge, over the rollouts it judged:
 `scores` counts each reward the judge gave (rounded to 3 places). The references check is
 exact: an answer counts right when the extracted answer equals the problem's reference
 string (verdicts.answer = problems.reference), the judge passes it at reward >= 0.5; only
-rollouts whose problem has a reference and whose answer was extracted count. Position bias is a
-pairwise judge's figure; the judge here is pointwise.
+rollouts whose problem has a reference and whose answer was extracted count. A pairwise judge
+(`mode = "pairwise"`) also shows its position bias: the share of pairs whose two orders it
+judged differently (each such pair is a tie):
+
+      position-inconsistent 0.083 of 3977 pairs (both orders judged; a disagreement is a tie)
 """
 
 from __future__ import annotations
@@ -40,7 +43,9 @@ def judge_lines(con: duckdb.DuckDBPyConnection, *, round_index: int | None = Non
                count(*) FILTER (WHERE j.reward >= {PASS} AND v.answer <> p.reference)
                    AS passes_wrong,
                count(*) FILTER (WHERE j.reward < {PASS} AND v.answer = p.reference)
-                   AS fails_right
+                   AS fails_right,
+               count(j.position_consistent) AS pairs,
+               count(*) FILTER (WHERE NOT j.position_consistent) AS inconsistent
         FROM judgements j JOIN verdicts v USING (rollout_id)
         LEFT JOIN (SELECT problem_id, round, any_value(reference) AS reference FROM problems
                    GROUP BY ALL) p ON p.problem_id = j.problem_id AND p.round = j.round
@@ -59,6 +64,9 @@ def _lines(row: dict[str, Any], scores: list[dict[str, Any]]) -> list[str]:
     lines = [f"round {row['round']} judge {row['judge']}: {row['answers']} answers, "
              f"{row['prompts']} prompts, unparseable {row['unparseable']:.3f}",
              f"  scores {given or '-'}"]
+    if row["pairs"]:
+        lines.append(f"  position-inconsistent {row['inconsistent'] / row['pairs']:.3f} of "
+                     f"{row['pairs']} pairs (both orders judged; a disagreement is a tie)")
     if row["checked"]:
         lines.append(f"  agrees with the references on {row['agree'] / row['checked']:.3f} of "
                      f"{row['checked']} (passes a wrong answer {row['passes_wrong']}, fails a "

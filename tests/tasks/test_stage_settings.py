@@ -44,6 +44,8 @@ SPECIAL: dict[str, list[Any]] = {  # values the generic rules below cannot guess
     "train.dtype": ["bfloat16"],  # float32 is what `auto` resolves to on a CPU machine
     "alarms.block": [["heldout_leak"]],
     "verify.judge.template": ["Q: {question} A: {answer} Score:"],
+    "verify.judge.pairwise_template": ["Q: {question} A: {first} B: {second} Better:"],
+    "verify.judge.rubric_template": ["What must an answer to {question} hold?"],
     "verify.think_tags": [[], ["[r]", "[/r]"]],
     "curate.hint_template": ["{question} (the answer: {answer})"],
 }
