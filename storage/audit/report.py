@@ -27,6 +27,7 @@ from typing import Any
 import duckdb
 
 from storage.audit.charts import bar_chart, curve_chart, line_chart
+from storage.audit.judge_quality import judge_lines
 from storage.audit.operations import (
     pass_rate_counts_apart_from_zero,
     stage_timings,
@@ -344,7 +345,8 @@ def build_report(con: duckdb.DuckDBPyConnection, run_id: str) -> str:
             stacked=True, y_max=1.0, percent=True)), _safe(line_chart(
             d_labels, pass_rates, title="pass rate of the round's problems",
             y_label="pass rate", y_max=1.0))],
-        labels=labels(con), verifier_rates=verifier_rates_table(con))
+        labels=labels(con), verifier_rates=verifier_rates_table(con),
+        judge_lines=judge_lines(con))  # scores, agreement, position bias (judge_quality.py)
 
 
 def _drop_chart(result: Result, dataset: str, labels_: list[str]) -> str:

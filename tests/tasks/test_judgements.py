@@ -265,6 +265,10 @@ def test_a_judged_round_stores_judgements_resumes_and_reverifies_with_no_call(
     assert set(given) <= {"0.000", "1.000"}  # pass_fail
     assert sum(map(int, given.values())) == int(answers)  # every reply was PASS or FAIL
     assert int(prompts) == metrics["judge_prompts"] and float(unparseable) == 0.0
+    from storage.audit.report import write_report  # the report's judge section, the same lines
+
+    page = write_report(root, "judged", tmp_path / "report").read_text()
+    assert "<h2>LLM judge</h2>" in page and f"{answers} answers, {prompts} prompts" in page
     checked_rows = int(checked)
     disagree = int(wrong) + int(right)
     assert abs(float(agree) - (checked_rows - disagree) / checked_rows) < 1e-3
