@@ -113,6 +113,12 @@ class DatasetConfig(Section):
         description="longest answer a file may hold, characters; a longer one is refused when "
                     "the run starts, naming its file and line (an answer is compared by "
                     "math-verify and trained on as a reference)")
+    proposer_examples: int = Field(
+        0, ge=0, le=16,
+        description="self-instruct: the proposer's prompt shows this many questions of the "
+                    "requested level from the training rows (drawn once per level with "
+                    "heldout_seed, the same in every stage), and the proposer writes a new one "
+                    "in their style; 0 = none")
 
 
 class DomainConfig(Section):

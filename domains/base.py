@@ -25,6 +25,7 @@ import json
 import random
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -41,9 +42,17 @@ SOLVE_TAG = "<solve>"
 ProblemRow = dict[str, Any]  # text, reference, level, task, payload (JSON text or None)
 
 
-def level_prompt(level: int) -> str:
-    """The proposer prompt every domain uses: the role tag and the level, `<propose>L3:`."""
-    return f"{PROPOSE_TAG}L{level}:"
+def level_prompt(level: int, examples: Sequence[str] = ()) -> str:
+    """The proposer prompt every domain uses: the role tag and the level, `<propose>L3:`; with
+    `examples` (self-instruct: `Domain.style_examples`), the problems to imitate before the
+    level, `<propose>Like:\n1. What is 7 * 6?\n2. ...\nL3:`."""
+    shown = f"Like:\n{numbered(examples)}\n" if examples else ""
+    return f"{PROPOSE_TAG}{shown}L{level}:"
+
+
+def numbered(examples: Sequence[str]) -> str:
+    """`examples` one per line, numbered from 1: how every proposer prompt shows them."""
+    return "\n".join(f"{i}. {text}" for i, text in enumerate(examples, 1))
 
 
 def digit_shape(text: str) -> str:
@@ -128,7 +137,12 @@ class Domain(ABC):
 
     def proposer_prompt(self, level: int) -> str:
         """Prompt asking the proposer role for one problem of `level` (one of `levels`)."""
-        return level_prompt(level)
+        return level_prompt(level, self.style_examples(level))
+
+    def style_examples(self, level: int) -> list[str]:
+        """Problems the proposer is shown to write one more like them (self-instruct; the
+        dataset domain's `proposer_examples`): none by default."""
+        return []
 
     @abstractmethod
     def parse(self, proposal: str) -> Problem | Rejected:
@@ -236,6 +250,9 @@ class WrappedDomain(Domain):
 
     def proposer_prompt(self, level: int) -> str:
         return self.domain.proposer_prompt(level)
+
+    def style_examples(self, level: int) -> list[str]:
+        return self.domain.style_examples(level)
 
     def parse(self, proposal: str) -> Problem | Rejected:
         return self.domain.parse(proposal)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from domains.base import Domain, WrappedDomain
+from domains.base import Domain, WrappedDomain, numbered
 
 if TYPE_CHECKING:
 
@@ -141,8 +141,13 @@ class ChatDomain(WrappedDomain):
         return role_messages(self.prompt.system, user)
 
     def proposer_messages(self, level: int) -> Messages:
-        return role_messages(self.prompt.system,
-                             self.prompt.proposer_instruction.format(level=level))
+        """The proposer's instruction; with the domain's `style_examples` (self-instruct), the
+        problems to imitate after it."""
+        user = self.prompt.proposer_instruction.format(level=level)
+        examples = self.domain.style_examples(level)
+        if examples:
+            user = f"{user}\n\nProblems like these:\n{numbered(examples)}"
+        return role_messages(self.prompt.system, user)
 
     def solver_prompt(self, problem_text: str) -> str:
         tokenizer = self.tokenizer()

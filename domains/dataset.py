@@ -30,6 +30,11 @@ answer may be missing or null; its problem has no reference, and the judge score
 it (held-out prompts included: a fixed judge, so promotion compares like with like). A file
 without the column under another verifier is an error naming the key and these choices.
 
+Self-instruct (`proposer_examples = k`): the proposer's prompt shows k training questions of the
+requested level, the same k in every stage (drawn once per level with `heldout_seed`; never a
+held-out one), and the proposer writes one more like them; with a file of prompts only and a
+judge, that is a loop over instructions no program can check.
+
 Departures: a proposer-written question that is not in the files has no reference (use
 `verify.labels = "majority"`, or a judge) and counts as level 1.
 """
@@ -259,6 +264,16 @@ def split_rows(rows: list[dict[str, Any]], cfg: DatasetConfig, *, answers_option
     return pool, heldout
 
 
+def style_draw(pool: list[dict[str, Any]], level: int, count: int, seed: int) -> list[str]:
+    """`count` pool questions of `level` drawn with (`seed`, `level`), rows of other levels
+    completing a level with fewer: the same questions on every call, in any process."""
+    rng = random.Random(f"{seed}:{level}")
+    own = [r["question"] for r in pool if r["level"] == level]
+    rest = [r["question"] for r in pool if r["level"] != level]
+    return (rng.sample(own, min(count, len(own)))
+            + rng.sample(rest, min(max(0, count - len(own)), len(rest))))
+
+
 def answers_judged_without_reference(config: RunConfig) -> bool:
     """Whether the run's answers are scored by a model or a function (`verify.compare = "judge"`
     or "reward_model", `verify.reward_function`) that needs no reference: then the files may
@@ -285,6 +300,7 @@ class DatasetDomain(Domain):
         self.levels = tuple(sorted({r["level"] for r in self.pool + self._heldout}))
         self._known = {normalise_question(r["question"]): r for r in self.pool + self._heldout}
         self.checker = AnswerChecker.from_config(config.verify, default_compare="math")
+        self._example_count, self._example_seed = cfg.proposer_examples, cfg.heldout_seed
 
     def parse(self, proposal: str) -> Problem | Rejected:
         text = _SPACES.sub(" ", proposal.strip())
@@ -294,6 +310,11 @@ class DatasetDomain(Domain):
         if row is None:
             return Problem(text=text, reference=None, level=1)
         return Problem(text=row["question"], reference=row["answer"], level=row["level"])
+
+    def style_examples(self, level: int) -> list[str]:
+        """Self-instruct (`proposer_examples`): the training questions of `level` the proposer
+        is shown, drawn once per level (any level's when `level` has too few)."""
+        return style_draw(self.pool, level, self._example_count, self._example_seed)
 
     def generate(self, rng: random.Random, level: int) -> Problem:
         rows = [r for r in self.pool if r["level"] == level] or self.pool

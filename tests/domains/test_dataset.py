@@ -248,3 +248,44 @@ def test_prompts_without_answers_under_a_reference_verifier_name_the_key_and_the
     # a missing answer in a later row is still an error without a judge
     with pytest.raises(DatasetFileError, match="train.jsonl line 2"):
         _judged(tmp_path, [{**PROMPTS[0], "answer": "1"}, PROMPTS[1]])
+
+
+def test_self_instruct_shows_training_questions_of_the_level_the_same_in_every_build(tmp_path):
+    domain = _domain(tmp_path, ROWS, proposer_examples=3, heldout_fraction=0.2)
+    shown = domain.style_examples(2)
+    pool = {r["question"]: r["level"] for r in domain.pool}
+    assert len(shown) == len(set(shown)) == 3
+    assert all(pool[q] == 2 for q in shown)  # training rows of the level, never a held-out one
+    assert domain.proposer_prompt(2) == ("<propose>Like:\n"
+                                         + "".join(f"{i}. {q}\n" for i, q in enumerate(shown, 1))
+                                         + "L2:")
+    again = _domain(tmp_path, ROWS, proposer_examples=3, heldout_fraction=0.2)
+    assert again.proposer_prompt(2) == domain.proposer_prompt(2)  # curate rebuilds the same rows
+    reseeded = _domain(tmp_path, ROWS, proposer_examples=3, heldout_fraction=0.2, heldout_seed=5)
+    assert reseeded.style_examples(1) != domain.style_examples(1)
+    # a level with too few rows is completed from the others; 0 examples: the plain prompt
+    assert len(domain.style_examples(5)) == 3 and set(domain.style_examples(5)) <= set(pool)
+    assert _domain(tmp_path, ROWS).proposer_prompt(2) == "<propose>L2:"
+    with pytest.raises(ValueError, match="proposer_examples"):
+        _domain(tmp_path, ROWS, proposer_examples=17)
+
+
+def test_self_instruct_on_prompts_only_puts_the_examples_in_the_proposers_chat_message(tmp_path):
+    from domains.chat import ChatDomain, render
+    from tests.models.chat_model import build_chat_model
+
+    chat = build_chat_model(tmp_path / "chat")
+    prompts = [{"question": f"Write a haiku about the number {i}."} for i in range(8)]
+    config = load_config(None, {
+        "model.path": str(chat), "verify.compare": "judge", "domain.name": "dataset",
+        "domain.dataset": {"paths": [_write(tmp_path / "prompts.jsonl", prompts)],
+                           "proposer_examples": 2}})
+    domain = get_domain("dataset", config)
+    shown = domain.style_examples(1)
+    assert len(shown) == 2 and all(q.startswith("Write a haiku") for q in shown)
+    user = ("Write one new problem of difficulty level 1. Reply with the problem only.\n\n"
+            f"Problems like these:\n1. {shown[0]}\n2. {shown[1]}")
+    wrapped = domain.domain
+    assert isinstance(wrapped, ChatDomain)
+    assert domain.proposer_prompt(1) == render(wrapped.tokenizer(),
+                                               [{"role": "user", "content": user}])
