@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -175,6 +175,12 @@ class JudgeConfig(Section):
         None,
         description="the judge's model folder or hub id; None = the run's model.path (the base "
                     "model, one fixed judge for every round and stage)")
+    incumbent: bool = Field(
+        False,
+        description="true = the round's incumbent judges the round's own answers (verify, "
+                    "rationalization, the GRPO and proposer rewards: Meta-Rewarding's self-"
+                    "judge, its id naming the checkpoint); held-out answers stay with the fixed "
+                    "judge (model_path, else model.path), so promotion compares like with like")
     template: str | None = Field(
         None,
         description="the judge's prompt; placeholders {question}, {answer} and optionally "
@@ -284,6 +290,14 @@ class RewardModelConfig(Section):
 
 VERIFY_COMPARES = ("auto", "exact", "math", "task", "judge", "reward_model")
 MODEL_VERIFIERS = ("judge", "reward_model")  # compares that score whole completions with a model
+
+
+def incumbent_judges(verify: Any) -> bool:
+    """Whether each round's incumbent judges the round's own answers: `[verify.judge] incumbent
+    = true` where the LLM judge is the verifier (`verify`: the `[verify]` section or a stage's
+    answer checking; a reward function comes first, domains/judge.py `judged_domain`)."""
+    return (verify.reward_function is None and verify.compare == "judge"
+            and verify.judge.incumbent)
 
 
 class VerifyConfig(Section):

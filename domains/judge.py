@@ -28,13 +28,16 @@ rollout each judged (tasks/judgements.py); `flywheel reverify` gives a judge wit
 the stored replies, so it asks nothing again. `cost` adds up calls, prompts, reply tokens and
 seconds, which the stage's metrics report.
 
-Departures (issue 32): the judge is a fixed model, `[verify.judge] model_path` or else the run's
-`model.path` (the base model), not the incumbent of each round (Meta-Rewarding's self-judge):
-a fixed judge keeps the same completion's reward the same in every round and stage. It runs on
+The judge is a fixed model, `[verify.judge] model_path` or else the run's `model.path` (the base
+model): the same completion gets the same reward in every round and stage. With `incumbent =
+true` (Meta-Rewarding's self-judge) the round's own answers (verify, rationalization, the GRPO and
+proposer rewards) are judged by the round's incumbent instead (`incumbent_judged`; its id names
+the checkpoint's fingerprint, so the same judge still gives the same reward), and the held-out
+answers by the fixed one, so candidate and incumbent are compared by one judge. It runs on
 the run's `[rollout]` backend; a launched GRPO process, which rebuilds the domain from the
-domain's settings alone, judges on the transformers backend. The judgements the GRPO reward and
-evaluate ask for are not stored (their rewards are: the evals rows); the verdict's `verifier`
-names the judge and its settings' hash.
+domain's settings alone, judges on the transformers backend. The judgements the GRPO reward asks
+for while training are not stored; the verdict's `verifier` names the judge and its settings'
+hash.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from domains.answers import after_thinking
@@ -134,8 +138,9 @@ class ModelJudge:
     def __init__(self, settings: JudgeConfig, *, model_path: str, revision: str | None = None,
                  backend_name: str = "transformers", batch_size: int = 64,
                  dtype: str = "float32", backend: RolloutBackend | None = None,
-                 think_tags: Sequence[str] = ()) -> None:
+                 think_tags: Sequence[str] = (), name: str | None = None) -> None:
         self.settings = settings
+        self.name = name or model_path  # the judge's id names it (an incumbent: its fingerprint)
         self.think_tags = tuple(think_tags)  # the judge reads the answer after the thinking
         self.template = settings.template or SCALE_TEMPLATES[settings.scale]
         self.pairwise = settings.mode == "pairwise"
@@ -154,8 +159,9 @@ class ModelJudge:
         return {**self.__dict__, "_backend": None, "_tokenizer": None}
 
     def describe(self) -> str:
-        """`judge[<model>:<scale>:<hash of the judge's settings>]@<version>`."""
-        key = json.dumps({"model": self.model_path, "revision": self.revision,
+        """`judge[<model>:<scale>:<hash of the judge's settings>]@<version>`; the model is
+        `incumbent@<fingerprint>` for a round's incumbent, wherever its folder is."""
+        key = json.dumps({"model": self.name, "revision": self.revision,
                           "template": self.template, "rubric": self.settings.rubric,
                           "scale": self.settings.scale,
                           "max_new_tokens": self.settings.max_new_tokens,
@@ -166,7 +172,7 @@ class ModelJudge:
                               "rubric_max_new_tokens": self.settings.rubric_max_new_tokens}
                              if self.settings.rubrics else {})}, sort_keys=True)
         digest = hashlib.sha256(key.encode()).hexdigest()[:12]
-        return f"judge[{self.model_path}:{self.settings.scale}:{digest}]@{JUDGE_VERSION}"
+        return f"judge[{self.name}:{self.settings.scale}:{digest}]@{JUDGE_VERSION}"
 
     def prompt(self, question: str, answer: str, anchor: str | None = None) -> str:
         """The template filled in (before the judge's chat template); with `rubrics`, the
@@ -320,6 +326,11 @@ def model_judge(config: RunConfig) -> ModelJudge:
     before the run starts) when there is no model to judge with or its folder is missing."""
     settings = config.verify.judge
     path = settings.model_path or config.model.path
+    if settings.incumbent and config.model.path is None:
+        msg = ("verify.judge.incumbent = true needs model.path: the incumbent judges its own "
+               "answers, and the built-in tiny model cannot judge; set model.path to a chat "
+               "model folder or hub id, or verify.judge.incumbent = false")
+        raise DomainInputError(msg)
     if path is None:
         msg = ("verify.compare = 'judge' needs a judge model: set verify.judge.model_path (or "
                "model.path) to a model folder or hub id; the built-in tiny model cannot judge")
@@ -334,8 +345,6 @@ def model_judge(config: RunConfig) -> ModelJudge:
         except ModelNotCached as exc:
             raise DomainInputError(f"{key}: {exc}") from None
     else:
-        from pathlib import Path
-
         if not (Path(path) / "config.json").is_file():
             msg = f"{key} = {path!r}: no model folder (config.json) there; the judge loads it"
             raise DomainInputError(msg)
@@ -360,6 +369,20 @@ def judged_domain(domain: Domain, config: RunConfig) -> Domain:
 
         return JudgedDomain(domain, reward_model(config))
     return domain
+
+
+def incumbent_judged(domain: Domain, folder: Path | str, fingerprint: str) -> Domain:
+    """With `[verify.judge] incumbent = true`, `domain` (the run's, whose judge is the fixed
+    one) judged instead by the round's incumbent, the model at `folder` of `fingerprint`, on the
+    fixed judge's backend and settings; else `domain` itself."""
+    if not (isinstance(domain, JudgedDomain) and isinstance(domain.scorer, ModelJudge)
+            and domain.scorer.settings.incumbent):
+        return domain
+    fixed = domain.scorer
+    judge = ModelJudge(fixed.settings, model_path=str(folder), backend_name=fixed.backend_name,
+                       batch_size=fixed.batch_size, dtype=fixed.dtype,
+                       think_tags=fixed.think_tags, name=f"incumbent@{fingerprint[:16]}")
+    return JudgedDomain(domain.domain, judge)
 
 
 class JudgedDomain(WrappedDomain):

@@ -159,7 +159,7 @@ def round_flow(spec: RunSpec, round_index: int, incumbent: Checkpoint, incumbent
     problems = named(synthesize, "synthesize", r)(ctx, r, incumbent, earlier_problems,
                                                    earlier_curated)
     rollouts = named(rollout, "rollout", r)(ctx, r, incumbent, problems)
-    verdicts = named(verify, "verify", r)(ctx, r, problems, rollouts)
+    verdicts = named(verify, "verify", r)(ctx, r, problems, rollouts, incumbent)
     hinted = (named(rationalize, "rationalize", r)(ctx, r, incumbent, problems, verdicts)
               if asks_hints(spec.config, r) else None)
     curated = named(curate, "curate", r)(ctx, r, problems, rollouts, verdicts, hinted)

@@ -95,8 +95,10 @@ def launch_command(spec: Path, num_processes: int) -> list[str]:
 
 
 def write_spec(kind: str, *, rows: list[dict[str, Any]], runtime: TrainRuntime,
-               settings: dict[str, Any], train_settings: BaseModel, **common: Any) -> Path:
-    """Write the pass's spec and rows into `<common work_dir>/launch/`; returns the spec path."""
+               settings: dict[str, Any], train_settings: BaseModel,
+               judge: tuple[Path, str] | None = None, **common: Any) -> Path:
+    """Write the pass's spec and rows into `<common work_dir>/launch/`; returns the spec path.
+    `judge`: the incumbent's (folder, fingerprint) where it judges GRPO's samples."""
     folder = Path(common["work_dir"]) / "launch"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "rows.json").write_text(json.dumps(rows, default=str))
@@ -105,7 +107,8 @@ def write_spec(kind: str, *, rows: list[dict[str, Any]], runtime: TrainRuntime,
     spec = {"kind": kind, **paths, "settings": settings, "runtime": asdict(runtime),
             "common": {k: v for k, v in common.items() if k not in _PATH_KEYS},
             "train_settings": {"class": type(train_settings).__name__,
-                               "settings": train_settings.model_dump(mode="json")}}
+                               "settings": train_settings.model_dump(mode="json")},
+            "judge": None if judge is None else {"path": str(judge[0]), "fingerprint": judge[1]}}
     (folder / "spec.json").write_text(json.dumps(spec))
     return folder / "spec.json"
 
@@ -122,7 +125,8 @@ def launch_pass(kind: str, *, progress: TrainProgress | None = None, **arguments
         Called with (step, total, loss) for every step the main process reports.
     **arguments
         `rows`, `runtime`, `settings` (the pass's trainer settings), `train_settings` (the
-        train stage's settings, configs/settings.py: GRPO's domain is rebuilt from them) and
+        train stage's settings, configs/settings.py: GRPO's domain is rebuilt from them),
+        `judge` (the incumbent's folder and fingerprint where it judges, else None) and
         the arguments every trainer takes (`base`, `out_dir`, `work_dir`, `epochs`,
         `max_steps`, `seed`, `save_steps`, `gradient_accumulation_steps`, `resume_from`).
 
@@ -199,16 +203,19 @@ def run_launcher(parent: int, accelerate_arguments: list[str]) -> None:
     main()
 
 
-def settings_domain(train_settings: dict[str, Any]) -> Any:
+def settings_domain(train_settings: dict[str, Any], judge: dict[str, str] | None = None) -> Any:
     """The domain of a spec's `train_settings` (the train stage's settings model as
-    {"class": ..., "settings": ...}), built as the run built it (domains.get_domain)."""
+    {"class": ..., "settings": ...}), built as the run built it (domains.get_domain); judged by
+    the incumbent at `judge["path"]` where the spec names one (`[verify.judge] incumbent`)."""
     from configs import settings as stage_settings
     from domains import get_domain
+    from domains.judge import incumbent_judged
 
     model = {"TrainSettings": stage_settings.TrainSettings,
              "WarmupTrainSettings": stage_settings.WarmupTrainSettings}[train_settings["class"]]
     domain = model.model_validate(train_settings["settings"]).domain
-    return get_domain(domain.domain.name, domain.domain_config())
+    built = get_domain(domain.domain.name, domain.domain_config())
+    return built if judge is None else incumbent_judged(built, judge["path"], judge["fingerprint"])
 
 
 def run_spec(spec_path: Path) -> None:
@@ -223,7 +230,7 @@ def run_spec(spec_path: Path) -> None:
 
     domain = None
     if spec["kind"] == "grpo":
-        domain = settings_domain(spec["train_settings"])
+        domain = settings_domain(spec["train_settings"], spec.get("judge"))
     paths = {key: None if spec[key] is None else Path(spec[key]) for key in _PATH_KEYS}
     result = trainer_of(spec["kind"], domain)(
         rows=json.loads((Path(spec_path).parent / "rows.json").read_text()),

@@ -54,8 +54,10 @@ class UndecidedRound(ValueError):
                          "out --round for the latest incumbent")
 
 
-def _checkpoint_path(catalog: Catalog, run_id: str, fingerprint: str,
-                     config_json: str | None) -> str | None:
+def checkpoint_path(catalog: Catalog, run_id: str, fingerprint: str,
+                    config_json: str | None) -> str | None:
+    """The folder of the run's checkpoint `fingerprint`: its recorded dataset, else (the base
+    model of a `model.path` run, recorded by no stage) the run config's `model.path`."""
     rows = catalog.query(
         "SELECT d.path FROM datasets d JOIN stages s ON d.run_id = s.run_id"
         " AND d.fingerprint = s.fingerprint AND s.status = 'completed'"
@@ -78,7 +80,7 @@ def _base(catalog: Catalog, run_id: str, config_json: str | None) -> Incumbent |
         " AND name = 'accuracy'", [run_id])
     fingerprint = base[0]["fingerprint"]
     return Incumbent(None, fingerprint, accuracy[0]["value"] if accuracy else None,
-                     _checkpoint_path(catalog, run_id, fingerprint, config_json))
+                     checkpoint_path(catalog, run_id, fingerprint, config_json))
 
 
 def incumbent(catalog: Catalog, run_id: str, round_index: int | None = None) -> Incumbent | None:
@@ -121,7 +123,7 @@ def incumbent(catalog: Catalog, run_id: str, round_index: int | None = None) -> 
     accuracy = last["candidate_accuracy"] if promoted else last["incumbent_accuracy"]
     winner_round = last["round"] if promoted else _promoted_round(catalog, run_id, fingerprint)
     return Incumbent(winner_round, fingerprint, accuracy,
-                     _checkpoint_path(catalog, run_id, fingerprint, config))
+                     checkpoint_path(catalog, run_id, fingerprint, config))
 
 
 def decided_rounds(catalog: Catalog, run_id: str) -> list[int]:

@@ -27,11 +27,24 @@ class RunContext:
     config: RunConfig
     catalog: Catalog = field(init=False)
     domain: Domain = field(init=False)
+    _judged: tuple[str, Domain] | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.data_root = Path(self.data_root)
         self.catalog = Catalog(self.data_root)
         self.domain = get_domain(self.config.domain.name, self.config)
+
+    def judging_domain(self, incumbent: Checkpoint) -> Domain:
+        """The domain that judges the answers of a round whose incumbent is `incumbent`: with
+        `[verify.judge] incumbent = true` judged by that checkpoint (domains/judge.py
+        `incumbent_judged`; one incumbent's judge kept at a time), else `domain`. Held-out
+        answers are judged by `domain`, the fixed judge."""
+        from domains.judge import incumbent_judged
+
+        if self._judged is None or self._judged[0] != incumbent.fingerprint:
+            self._judged = (incumbent.fingerprint,
+                            incumbent_judged(self.domain, incumbent.path, incumbent.fingerprint))
+        return self._judged[1]
 
     @property
     def run_dir(self) -> Path:

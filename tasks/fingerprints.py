@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from configs import RunConfig
+from configs.domain import incumbent_judges
 from configs.settings import asks_hints, stage_settings
 from storage.seeds import stage_seed
 from tasks import (
@@ -94,7 +95,8 @@ def stage_graph(config: RunConfig, *, rounds: int = 1
         problems = run("synthesize", r, synthesize.synthesize_inputs(
             champion, earlier_problems, curricula, settings.benchmarks))
         rollouts = run("rollout", r, rollout.rollout_inputs(champion, problems))
-        verdicts = run("verify", r, verify.verify_inputs(problems, rollouts))
+        judge = champion if incumbent_judges(config.verify) else None
+        verdicts = run("verify", r, verify.verify_inputs(problems, rollouts, judge))
         hinted = (run("rationalize", r, rationalize.rationalize_inputs(champion, problems,
                                                                        verdicts))
                   if asks_hints(config, r) else None)

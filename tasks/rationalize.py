@@ -90,7 +90,8 @@ def rationalize_round(ctx: RunContext, settings: RationalizeSettings, round_inde
             rollout=cfg, checkpoint_dir=str(incumbent.path), domain=ctx.domain, problems=hinted,
             params=params, checkpoint=incumbent.fingerprint, run_id=ctx.run_id,
             round_index=round_index))
-    judged = verdict_frame(ctx.domain, rows, chosen) if rows else []  # against the problems
+    judge = ctx.judging_domain(incumbent)  # the round's judge, as verify's
+    judged = verdict_frame(judge, rows, chosen) if rows else []  # against the problems
     reached = judged.filter(pl.col("reward") == 1.0) if rows else pl.DataFrame(
         {"problem_id": []}, schema={"problem_id": pl.String})
     return StageResult(

@@ -78,6 +78,7 @@ from configs import AlarmsConfig, PromoteConfig, ScaleConfig
 from configs.settings import WarmupCurateSettings, WarmupVerifySettings
 from domains import Domain, get_domain
 from domains.base import Problem, problem_row
+from domains.judge import incumbent_judged
 from storage.catalog import Catalog
 from storage.catalog.reverify import (
     current_stages,
@@ -88,8 +89,10 @@ from storage.datasets import read_rows, write_atomic
 from storage.fingerprint import row_id
 from storage.paths import run_folder
 from storage.recovery import check_recorded
+from storage.runs import checkpoint_path
 from tasks import evaluate, verify
 from tasks.alarms import Alarm, Metrics, round_alarms
+from tasks.context import Checkpoint
 from tasks.curate import curate_round
 from tasks.evaluate import accuracy
 from tasks.judgements import model_judge_of, remember_stored
@@ -138,6 +141,8 @@ class RoundInputs:
     # the rationalize stage's hinted answers the curate stage read (`rationalize_with = "hint"`):
     # reused as they were judged, never sampled again
     hinted: StageOutput | None = None
+    # the incumbent that judged the round's answers (`[verify.judge] incumbent = true`), else None
+    judge: Checkpoint | None = None
 
 
 def stored_output(catalog: Catalog, run_id: str, stage: dict[str, Any], name: str,
@@ -179,7 +184,23 @@ def round_inputs(catalog: Catalog, run_id: str, round_index: int,
     return RoundInputs(round_index, problems, rollouts, verdicts, curated,
                        output("evaluate", candidate) if candidate else None,
                        output("evaluate", incumbent) if incumbent else None,
-                       output("rationalize", hinted) if hinted else None)
+                       output("rationalize", hinted) if hinted else None,
+                       judging_incumbent(catalog, run_id, verified["inputs"].get("judge")))
+
+
+def judging_incumbent(catalog: Catalog, run_id: str, fingerprint: str | None
+                      ) -> Checkpoint | None:
+    """The checkpoint `fingerprint` that judged a round (its verify stage's `judge` input),
+    found where the run recorded it; None when the round's judge was the fixed one."""
+    if fingerprint is None:
+        return None
+    folder = checkpoint_path(catalog, run_id, fingerprint, catalog.run_config_json(run_id))
+    if folder is None or not Path(folder).is_dir():
+        msg = (f"run {run_id}: the incumbent {fingerprint[:12]} that judged a round "
+               f"([verify.judge] incumbent = true) has no folder any more ({folder}); reverify "
+               "needs it to judge again")
+        raise ReverifyError(msg)
+    return Checkpoint(Path(folder), fingerprint)
 
 
 def reverify_fingerprint(settings: WarmupVerifySettings, canary_seed: int,
@@ -218,22 +239,25 @@ def rejudged_evals(domain: Domain, rows: list[dict[str, Any]],
 
 
 def rejudge(catalog: Catalog, run_id: str, inputs: RoundInputs, settings: RoundSettings,
-            domain: Domain, canaries: pl.DataFrame | None) -> tuple[str, dict[str, Path], bool]:
+            domain: Domain, canaries: pl.DataFrame | None,
+            round_judge: Domain) -> tuple[str, dict[str, Path], bool]:
     """(fingerprint, kind -> file, reused) of the round's re-judging: the recorded files when
-    intact, else verdicts and evals judged again, written, then recorded (the rows last);
-    `canaries`: the round's (`canaries_of`)."""
+    intact, else verdicts (judged by `round_judge`, `judging_domain`) and evals (by `domain`,
+    the fixed judge) judged again, written, then recorded (the rows last); `canaries`: the
+    round's (`canaries_of`)."""
     verify_settings, problem_file = settings.verify, inputs.problems.path("problems")
     fingerprint = reverify_fingerprint(verify_settings, settings.canary_seed, inputs)
     recorded = reverified_datasets(catalog, run_id, fingerprint)
     if recorded is not None and check_recorded(recorded) is None:
         return fingerprint, {kind: Path(info["path"]) for kind, info in recorded.items()}, True
     folder = reverify_dir(catalog.data_root, run_id, fingerprint)
-    judge = model_judge_of(domain)
-    if judge is not None:  # the round's stored replies: the same judge asks nothing again
-        for output in (inputs.verdicts, inputs.candidate_evals, inputs.incumbent_evals):
-            remember_stored(judge, output.paths.get("judgements") if output else None)
+    for judging in {id(d): d for d in (round_judge, domain)}.values():
+        judge = model_judge_of(judging)
+        if judge is not None:  # the round's stored replies: the same judge asks nothing again
+            for output in (inputs.verdicts, inputs.candidate_evals, inputs.incumbent_evals):
+                remember_stored(judge, output.paths.get("judgements") if output else None)
     outputs = list(stream_verdicts(  # one in-process shard: the bytes do not depend on [scale]
-        domain, ScaleConfig(), inputs.rollouts.path("rollouts"), problem_file,
+        round_judge, ScaleConfig(), inputs.rollouts.path("rollouts"), problem_file,
         verify_settings.labels, folder / "verdicts.parquet", canaries=canaries).values())
     stored = [read_rows(e.path("evals")) for e in (inputs.candidate_evals, inputs.incumbent_evals)
               if e is not None]
@@ -244,6 +268,14 @@ def rejudge(catalog: Catalog, run_id: str, inputs: RoundInputs, settings: RoundS
     record_reverified(catalog, run_id=run_id, round_index=inputs.round, fingerprint=fingerprint,
                       outputs=outputs)
     return fingerprint, {out.kind: out.path for out in outputs}, False
+
+
+def judging_domain(domain: Domain, inputs: RoundInputs) -> Domain:
+    """The domain that judges a round's own answers: `domain` judged by the round's incumbent
+    where one judged them (`RoundInputs.judge`), else `domain`; held-out answers: `domain`."""
+    if inputs.judge is None:
+        return domain
+    return incumbent_judged(domain, inputs.judge.path, inputs.judge.fingerprint)
 
 
 def verdict_changes(before: Path, after: Path, examples: int = EXAMPLES) -> dict[str, Any]:
@@ -351,19 +383,23 @@ def reverify_round(catalog: Catalog, run_id: str, inputs: RoundInputs, settings:
     r = inputs.round
     canaries = canaries_of(domain, settings.verify, settings.canary_seed,
                            inputs.problems.path("problems"))
-    judge = model_judge_of(domain)
-    spent_before = replace(judge.cost) if judge is not None else None
-    fingerprint, files, reused = rejudge(catalog, run_id, inputs, settings, domain, canaries)
+    round_judge = judging_domain(domain, inputs)  # one instance: it holds the stored replies
+    judges = [j for j in (model_judge_of(domain), model_judge_of(round_judge)) if j is not None]
+    judges = list({id(j): j for j in judges}.values())  # the fixed one and the round's
+    spent_before = [replace(j.cost) for j in judges]
+    fingerprint, files, reused = rejudge(catalog, run_id, inputs, settings, domain, canaries,
+                                         round_judge)
     record: dict[str, Any] = {
         "round": r, "fingerprint": fingerprint,
         "path": catalog.relative(files["verdicts"].parent), "reused": reused,
         **verdict_changes(inputs.verdicts.path("verdicts"), files["verdicts"])}
-    if judge is not None and spent_before is not None:  # 0 calls: the stored replies answered
-        record.update(judge.cost.since(spent_before))
+    for judge, before in zip(judges, spent_before, strict=True):  # 0 calls: stored replies
+        for name, spent in judge.cost.since(before).items():
+            record[name] = record.get(name, 0) + spent
     trainable_after, curate_metrics = 0, None
     if inputs.curated is not None:
         verdicts = StageOutput("reverify", r, fingerprint, {"verdicts": files["verdicts"]}, True)
-        curated = curate_round(domain, settings.curate, inputs.problems, inputs.rollouts,
+        curated = curate_round(round_judge, settings.curate, inputs.problems, inputs.rollouts,
                                verdicts, inputs.hinted)
         rows, curate_metrics = curated.datasets["train_rows"], curated.metrics
         record.update(train_row_changes(inputs.curated.path("train_rows"), rows))
@@ -379,7 +415,7 @@ def reverify_round(catalog: Catalog, run_id: str, inputs: RoundInputs, settings:
         before = (candidate, read_rows(inputs.incumbent_evals.path("evals")))
         judged = read_rows(files["evals"])
         after = (judged[:len(candidate)], judged[len(candidate):])
-    new_verify = verify_metrics(domain, settings.verify, inputs.rollouts.path("rollouts"),
+    new_verify = verify_metrics(round_judge, settings.verify, inputs.rollouts.path("rollouts"),
                                 inputs.problems.path("problems"), files["verdicts"], canaries)
     rejudged = rejudged_metrics(
         rejudged, r, new_verify, curate_metrics,

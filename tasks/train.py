@@ -64,6 +64,7 @@ from typing import TYPE_CHECKING, Any
 from prefect import task
 from prefect.cache_policies import NONE
 
+from configs.domain import incumbent_judges
 from configs.settings import (
     TrainOperations,
     TrainSettings,
@@ -147,23 +148,26 @@ def pass_settings(settings: WarmupTrainSettings, kind: str) -> dict[str, Any]:
 
 
 def train_pass(domain: Domain, settings: WarmupTrainSettings, runtime: TrainRuntime, kind: str,
-               *, base: Path, rows: list[dict[str, Any]], incumbent: Path,
+               *, base: Path, rows: list[dict[str, Any]], incumbent: Checkpoint,
                **common: Any) -> TrainResult:
     """One trainer pass of the train stage: `kind` sft, grpo, dpo or proposer-grpo with the
     stage's settings; `common` are the arguments every trainer takes (models/passes.py), to
     which `runtime` (device, dtype, LoRA: models/runtime.py) is added. With
     `runtime.num_processes > 1` the pass runs in that many processes (models/launch.py), which
-    get the stage's settings (serialized) to rebuild the domain from."""
+    get the stage's settings (serialized) to rebuild the domain from, and the incumbent where it
+    judges (`[verify.judge] incumbent`: `domain` is then judged by it already)."""
     from models.launch import launch_pass, trainer_of
 
     common = {**common, "runtime": runtime}
     if kind == "proposer-grpo":
-        return train_proposer_grpo(domain, settings, base=base, rows=rows, incumbent=incumbent,
-                                   **common)
+        return train_proposer_grpo(domain, settings, base=base, rows=rows,
+                                   incumbent=incumbent.path, **common)
     arguments = pass_settings(settings, kind)
     if runtime.num_processes > 1:
+        judge = ((incumbent.path, incumbent.fingerprint)
+                 if incumbent_judges(settings.domain.answer_checking) else None)
         return launch_pass(kind, base=base, rows=rows, settings=arguments,
-                           train_settings=settings, **common)
+                           train_settings=settings, judge=judge, **common)
     return trainer_of(kind, domain)(base=base, rows=rows, **arguments, **common)
 
 
@@ -239,7 +243,8 @@ def train_round(ctx: RunContext, settings: WarmupTrainSettings, operations: Trai
                           proposer_rows=settings.replay_proposer_rows)
     plan = plan_training(settings, rows, round_index, split=split_for)
     job = TrainJob(
-        train_pass=partial(train_pass, ctx.domain, settings, runtime, incumbent=incumbent.path),
+        train_pass=partial(train_pass, ctx.judging_domain(incumbent), settings, runtime,
+                           incumbent=incumbent),
         base=incumbent.path, scratch=scratch_dir(ctx, round_index, fingerprint), seed=seed,
         save_steps=operations.save_steps, label=f"round {round_index} train",
         pause_prefix=f"train:{round_index}", progress_bar=progress_bar)

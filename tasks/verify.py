@@ -53,10 +53,11 @@ from prefect import task
 from prefect.cache_policies import NONE
 
 from configs import ScaleConfig
+from configs.domain import incumbent_judges
 from configs.settings import VerifySettings, WarmupVerifySettings, stage_settings
 from domains.base import Domain
 from storage.datasets import DatasetWriter, WrittenDataset, dataset_path, read_table
-from tasks.context import RunContext
+from tasks.context import Checkpoint, RunContext
 from tasks.curriculum.columns import lazy_frame
 from tasks.curriculum.votes import majority_frame
 from tasks.judgements import judgement_frame, judgements_beside, model_judge_of
@@ -354,9 +355,12 @@ def stream_verdicts(domain: Domain, scale: ScaleConfig, rollout_file: Path, prob
     return written
 
 
-def verify_inputs(problems: StageOutput, rollouts: StageOutput) -> dict[str, str]:
-    """The fingerprints the verify stage reads: the round's problems and rollouts."""
-    return {"problems": problems.fingerprint, "rollouts": rollouts.fingerprint}
+def verify_inputs(problems: StageOutput, rollouts: StageOutput,
+                  judge: Checkpoint | None = None) -> dict[str, str]:
+    """The fingerprints the verify stage reads: the round's problems and rollouts, and the
+    incumbent where it judges them (`[verify.judge] incumbent = true`)."""
+    judged = {} if judge is None else {"judge": judge.fingerprint}
+    return {"problems": problems.fingerprint, "rollouts": rollouts.fingerprint, **judged}
 
 
 def canaries_of(domain: Domain, settings: WarmupVerifySettings, seed: int,
@@ -373,18 +377,19 @@ def canaries_of(domain: Domain, settings: WarmupVerifySettings, seed: int,
 
 def verify_round(ctx: RunContext, settings: WarmupVerifySettings, scale: ScaleConfig,
                  round_index: int, problems: StageOutput, rollouts: StageOutput,
-                 fingerprint: str) -> StageResult:
+                 incumbent: Checkpoint, fingerprint: str) -> StageResult:
     """The verify stage's computation: the verdicts streamed to their file, and their metrics
     (`VerifySettings` in rounds >= 1, with the canaries; `WarmupVerifySettings` in round 0)."""
     path = dataset_path(ctx.data_root, ctx.run_id, round_index, "verdicts", fingerprint)
     problem_file = problems.path("problems")
-    canaries = canaries_of(ctx.domain, settings, ctx.stage_seed(CANARY_STREAM, round_index),
+    domain = ctx.judging_domain(incumbent)
+    canaries = canaries_of(domain, settings, ctx.stage_seed(CANARY_STREAM, round_index),
                            problem_file)
-    judge = model_judge_of(ctx.domain)
+    judge = model_judge_of(domain)
     spent_before = replace(judge.cost) if judge is not None else None
-    written = stream_verdicts(ctx.domain, scale, rollouts.path("rollouts"), problem_file,
+    written = stream_verdicts(domain, scale, rollouts.path("rollouts"), problem_file,
                               settings.labels, path, canaries=canaries)
-    metrics = verify_metrics(ctx.domain, settings, rollouts.path("rollouts"), problem_file, path,
+    metrics = verify_metrics(domain, settings, rollouts.path("rollouts"), problem_file, path,
                              canaries)
     if judge is not None and spent_before is not None:  # what judging this round cost
         metrics.update(judge.cost.since(spent_before))
@@ -407,12 +412,15 @@ def verify_metrics(domain: Domain, settings: WarmupVerifySettings, rollout_file:
 
 
 @task(name="verify", cache_policy=NONE, persist_result=False)
-def verify(ctx: RunContext, round_index: int, problems: StageOutput,
-           rollouts: StageOutput) -> StageOutput:
+def verify(ctx: RunContext, round_index: int, problems: StageOutput, rollouts: StageOutput,
+           incumbent: Checkpoint) -> StageOutput:
+    """The round's rollouts (sampled from `incumbent`) judged; by `incumbent` itself under
+    `[verify.judge] incumbent = true`."""
     settings = stage_settings(ctx.config, "verify", round_index)
+    judge = incumbent if incumbent_judges(settings.domain.answer_checking) else None
     return run_stage(
         ctx, stage="verify", version=VERSION, round_index=round_index, settings=settings,
-        inputs=verify_inputs(problems, rollouts),
+        inputs=verify_inputs(problems, rollouts, judge),
         compute=partial(verify_round, ctx, settings, ctx.config.scale, round_index, problems,
-                        rollouts),
+                        rollouts, incumbent),
     )

@@ -228,3 +228,15 @@ def test_stage_computations_never_see_the_run_config():
 def test_run_config_finder_finds_both_uses():
     tree = ast.parse("def f(ctx, config: RunConfig):\n    return ctx.config.rollout\n")
     assert len(_run_config_uses(tree.body[0])) == 2
+
+
+def test_no_merge_conflict_markers_in_the_repository():
+    """A merge left unresolved reads as text: no tracked file holds its markers."""
+    import subprocess
+
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.split()
+    marker = re.compile(r"^(<{7} |>{7} |={7}$)", re.M)
+    found = [name for name in tracked if name.endswith((".py", ".md", ".toml", ".txt", ".cfg"))
+             and marker.search((ROOT / name).read_text(errors="replace"))]
+    assert not found, f"merge conflict markers in {found}"

@@ -379,3 +379,99 @@ def test_the_two_orders_make_one_reward(first, second, outcome):
     from domains.pairwise import pair_outcome
 
     assert pair_outcome(first, second) == outcome
+
+
+class SelfJudging:
+    """A checkpoint's backend in a self-judged run: the judge's prompts (the pass_fail
+    template) get `reply` (recorded in ArithmeticJudge.CALLS), the solver's go to the
+    checkpoint's real sampler."""
+
+    def __init__(self, real) -> None:
+        self.real = real
+
+    @staticmethod
+    def reply(prompt: str) -> str:
+        """A judge unlike the fixed one, so its verdicts show: PASS for an answer of odd length
+        (the random model's answers get both)."""
+        return "PASS" if len(_ASKED.search(prompt)["answer"]) % 2 else "FAIL"
+
+    def generate(self, prompts, params, progress=None):
+        if prompts and all("Decide whether the answer" in p for p in prompts):
+            ArithmeticJudge.CALLS.append(len(prompts))
+            return [[Completion(text=self.reply(p), tokens=2)] for p in prompts]
+        return self.real.generate(prompts, params, progress)
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+@pytest.mark.slow
+def test_the_incumbent_judges_its_rounds_answers_and_the_fixed_judge_the_held_out(
+        tmp_path, prefect_server, judge_folder, monkeypatch):
+    """`[verify.judge] incumbent = true`: each round's verdicts and judgements name that
+    round's incumbent (its fingerprint), the held-out evals the fixed judge; a resume asks no
+    judge, and reverify rebuilds each round's judge from the catalog and asks it nothing."""
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+    from flows.run import RunSpec, flywheel_flow
+    from models import backends
+    from tests.models.chat_model import build_chat_model
+
+    model = build_chat_model(tmp_path / "model")
+    routed = backends.make_backend  # judge_folder's: the fixed judge scripted
+
+    def make_backend(name, checkpoint, **options):
+        built = routed(name, checkpoint, **options)
+        return built if Path(checkpoint) == judge_folder else SelfJudging(built)
+
+    monkeypatch.setattr(backends, "make_backend", make_backend)
+    config = judged_config(judge_folder, **{
+        "model.path": str(model), "verify.judge.incumbent": True, "warmup.mode": "none",
+        "domain.heldout_per_level": 3, "rollout.samples_per_problem": 2,
+        "rollout.max_new_tokens": 8, "evaluate.max_new_tokens": 8, "train.batch_size": 8,
+        "train.max_steps": 2, "synthesize.source": "generator", "synthesize.proposals": 24,
+        "curate.solver_targets": "reference", "promote.margin": 1.0, "rounds": 2})
+    root = tmp_path / "data"
+    spec = RunSpec(data_root=str(root), run_id="self", config=config)
+    flywheel_flow(spec)
+    catalog = Catalog(root)
+    incumbents = [r["incumbent"] for r in catalog.query(
+        "SELECT incumbent FROM rounds WHERE run_id = 'self' AND round >= 1 ORDER BY round")]
+    assert len(set(incumbents)) == 2, "round 1's candidate was to be promoted (margin 1.0)"
+    fixed = model_judge_of(get_domain("arithmetic", config)).describe()
+    for r, incumbent in enumerate(incumbents, start=1):
+        verifiers = {row["verifier"] for row in catalog.query(
+            "SELECT DISTINCT verifier FROM verdicts WHERE run_id = 'self' AND round = ?", [r])}
+        (own,) = verifiers  # the round's incumbent, by fingerprint, with the fixed one's settings
+        assert own.startswith(f"judge[incumbent@{incumbent[:16]}:pass_fail:")
+        judges = catalog.query("SELECT DISTINCT judge, contains(rollout_id, '/') AS held_out"
+                               " FROM judgements WHERE run_id = 'self' AND round = ?", [r])
+        # verify's judged by the incumbent; evaluate's (<item_id>/<sample>) by the fixed judge
+        assert {(row["judge"], row["held_out"]) for row in judges} == {(own, False),
+                                                                       (fixed, True)}
+        replies = catalog.query("SELECT prompt, reply FROM judgements WHERE run_id = 'self' AND"
+                                " round = ? AND judge = ?", [r, verifiers.pop()])
+        assert replies and all(row["reply"] == SelfJudging.reply(row["prompt"])
+                               for row in replies)
+        inputs = catalog.query("SELECT inputs_json FROM stages WHERE run_id = 'self' AND"
+                               " round = ? AND stage = 'verify'", [r])[0]["inputs_json"]
+        assert json.loads(inputs)["judge"] == incumbent
+
+    ArithmeticJudge.CALLS.clear()
+    flywheel_flow(spec)  # a resume recomputes nothing and asks no judge
+    assert ArithmeticJudge.CALLS == []
+    result = CliRunner().invoke(app, ["reverify", "self", "--json", "--data-root", str(root)])
+    assert result.exit_code == 0, result.output
+    assert ArithmeticJudge.CALLS == [], "reverify asked a judge again"
+    records = json.loads(result.stdout)["rounds"]
+    assert [r["round"] for r in records] == [1, 2]
+    assert all(r["flipped"] == 0 and r["judge_calls"] == 0 and r["judge_reused"] > 0
+               for r in records)
+
+
+def test_a_self_judge_needs_a_model_that_can_judge(judge_folder):
+    from domains.base import DomainInputError
+
+    with pytest.raises(DomainInputError, match="incumbent = true needs model.path"):
+        get_domain("arithmetic", judged_config(judge_folder, **{"verify.judge.incumbent": True}))

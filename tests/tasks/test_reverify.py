@@ -115,7 +115,7 @@ def _round(ctx: RunContext, round_index: int, incumbent: Checkpoint,
         settings=stage_settings(ctx.config, "rollout", round_index),
         inputs={"problems": synthesized.fingerprint, "checkpoint": incumbent.fingerprint},
         compute=lambda _f: StageResult(datasets={"rollouts": rows}))
-    verdicts = verify.fn(ctx, round_index, synthesized, rolled)
+    verdicts = verify.fn(ctx, round_index, synthesized, rolled, incumbent)
     curate.fn(ctx, round_index, synthesized, rolled, verdicts)
     candidate = Checkpoint(folder / f"candidate-{round_index}", f"{round_index + 1:x}" * 32)
     candidate.path.mkdir()

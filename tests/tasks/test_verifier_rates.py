@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -137,10 +138,13 @@ def _round(tmp_path, labels: str) -> Round:
     return Round(ctx, synthesized, rolled, canaries)
 
 
+INCUMBENT = Checkpoint(Path(), "c" * 32)  # judges nothing: the domain's own verifier
+
+
 def _verified(r: Round) -> tuple[StageOutput, dict[str, float]]:
     settings = stage_settings(r.ctx.config, "verify", 1)
     result = verify_round(r.ctx, settings, r.ctx.config.scale, 1, r.problems, r.rollouts,
-                          "v" * 32)
+                          INCUMBENT, "v" * 32)
     out = StageOutput("verify", 1, "v" * 32, {"verdicts": result.datasets["verdicts"].path}, False)
     return out, result.metrics
 
@@ -303,6 +307,7 @@ def test_the_warm_up_has_no_canaries_and_no_rollout_rates(tmp_path):
                        tmp_path / "own" / "rollouts.parquet").path
     settings = stage_settings(r.ctx.config, "verify", 0)
     result = verify_round(r.ctx, settings, r.ctx.config.scale, 0, r.problems,
-                          StageOutput("rollout", 0, "r" * 32, {"rollouts": own}, True), "v" * 32)
+                          StageOutput("rollout", 0, "r" * 32, {"rollouts": own}, True), INCUMBENT,
+                          "v" * 32)
     assert result.metrics["verdicts"] == 8 and "label_precision" in result.metrics
     assert not {k for k in result.metrics if k.startswith(("canary", "verifier_", "label_reward"))}
