@@ -301,6 +301,7 @@ class DatasetDomain(Domain):
         self._known = {normalise_question(r["question"]): r for r in self.pool + self._heldout}
         self.checker = AnswerChecker.from_config(config.verify, default_compare="math")
         self._example_count, self._example_seed = cfg.proposer_examples, cfg.heldout_seed
+        self._examples: dict[int, list[str]] = {}  # level -> its draw (a prompt per proposal)
 
     def parse(self, proposal: str) -> Problem | Rejected:
         text = _SPACES.sub(" ", proposal.strip())
@@ -314,7 +315,10 @@ class DatasetDomain(Domain):
     def style_examples(self, level: int) -> list[str]:
         """Self-instruct (`proposer_examples`): the training questions of `level` the proposer
         is shown, drawn once per level (any level's when `level` has too few)."""
-        return style_draw(self.pool, level, self._example_count, self._example_seed)
+        if level not in self._examples:
+            self._examples[level] = style_draw(self.pool, level, self._example_count,
+                                               self._example_seed)
+        return list(self._examples[level])
 
     def generate(self, rng: random.Random, level: int) -> Problem:
         rows = [r for r in self.pool if r["level"] == level] or self.pool

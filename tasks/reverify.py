@@ -78,7 +78,7 @@ from configs import AlarmsConfig, PromoteConfig, ScaleConfig
 from configs.settings import WarmupCurateSettings, WarmupVerifySettings
 from domains import Domain, get_domain
 from domains.base import Problem, problem_row
-from domains.judge import incumbent_judged
+from domains.judge import ModelJudge, incumbent_judged
 from storage.catalog import Catalog
 from storage.catalog.reverify import (
     current_stages,
@@ -251,11 +251,9 @@ def rejudge(catalog: Catalog, run_id: str, inputs: RoundInputs, settings: RoundS
     if recorded is not None and check_recorded(recorded) is None:
         return fingerprint, {kind: Path(info["path"]) for kind, info in recorded.items()}, True
     folder = reverify_dir(catalog.data_root, run_id, fingerprint)
-    for judging in {id(d): d for d in (round_judge, domain)}.values():
-        judge = model_judge_of(judging)
-        if judge is not None:  # the round's stored replies: the same judge asks nothing again
-            for output in (inputs.verdicts, inputs.candidate_evals, inputs.incumbent_evals):
-                remember_stored(judge, output.paths.get("judgements") if output else None)
+    for judge in round_judges(domain, round_judge):  # stored replies: the judges ask nothing
+        for output in (inputs.verdicts, inputs.candidate_evals, inputs.incumbent_evals):
+            remember_stored(judge, output.paths.get("judgements") if output else None)
     outputs = list(stream_verdicts(  # one in-process shard: the bytes do not depend on [scale]
         round_judge, ScaleConfig(), inputs.rollouts.path("rollouts"), problem_file,
         verify_settings.labels, folder / "verdicts.parquet", canaries=canaries).values())
@@ -276,6 +274,13 @@ def judging_domain(domain: Domain, inputs: RoundInputs) -> Domain:
     if inputs.judge is None:
         return domain
     return incumbent_judged(domain, inputs.judge.path, inputs.judge.fingerprint)
+
+
+def round_judges(domain: Domain, round_judge: Domain) -> list[ModelJudge]:
+    """The LLM judges re-judging a round, each once: the fixed one of `domain` (held-out
+    answers) and the round's own (`judging_domain`; the same one unless the incumbent judged)."""
+    judges = (model_judge_of(domain), model_judge_of(round_judge))
+    return list({id(j): j for j in judges if j is not None}.values())
 
 
 def verdict_changes(before: Path, after: Path, examples: int = EXAMPLES) -> dict[str, Any]:
@@ -384,8 +389,7 @@ def reverify_round(catalog: Catalog, run_id: str, inputs: RoundInputs, settings:
     canaries = canaries_of(domain, settings.verify, settings.canary_seed,
                            inputs.problems.path("problems"))
     round_judge = judging_domain(domain, inputs)  # one instance: it holds the stored replies
-    judges = [j for j in (model_judge_of(domain), model_judge_of(round_judge)) if j is not None]
-    judges = list({id(j): j for j in judges}.values())  # the fixed one and the round's
+    judges = round_judges(domain, round_judge)
     spent_before = [replace(j.cost) for j in judges]
     fingerprint, files, reused = rejudge(catalog, run_id, inputs, settings, domain, canaries,
                                          round_judge)
