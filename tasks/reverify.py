@@ -94,7 +94,7 @@ from tasks import evaluate, verify
 from tasks.alarms import Alarm, Metrics, round_alarms
 from tasks.context import Checkpoint
 from tasks.curate import curate_round
-from tasks.evaluate import accuracy
+from tasks.evaluate import accuracy, is_correct
 from tasks.judgements import model_judge_of, remember_stored
 from tasks.promote import NO_TRAINING_ROWS, promotion_decision, with_alarms
 from tasks.stage import StageOutput, settings_fingerprint
@@ -123,6 +123,7 @@ class RoundSettings:
     promote: PromoteConfig
     alarms: AlarmsConfig
     canary_seed: int
+    correct_at: float = 1.0  # evaluate.correct_at: a re-judged held-out answer's bar
 
 
 @dataclass(frozen=True)
@@ -221,8 +222,8 @@ def reverify_dir(data_root: Path, run_id: str, fingerprint: str) -> Path:
     return run_folder(data_root, run_id) / "reverify" / fingerprint[:12]
 
 
-def rejudged_evals(domain: Domain, rows: list[dict[str, Any]],
-                   items: list[Problem]) -> list[dict[str, Any]]:
+def rejudged_evals(domain: Domain, rows: list[dict[str, Any]], items: list[Problem],
+                   correct_at: float = 1.0) -> list[dict[str, Any]]:
     """Stored evals rows judged again as evaluate judges its answers (tasks/evaluate.py
     `eval_rows`): each completion by `domain.judge` against its held-out item's problem row
     (matched by `item_id`); answer, reward, method and correct are new, the rest is kept."""
@@ -235,7 +236,8 @@ def rejudged_evals(domain: Domain, rows: list[dict[str, Any]],
     judged = domain.judge([r["completion"] for r in rows], [by_item[r["item_id"]] for r in rows])
     return [{**r, "answer": domain.extract(r["completion"]), "reward": j.reward,
              "method": "reference" if j.reward is not None else j.reason,
-             "correct": j.reward == 1.0} for r, j in zip(rows, judged, strict=True)]
+             "correct": is_correct(j.reward, correct_at)}
+            for r, j in zip(rows, judged, strict=True)]
 
 
 def rejudge(catalog: Catalog, run_id: str, inputs: RoundInputs, settings: RoundSettings,
@@ -261,7 +263,8 @@ def rejudge(catalog: Catalog, run_id: str, inputs: RoundInputs, settings: RoundS
               if e is not None]
     if stored:
         items = domain.heldout(verify_settings.domain.domain.heldout_per_level)
-        rows = [row for part in stored for row in rejudged_evals(domain, part, items)]
+        rows = [row for part in stored
+                for row in rejudged_evals(domain, part, items, settings.correct_at)]
         outputs.append(write_atomic("evals", rows, folder / "evals.parquet"))
     record_reverified(catalog, run_id=run_id, round_index=inputs.round, fingerprint=fingerprint,
                       outputs=outputs)
