@@ -90,7 +90,7 @@ def sampling_params(*, samples: int, temperature: float, max_new_tokens: int,
                           seed=seed)
 
 
-def is_correct(reward: float | None, correct_at: float = 1.0) -> bool:
+def is_correct(reward: float | None, correct_at: float) -> bool:
     """Whether an answer of `reward` counts correct: judged, at `correct_at` or more (the one
     rule of evaluate, its benchmarks and reverify's re-judged evals)."""
     return reward is not None and reward >= correct_at

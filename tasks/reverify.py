@@ -123,7 +123,7 @@ class RoundSettings:
     promote: PromoteConfig
     alarms: AlarmsConfig
     canary_seed: int
-    correct_at: float = 1.0  # evaluate.correct_at: a re-judged held-out answer's bar
+    correct_at: float  # evaluate.correct_at: a re-judged held-out answer's bar
 
 
 @dataclass(frozen=True)
@@ -223,7 +223,7 @@ def reverify_dir(data_root: Path, run_id: str, fingerprint: str) -> Path:
 
 
 def rejudged_evals(domain: Domain, rows: list[dict[str, Any]], items: list[Problem],
-                   correct_at: float = 1.0) -> list[dict[str, Any]]:
+                   correct_at: float) -> list[dict[str, Any]]:
     """Stored evals rows judged again as evaluate judges its answers (tasks/evaluate.py
     `eval_rows`): each completion by `domain.judge` against its held-out item's problem row
     (matched by `item_id`); answer, reward, method and correct are new, the rest is kept."""
