@@ -393,8 +393,8 @@ class EvaluateSettings(StageSettings):
     max_new_tokens: int = Field(description="evaluate.max_new_tokens: longest held-out answer")
     samples: int = Field(description="evaluate.samples: answers per held-out item")
     temperature: float = Field(description="evaluate.temperature: 0 = greedy")
-    correct_at: float = Field(
-        description="evaluate.correct_at: the reward at or above which an answer is correct")
+    correct_threshold: float = Field(
+        description="evaluate.correct_threshold: the reward at or above which an answer is correct")
     backend: BackendSettings = Field(description="the backend the answers are sampled on")
     benchmarks: dict[str, str] = Field(
         description="evaluate.benchmarks: benchmark name -> its JSONL file")
@@ -408,7 +408,7 @@ class EvaluateSettings(StageSettings):
         return cls(domain=DomainSettings.from_config(config),
                    max_new_tokens=config.evaluate.max_new_tokens,
                    samples=config.evaluate.samples, temperature=config.evaluate.temperature,
-                   correct_at=config.evaluate.correct_at,
+                   correct_threshold=config.evaluate.correct_threshold,
                    backend=BackendSettings.from_config(config), benchmarks=benchmarks,
                    benchmark_digests={name: benchmark_digest(name, path)
                                       for name, path in benchmarks.items()})

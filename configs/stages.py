@@ -274,7 +274,7 @@ class EvaluateConfig(Section):
         0.0, ge=0, le=5,
         description="0 = greedy answers, the same every run (default); > 0 = sampled at this "
                     "temperature, every checkpoint from the same seed")
-    correct_at: float = Field(
+    correct_threshold: float = Field(
         1.0, gt=0, le=1,
         description="the reward at or above which a held-out answer counts correct: 1.0 = only "
                     "a fully right answer (default; exact, math and program checks give 0 or 1); "

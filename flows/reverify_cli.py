@@ -89,7 +89,7 @@ def _round_settings(data_root: Path, run_id: str,
         verify=stage_settings(judged, "verify", r), curate=stage_settings(run_config, "curate", r),
         promote=promote.promote, alarms=promote.alarms,
         canary_seed=stage_seed(run_config.seed, CANARY_STREAM, r),
-        correct_at=run_config.evaluate.correct_at)
+        correct_threshold=run_config.evaluate.correct_threshold)
 
 
 def _number(value: float | None) -> str:

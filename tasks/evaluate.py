@@ -2,11 +2,11 @@
 
 Each answer is judged by the domain's `judge` against the item's problem row, as verify judges
 rollouts: `reward` is its reward, or null with the reason in `method` (no_answer, ...); an
-answer is `correct` at a reward of `[evaluate] correct_at` or more (`is_correct`; default 1: only
-a fully right answer, which is all an exact, math or program check gives; a graded verifier's
-runs set it lower, e.g. 0.75 for a 1-10 judge's 8 and up), and an unjudged answer counts as not
-correct (the accuracy's denominator is the whole set). Every held-out item has a reference,
-except a prompt without an answer in a dataset file whose answers a judge scores
+answer is `correct` at a reward of `[evaluate] correct_threshold` or more (`is_correct`; default
+1: only a fully right answer, which is all an exact, math or program check gives; a graded
+verifier's runs set it lower, e.g. 0.75 for a 1-10 judge's 8 and up), and an unjudged answer
+counts as not correct (the accuracy's denominator is the whole set). Every held-out item has a
+reference, except a prompt without an answer in a dataset file whose answers a judge scores
 (domains/dataset.py): its `reference` is null and the judge's reward decides.
 
 By default (`[evaluate] samples = 1`, `temperature = 0`) each item gets one greedy answer, the
@@ -90,20 +90,20 @@ def sampling_params(*, samples: int, temperature: float, max_new_tokens: int,
                           seed=seed)
 
 
-def is_correct(reward: float | None, correct_at: float) -> bool:
-    """Whether an answer of `reward` counts correct: judged, at `correct_at` or more (the one
+def is_correct(reward: float | None, correct_threshold: float) -> bool:
+    """Whether an answer of `reward` counts correct: judged, at `correct_threshold` or more (the one
     rule of evaluate, its benchmarks and reverify's re-judged evals)."""
-    return reward is not None and reward >= correct_at
+    return reward is not None and reward >= correct_threshold
 
 
 def eval_rows(backend: RolloutBackend, domain: Domain, *, per_level: int, max_new_tokens: int,
               checkpoint: str, run_id: str, round_index: int,
               progress: ProgressCallback | None = None,
               items: list[Problem] | None = None, samples: int = 1, temperature: float = 0.0,
-              seed: int = 0, correct_at: float = 1.0) -> list[dict[str, Any]]:
+              seed: int = 0, correct_threshold: float = 1.0) -> list[dict[str, Any]]:
     """Answers to the held-out set (`items`, when the caller already drew it): `samples` per
     item, greedy at temperature 0; one row per (item, sample), item-major, correct at a reward
-    of `correct_at` or more."""
+    of `correct_threshold` or more."""
     items = domain.heldout(per_level) if items is None else items
     prompts = [domain.solver_prompt(p.text) for p in items]
     params = sampling_params(samples=samples, temperature=temperature,
@@ -119,7 +119,7 @@ def eval_rows(backend: RolloutBackend, domain: Domain, *, per_level: int, max_ne
          "item_id": row_id("heldout", domain.name, p.text), "level": p.level, "prompt": prompt,
          "completion": completion, "answer": domain.extract(completion), "reference": p.reference,
          "reward": j.reward, "method": "reference" if j.reward is not None else j.reason,
-         "correct": is_correct(j.reward, correct_at), "sample": k}
+         "correct": is_correct(j.reward, correct_threshold), "sample": k}
         for (p, prompt, k, completion), j in zip(answered, judged, strict=True)
     ]
 
@@ -286,7 +286,7 @@ def benchmark_metrics(backend: RolloutBackend, domain: Domain, benchmarks: dict[
                       limits: DatasetConfig, *, train_rows: pl.DataFrame | None,
                       max_new_tokens: int, samples: int, temperature: float, seed: int,
                       checkpoint: str, run_id: str, round_index: int,
-                      correct_at: float = 1.0) -> dict[str, float | None]:
+                      correct_threshold: float = 1.0) -> dict[str, float | None]:
     """Every benchmark file (tasks/benchmarks.py) answered on `backend` as the held-out set is
     (`eval_rows`: the run's prompt, extraction, judge, samples and temperature), its figures
     under `benchmark/<name>/` (accuracy, interval, pass@k; no per-level split) and its leaks
@@ -297,7 +297,7 @@ def benchmark_metrics(backend: RolloutBackend, domain: Domain, benchmarks: dict[
         rows = eval_rows(backend, domain, per_level=0, max_new_tokens=max_new_tokens,
                          checkpoint=checkpoint, run_id=run_id, round_index=round_index,
                          items=items, samples=samples, temperature=temperature, seed=seed,
-                         correct_at=correct_at)
+                         correct_threshold=correct_threshold)
         metrics |= named(name, {"accuracy": accuracy(rows)["accuracy"], **sample_figures(rows)})
         metrics |= training_leaks(name, items, train_rows)
     return metrics
@@ -344,14 +344,14 @@ def evaluate_checkpoint(ctx: RunContext, settings: EvaluateSettings, round_index
                              checkpoint=checkpoint.fingerprint, run_id=ctx.run_id,
                              round_index=round_index, progress=advance, items=items,
                              samples=settings.samples, temperature=settings.temperature,
-                             seed=seed, correct_at=settings.correct_at)
+                             seed=seed, correct_threshold=settings.correct_threshold)
         benchmarks = benchmark_metrics(
             backend, ctx.domain, settings.benchmarks, settings.domain.domain.dataset,
             train_rows=None if train_rows is None else pl.read_parquet(train_rows),
             max_new_tokens=settings.max_new_tokens, samples=settings.samples,
             temperature=settings.temperature, seed=seed, checkpoint=checkpoint.fingerprint,
             run_id=ctx.run_id, round_index=round_index,
-            correct_at=settings.correct_at) if settings.benchmarks else {}
+            correct_threshold=settings.correct_threshold) if settings.benchmarks else {}
     finally:
         backend.close()
     if benchmarks and stage == "evaluate":  # the run's own checkpoint: its card lists them

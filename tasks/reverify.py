@@ -123,7 +123,7 @@ class RoundSettings:
     promote: PromoteConfig
     alarms: AlarmsConfig
     canary_seed: int
-    correct_at: float  # evaluate.correct_at: a re-judged held-out answer's bar
+    correct_threshold: float  # evaluate.correct_threshold: a re-judged held-out answer's bar
 
 
 @dataclass(frozen=True)
@@ -223,7 +223,7 @@ def reverify_dir(data_root: Path, run_id: str, fingerprint: str) -> Path:
 
 
 def rejudged_evals(domain: Domain, rows: list[dict[str, Any]], items: list[Problem],
-                   correct_at: float) -> list[dict[str, Any]]:
+                   correct_threshold: float) -> list[dict[str, Any]]:
     """Stored evals rows judged again as evaluate judges its answers (tasks/evaluate.py
     `eval_rows`): each completion by `domain.judge` against its held-out item's problem row
     (matched by `item_id`); answer, reward, method and correct are new, the rest is kept."""
@@ -236,7 +236,7 @@ def rejudged_evals(domain: Domain, rows: list[dict[str, Any]], items: list[Probl
     judged = domain.judge([r["completion"] for r in rows], [by_item[r["item_id"]] for r in rows])
     return [{**r, "answer": domain.extract(r["completion"]), "reward": j.reward,
              "method": "reference" if j.reward is not None else j.reason,
-             "correct": is_correct(j.reward, correct_at)}
+             "correct": is_correct(j.reward, correct_threshold)}
             for r, j in zip(rows, judged, strict=True)]
 
 
@@ -264,7 +264,7 @@ def rejudge(catalog: Catalog, run_id: str, inputs: RoundInputs, settings: RoundS
     if stored:
         items = domain.heldout(verify_settings.domain.domain.heldout_per_level)
         rows = [row for part in stored
-                for row in rejudged_evals(domain, part, items, settings.correct_at)]
+                for row in rejudged_evals(domain, part, items, settings.correct_threshold)]
         outputs.append(write_atomic("evals", rows, folder / "evals.parquet"))
     record_reverified(catalog, run_id=run_id, round_index=inputs.round, fingerprint=fingerprint,
                       outputs=outputs)

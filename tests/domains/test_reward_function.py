@@ -150,12 +150,12 @@ def test_evaluate_judges_the_held_out_answers_with_it(user_module: str):
     assert sys.modules[user_module].CALLS[0]["text"] == [p.text for p in items]
 
 
-@pytest.mark.parametrize(("correct_at", "correct"), [(1.0, (True, False)), (0.25, (True, True)),
-                                                     (0.3, (True, False))])
-def test_evaluate_counts_a_graded_reward_correct_from_correct_at(user_module: str,
-                                                                 correct_at: float,
-                                                                 correct: tuple[bool, bool]):
-    """[evaluate] correct_at: a graded reward (here 1.0 for the reference, 0.25 otherwise) is
+@pytest.mark.parametrize(("correct_threshold", "correct"),
+                         [(1.0, (True, False)), (0.25, (True, True)), (0.3, (True, False))])
+def test_evaluate_counts_a_graded_reward_correct_from_its_threshold(user_module: str,
+                                                                   correct_threshold: float,
+                                                                   correct: tuple[bool, bool]):
+    """[evaluate] correct_threshold: a graded reward (here 1.0 for the reference, 0.25 otherwise) is
     correct at or above the bar; an unjudged answer never is."""
     from models.rollout_types import Completion
     from tasks.evaluate import accuracy, eval_rows
@@ -168,7 +168,7 @@ def test_evaluate_counts_a_graded_reward_correct_from_correct_at(user_module: st
     domain = domain_with(f"{user_module}:graded")
     rows = eval_rows(Answers(), domain, per_level=2, max_new_tokens=4, checkpoint="c",
                      run_id="run", round_index=1, samples=2, temperature=0.5,
-                     correct_at=correct_at)
+                     correct_threshold=correct_threshold)
     items = domain.heldout(2)
     answered = [r for r in rows if r["completion"] == "5"]
     assert [r["correct"] for r in answered] == [correct[0] if p.reference == "5" else correct[1]
@@ -177,9 +177,10 @@ def test_evaluate_counts_a_graded_reward_correct_from_correct_at(user_module: st
     assert accuracy(rows)["accuracy"] == sum(r["correct"] for r in answered) / len(rows)
 
 
-def test_correct_at_is_a_share_of_the_reward_range():
-    assert load_config(None).evaluate.correct_at == 1.0
-    assert load_config(None, {"evaluate.correct_at": 0.75}).evaluate.correct_at == 0.75
+def test_correct_threshold_is_a_share_of_the_reward_range():
+    assert load_config(None).evaluate.correct_threshold == 1.0
+    config = load_config(None, {"evaluate.correct_threshold": 0.75})
+    assert config.evaluate.correct_threshold == 0.75
     for bad in (0, 1.5):
-        with pytest.raises(ConfigError, match="correct_at"):
-            load_config(None, {"evaluate.correct_at": bad})
+        with pytest.raises(ConfigError, match="correct_threshold"):
+            load_config(None, {"evaluate.correct_threshold": bad})
