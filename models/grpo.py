@@ -45,9 +45,10 @@ short completions (`max_completion_length` tokens).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from domains.base import Domain
 from domains.chat import cut_at_stop
@@ -65,24 +66,100 @@ from models.trainer import (
     planned_steps,
     report_callback,
 )
+from storage.fingerprint import row_id
+
+if TYPE_CHECKING:
+    import polars as pl
 
 RewardFunction = Callable[..., list[float | None]]
 REWARD_NAME = "verifier"
 
 
-def verifier_reward(domain: Domain) -> RewardFunction:
+def verifier_reward(domain: Domain, journal: Path | None = None) -> RewardFunction:
     """The GRPO reward function: `domain.judge` of each completion against its prompt row's
     `problem` (TRL passes the dataset's columns as keyword arguments, one value per completion).
     A completion the verifier cannot judge gets None (TRL: NaN, left out of the group's mean),
-    as verify records it; never a silent 0."""
+    as verify records it; never a silent 0. Under an LLM judge every call's judgements are
+    written into `journal` (`JudgementJournal`), which the train stage stores."""
+    record = JudgementJournal(journal) if journal is not None else None
 
-    def verifier(completions: list[str], problem: list[str], **_: Any) -> list[float | None]:
+    def verifier(completions: list[str], problem: list[str], problem_id: list[str] | None = None,
+                 trainer_state: Any = None, **_: Any) -> list[float | None]:
         rows: dict[str, dict[str, Any]] = {}  # one decoded row per distinct problem
         problems = [rows.setdefault(text, json.loads(text)) for text in problem]
-        return domain.score(list(completions), problems)
+        rewards = domain.score(list(completions), problems)
+        if record is not None:
+            step = trainer_state.global_step if trainer_state is not None else 0
+            ids = [pid or row_id("grpo-problem", text)
+                   for pid, text in zip(problem_id or [None] * len(problem), problem, strict=True)]
+            record.write(domain, step, list(completions), problems, ids)
+        return rewards
 
     verifier.__name__ = REWARD_NAME
     return verifier
+
+
+JOURNAL = "judgements"  # the folder of a GRPO pass's judgements, in its work_dir
+
+
+class JudgementJournal:
+    """The judgements an LLM judge gave the GRPO reward, one Parquet part per reward call:
+    `<folder>/step-0000003-rank-000-call-000.parquet`, the `judgements` table of the call's
+    completions (domains/judge_rows.py) with `rollout_id` `grpo/<step>/<rank>/<call>/<index>`
+    and null `run_id` and `round` (the train stage fills them in when it stores the parts:
+    `read_journal`). `step` is the trainer's global step when the reward was asked, `call`
+    counts the calls of that step in this process: a pass resumed from a trainer checkpoint
+    asks again for the steps after it and writes the same parts again, so a step is never
+    stored twice. A domain without an LLM judge writes nothing."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.rank = int(os.environ.get("RANK", "0"))  # accelerate's, in a launched pass
+        self.calls: dict[int, int] = {}
+
+    def write(self, domain: Domain, step: int, completions: list[str],
+              problems: list[dict[str, Any]], problem_ids: list[str]) -> None:
+        import polars as pl
+
+        from domains.judge_rows import JUDGED_COLUMNS, judgement_frame, model_judge_of
+        from storage.datasets import write_atomic
+
+        judge = model_judge_of(domain)
+        if judge is None:
+            return
+        call = self.calls.get(step, 0)
+        self.calls[step] = call + 1
+        prefix = f"grpo/{step}/{self.rank}/{call}"
+        rollouts = pl.DataFrame(
+            {"rollout_id": [f"{prefix}/{i}" for i in range(len(completions))],
+             "run_id": [None] * len(completions), "round": [None] * len(completions),
+             "problem_id": problem_ids, "completion": completions},
+            schema={"rollout_id": pl.String, "run_id": pl.String, "round": pl.Int64,
+                    "problem_id": pl.String, "completion": pl.String})
+        problems_frame = pl.DataFrame(
+            [{"problem_id": pid, **{c: row.get(c) for c in JUDGED_COLUMNS}}
+             for pid, row in zip(problem_ids, problems, strict=True)],
+            schema={"problem_id": pl.String, **dict.fromkeys(JUDGED_COLUMNS, pl.String),
+                    "level": pl.Int64})
+        name = f"step-{step:07d}-rank-{self.rank:03d}-call-{call:03d}.parquet"
+        write_atomic("judgements", judgement_frame(judge, domain, rollouts, problems_frame),
+                     self.folder / name)
+
+
+def read_journal(folders: list[Path], run_id: str, round_index: int) -> pl.DataFrame | None:
+    """The judgements of every GRPO pass's journal among `folders`, in step order, with the
+    run's id and round filled in; None when no pass wrote any."""
+    import polars as pl
+
+    from storage.datasets import read_table
+
+    parts = sorted(p for folder in folders if folder.is_dir()
+                   for p in folder.glob("step-*.parquet"))
+    if not parts:
+        return None
+    frame = pl.concat([pl.from_arrow(read_table(p)) for p in parts], how="vertical")
+    return frame.with_columns(pl.lit(run_id, dtype=pl.String).alias("run_id"),
+                              pl.lit(round_index, dtype=pl.Int64).alias("round"))
 
 
 def grpo_prompt_rows(rows: list[dict[str, Any]], *, batch_size: int, num_generations: int,
@@ -104,6 +181,18 @@ def grpo_prompt_rows(rows: list[dict[str, Any]], *, batch_size: int, num_generat
         msg = f"batch_size = {batch_size} must be a multiple of num_generations = {num_generations}"
         raise ValueError(msg)
     return rows
+
+
+def grpo_examples(tokenizer: Any, rows: list[dict[str, Any]], *,
+                  judged: bool) -> list[dict[str, Any]]:
+    """The trainer's dataset rows: each prompt (a chat model's as messages: models/chat_rows.py;
+    the reward reads texts either way) with, when `judged`, the `problem` row the reward judges
+    against and its `problem_id` (the judgements' lineage)."""
+    examples = training_examples(tokenizer, rows, {})
+    if not judged:
+        return examples
+    return [{**example, "problem": r["problem"], "problem_id": r.get("problem_id")}
+            for r, example in zip(rows, examples, strict=True)]
 
 
 def whole_batch(rows: list[dict[str, Any]], per_step: int) -> list[dict[str, Any]]:
@@ -284,10 +373,7 @@ def train_grpo(
     rows = whole_batch(rows, batch_size // num_generations)
     tokenizer, model = load_policy(base, runtime)
     stop = stop_generation(model, tokenizer, list(stop or []), generation_backend)
-    # a chat model's prompts as messages (models/chat_rows.py); the reward reads texts either way
-    dataset = Dataset.from_list([{**example, **({"problem": r["problem"]} if judged else {})}
-                                 for r, example in
-                                 zip(rows, training_examples(tokenizer, rows, {}), strict=True)])
+    dataset = Dataset.from_list(grpo_examples(tokenizer, rows, judged=judged))
     config = grpo_config(work_dir=work_dir, steps=steps, batch_size=batch_size,
                          gradient_accumulation_steps=gradient_accumulation_steps,
                          learning_rate=learning_rate, save_steps=save_steps, seed=seed,

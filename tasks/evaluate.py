@@ -62,6 +62,7 @@ from prefect.cache_policies import NONE
 from configs import DatasetConfig
 from configs.settings import EvaluateSettings
 from domains.base import Domain, Problem, problem_row
+from domains.judge_rows import model_judge_of
 from models.backends import ProgressCallback, RolloutBackend, SamplingParams
 from storage.audit.round_metrics import item_interval
 from storage.datasets import read_rows
@@ -69,7 +70,7 @@ from storage.fingerprint import row_id
 from tasks.benchmarks import named, read_benchmark, training_leaks
 from tasks.context import Checkpoint, RunContext
 from tasks.curriculum.votes import majority_vote
-from tasks.judgements import eval_judgements, model_judge_of
+from tasks.judgements import eval_judgements
 from tasks.progress import progress_bar
 from tasks.retry import TRANSIENT
 from tasks.stage import StageResult, run_stage

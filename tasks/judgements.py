@@ -21,7 +21,9 @@ are what the verdict of that rollout says (`reason` names why there is no reward
 judge_unparseable). A rollout cut off while thinking has no prompt and no row (its verdict says
 thinking_unfinished).
 
-Evaluate writes the same for the held-out answers it judged (`eval_judgements`). The verify
+Evaluate writes the same for the held-out answers it judged (`eval_judgements`), and the train
+stage for the answers its GRPO reward judged while training (models/grpo.py `JudgementJournal`,
+`rollout_id` `grpo/<step>/<rank>/<call>/<index>`). The verify
 stage judges each chunk of rollouts here, in its own process, before the shards compute
 their verdicts: the shards (in process or on Ray workers, which receive the judge with its
 replies) find every prompt answered and call no model. `flywheel reverify` gives the judge the
@@ -36,69 +38,18 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from domains.judge_rows import JUDGED_COLUMNS, judgement_frame
 from storage.datasets import read_table
 
 if TYPE_CHECKING:
     from domains.base import Domain, Problem
     from domains.judge import ModelJudge
 
-JUDGED_COLUMNS = ["text", "reference", "level", "task", "payload"]  # a problem row's
-
-
-def model_judge_of(domain: Domain) -> ModelJudge | None:
-    """The LLM judge that judges `domain`'s answers, or None (its own verifier, a reward
-    function)."""
-    from domains.judge import JudgedDomain, ModelJudge
-
-    scorer = getattr(domain, "scorer", None) if isinstance(domain, JudgedDomain) else None
-    return scorer if isinstance(scorer, ModelJudge) else None
-
-
 def judgements_beside(verdict_path: Path) -> Path:
     """The judgements file of a verdicts file: `verdicts-<fp>.parquet` ->
     `judgements-<fp>.parquet` (a stage's), `verdicts.parquet` -> `judgements.parquet`
     (a re-judging's)."""
     return verdict_path.with_name(verdict_path.name.replace("verdicts", "judgements", 1))
-
-
-def judgement_frame(judge: ModelJudge, domain: Domain, rollouts: pl.DataFrame,
-                    problems: pl.DataFrame) -> pl.DataFrame:
-    """The judgements of `rollouts` (rollout_id, run_id, round, problem_id, completion), each
-    against its problem row among `problems`; prompts not yet replied to are sent to the judge
-    in one call (`ModelJudge.ensure`)."""
-    joined = rollouts.join(problems.unique("problem_id", keep="last"), on="problem_id",
-                           how="left", maintain_order="left")
-    prompts = judge.prompts(joined["completion"].to_list(),
-                            joined.select(JUDGED_COLUMNS).to_dicts(), domain)
-    judge.ensure(prompts)
-    asked = [index for index, prompt in enumerate(prompts) if prompt is not None]
-    judged = [judge.judgement(prompts[index]) for index in asked]
-    keep = joined[asked]
-    questions = [domain.question(text) for text in keep["text"].to_list()]
-    rubrics = ([judge.rubric_of(q) for q in questions] if judge.settings.rubrics
-               else [None] * len(questions))
-    return keep.select(
-        pl.Series("judgement_id", [judge.key(prompts[i]) for i in asked], dtype=pl.String),
-        "run_id", "round", "rollout_id", "problem_id",
-        pl.lit(judge.describe(), dtype=pl.String).alias("judge"),
-        pl.Series("question", questions, dtype=pl.String),
-        pl.Series("rubric", rubrics, dtype=pl.String),
-        pl.Series("prompt", [prompts[i] for i in asked], dtype=pl.String),
-        pl.Series("reply", [judge.reply(prompts[i]) for i in asked], dtype=pl.String),
-        *pairwise_columns(judge, [prompts[i] for i in asked]),
-        pl.Series("reward", [j.reward for j in judged], dtype=pl.Float64),
-        pl.Series("reason", [j.reason for j in judged], dtype=pl.String))
-
-
-def pairwise_columns(judge: ModelJudge, prompts: list[str]) -> list[pl.Series]:
-    """prompt_swapped, reply_swapped and position_consistent of each prompt (null pointwise)."""
-    swapped = [judge.partner(p) for p in prompts]
-    return [pl.Series("prompt_swapped", swapped, dtype=pl.String),
-            pl.Series("reply_swapped", [None if s is None else judge.reply(s) for s in swapped],
-                      dtype=pl.String),
-            pl.Series("position_consistent",
-                      [judge.outcome(p)[1] if judge.pairwise else None for p in prompts],
-                      dtype=pl.Boolean)]
 
 
 def eval_judgements(judge: ModelJudge, domain: Domain, rows: list[dict[str, Any]],

@@ -39,6 +39,11 @@ Passes after the first restart from the previous pass's saved model after a cras
 short: proposer rows are capped by `curate.max_proposer_rows`, the proposer's GRPO pass by
 `train.proposer.max_steps`); the first resumes from its trainer checkpoints like SFT.
 
+Under an LLM judge (`verify.compare = "judge"`) the GRPO reward's judgements are data as
+verify's are: each reward call journals them in the pass's work folder (models/grpo.py
+`JudgementJournal`) and the stage stores them as its `judgements` dataset, with the judge's cost
+in its metrics (`judge_*`).
+
 models/passes.py plans the passes, runs them one after another and retries after running out of
 memory; this module binds them to the run's config, domain and data (`train_pass`).
 
@@ -57,6 +62,7 @@ on across rounds, goes to the run's one tracker run at the end of each round
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -71,7 +77,8 @@ from configs.settings import (
     WarmupTrainSettings,
     stage_settings,
 )
-from models.grpo import grpo_generation
+from domains.judge_rows import model_judge_of
+from models.grpo import JOURNAL, grpo_generation, read_journal
 from models.passes import TrainJob, plan_training, train_metrics, train_passes
 from storage.datasets import read_rows, round_dir
 from storage.seeds import replay_indices
@@ -88,7 +95,8 @@ if TYPE_CHECKING:
     from models.runtime import TrainRuntime
     from models.trainer import TrainResult
 
-VERSION = 3  # 3: the GRPO reward judges each row's stored problem (None when unjudged)
+VERSION = 4  # 3: the GRPO reward judges each row's stored problem (None when unjudged); 4: and
+#              an LLM judge's judgements are stored (`judgements`)
 
 
 def train_settings(config: RunConfig, round_index: int) -> WarmupTrainSettings:
@@ -242,9 +250,11 @@ def train_round(ctx: RunContext, settings: WarmupTrainSettings, operations: Trai
                           ratio=settings.replay_ratio, seed=seed,
                           proposer_rows=settings.replay_proposer_rows)
     plan = plan_training(settings, rows, round_index, split=split_for)
+    domain = ctx.judging_domain(incumbent)
+    judge = model_judge_of(domain)
+    spent_before = replace(judge.cost) if judge is not None else None
     job = TrainJob(
-        train_pass=partial(train_pass, ctx.judging_domain(incumbent), settings, runtime,
-                           incumbent=incumbent),
+        train_pass=partial(train_pass, domain, settings, runtime, incumbent=incumbent),
         base=incumbent.path, scratch=scratch_dir(ctx, round_index, fingerprint), seed=seed,
         save_steps=operations.save_steps, label=f"round {round_index} train",
         pause_prefix=f"train:{round_index}", progress_bar=progress_bar)
@@ -258,9 +268,15 @@ def train_round(ctx: RunContext, settings: WarmupTrainSettings, operations: Trai
     # 32-bit seed is exact in the catalog's float metrics
     replay = {"replay_seed": float(seed), "replay_ratio": settings.replay_ratio,
               "replay_proposer_rows": float(settings.replay_proposer_rows)}
-    return StageResult(checkpoint=job.scratch / "model", checkpoint_rows=len(rows),
-                       metrics={**train_metrics(plan, outcome, rows, round_index), **replay,
-                                **curve_metrics(outcome.results)})
+    metrics = {**train_metrics(plan, outcome, rows, round_index), **replay,
+               **curve_metrics(outcome.results)}
+    # the GRPO reward's judgements, as verify stores its own (models/grpo.py JudgementJournal)
+    judged = read_journal(sorted(job.scratch.glob(f"*/{JOURNAL}")), ctx.run_id, round_index)
+    if judge is not None and spent_before is not None:
+        metrics.update(judge.cost.since(spent_before))  # this process's: not a launched pass's
+    return StageResult(datasets={} if judged is None else {"judgements": judged},
+                       checkpoint=job.scratch / "model", checkpoint_rows=len(rows),
+                       metrics=metrics)
 
 
 @task(name="train", cache_policy=NONE, persist_result=False, **TRANSIENT)

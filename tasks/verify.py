@@ -56,11 +56,12 @@ from configs import ScaleConfig
 from configs.domain import incumbent_judges
 from configs.settings import VerifySettings, WarmupVerifySettings, stage_settings
 from domains.base import Domain
+from domains.judge_rows import JUDGED_COLUMNS, judgement_frame, model_judge_of
 from storage.datasets import DatasetWriter, WrittenDataset, dataset_path, read_table
 from tasks.context import Checkpoint, RunContext
 from tasks.curriculum.columns import lazy_frame
 from tasks.curriculum.votes import majority_frame
-from tasks.judgements import judgement_frame, judgements_beside, model_judge_of
+from tasks.judgements import judgements_beside
 from tasks.shards import grouped_ranges, map_shards
 from tasks.stage import StageOutput, StageResult, run_stage
 from tasks.verifier_rates import (
@@ -80,7 +81,6 @@ VERDICT_INPUTS = {"rollout_id": pl.String, "run_id": pl.String, "round": pl.Int6
                   "problem_id": pl.String, "completion": pl.String}
 PROBLEM_INPUTS = {"problem_id": pl.String, "text": pl.String, "reference": pl.String,
                   "level": pl.Int64, "task": pl.String, "payload": pl.String}
-JUDGED_COLUMNS = ["text", "reference", "level", "task", "payload"]  # what `Domain.judge` reads
 
 
 def verdict_rows(domain: Domain, rollouts: list[dict[str, Any]], problems: list[dict[str, Any]],

@@ -19,11 +19,12 @@ import pytest
 from configs import ScaleConfig, load_config
 from domains import get_domain
 from domains.checking import Judgement
+from domains.judge_rows import model_judge_of
 from models.rollout_types import Completion, SamplingParams
 from storage.catalog import Catalog
 from storage.datasets import write_atomic
 from storage.fingerprint import file_checksum
-from tasks.judgements import cost_text, judgements_beside, model_judge_of, remember_stored
+from tasks.judgements import cost_text, judgements_beside, remember_stored
 from tasks.verify import stream_verdicts
 
 _ASKED = re.compile(r"Question: (?P<question>.*?)=?\s*\n\nAnswer: (?P<answer>.*?)\n\n", re.S)
@@ -211,7 +212,8 @@ def test_a_judged_round_stores_judgements_resumes_and_reverifies_with_no_call(
         "domain.seed_problems": 40, "domain.heldout_per_level": 3,
         "rollout.samples_per_problem": 4, "rollout.batch_size": 64, "train.batch_size": 16,
         "train.warmup.max_steps": 3, "train.max_steps": 2, "synthesize.source": "generator",
-        "synthesize.proposals": 48, "rounds": 1})
+        "synthesize.proposals": 48, "rounds": 1, "train.algorithm": "grpo",
+        "curate.solver_targets": "verified"})
     root = tmp_path / "data"
     spec = RunSpec(data_root=str(root), run_id="judged", config=config)
     flywheel_flow(spec)
@@ -220,7 +222,15 @@ def test_a_judged_round_stores_judgements_resumes_and_reverifies_with_no_call(
     stored = catalog.query("SELECT round, stage, rows FROM datasets WHERE run_id = 'judged' AND"
                            " kind = 'judgements' ORDER BY round, stage")
     assert {(r["round"], r["stage"]) for r in stored} >= {(0, "verify"), (1, "verify"),
-                                                          (1, "evaluate")}
+                                                          (1, "train"), (1, "evaluate")}
+    trained = catalog.query(  # the GRPO reward's judgements: 2 steps of 16 completions
+        "SELECT count(*) AS n, count(DISTINCT rollout_id) AS ids, min(rollout_id) AS first"
+        " FROM judgements WHERE run_id = 'judged' AND round = 1 AND rollout_id LIKE 'grpo/%'")[0]
+    assert 0 < trained["n"] == trained["ids"] <= 2 * 16 and trained["first"].startswith("grpo/")
+    grpo_cost = {r["name"]: r["value"] for r in catalog.query(
+        "SELECT name, value FROM metrics WHERE run_id = 'judged' AND round = 1 AND"
+        " stage = 'train' AND name LIKE 'judge_%'")}
+    assert grpo_cost["judge_prompts"] > 0
     lineage = catalog.query(
         "SELECT count(*) AS n, count(r.rollout_id) AS linked, sum(CASE WHEN j.reward = v.reward"
         " THEN 1 ELSE 0 END) AS same FROM judgements j LEFT JOIN rollouts r USING (rollout_id)"
@@ -475,3 +485,46 @@ def test_a_self_judge_needs_a_model_that_can_judge(judge_folder):
 
     with pytest.raises(DomainInputError, match="incumbent = true needs model.path"):
         get_domain("arithmetic", judged_config(judge_folder, **{"verify.judge.incumbent": True}))
+
+
+def test_the_grpo_reward_journals_each_calls_judgements(tmp_path, judge_folder):
+    """Judge calls while training are data too: every GRPO reward call under an LLM judge writes
+    its judgements (models/grpo.py JudgementJournal), one part per step and call, whose rewards
+    are the ones the trainer got; the train stage reads them with the run and round filled in."""
+    from models.grpo import read_journal, verifier_reward
+
+    domain = get_domain("arithmetic", judged_config(judge_folder))
+    reward = verifier_reward(domain, journal=tmp_path / "journal")
+    problems = [json.dumps({"text": t, "reference": str(eval(t)), "level": 1,  # noqa: S307
+                            "task": None, "payload": None}) for t in ("2+3", "2+3", "4*4")]
+
+    class State:
+        global_step = 3
+
+    first = reward(completions=["5", "6", "16"], problem=problems, problem_id=["a", "a", "b"],
+                   trainer_state=State())
+    again = reward(completions=["5", "x"], problem=problems[:2], problem_id=["a", "a"],
+                   trainer_state=State())
+    assert first == [1.0, 0.0, 1.0] and again[0] == 1.0
+    assert sorted(p.name for p in (tmp_path / "journal").iterdir()) == [
+        "step-0000003-rank-000-call-000.parquet", "step-0000003-rank-000-call-001.parquet"]
+    stored = read_journal([tmp_path / "journal", tmp_path / "absent"], "r", 2)
+    assert stored["rollout_id"].to_list() == ["grpo/3/0/0/0", "grpo/3/0/0/1", "grpo/3/0/0/2",
+                                              "grpo/3/0/1/0", "grpo/3/0/1/1"]
+    assert stored["reward"].to_list()[:4] == [*first, again[0]]
+    assert set(stored["run_id"]) == {"r"} and set(stored["round"]) == {2}
+    assert stored["problem_id"].to_list() == ["a", "a", "b", "a", "a"]
+    assert set(stored["judge"]) == {model_judge_of(domain).describe()}
+    assert ArithmeticJudge.CALLS == [3, 1]  # "2+3 -> 5" was asked once
+    assert read_journal([tmp_path / "absent"], "r", 2) is None
+
+
+def test_a_reward_without_an_llm_judge_journals_nothing(tmp_path):
+    from models.grpo import verifier_reward
+
+    reward = verifier_reward(get_domain("arithmetic", load_config(None)),
+                             journal=tmp_path / "journal")
+    problem = json.dumps({"text": "1+1", "reference": "2", "level": 1, "task": None,
+                          "payload": None})
+    assert reward(completions=["2"], problem=[problem], problem_id=["p"]) == [1.0]
+    assert not (tmp_path / "journal").exists()

@@ -81,7 +81,7 @@ def judgement_rows(rollouts: list[dict], problems: list[dict]) -> list[dict]:
 
     from configs import load_config
     from domains.judge import ModelJudge
-    from tasks.judgements import judgement_frame
+    from domains.judge_rows import judgement_frame
 
     settings = load_config(None, {"verify.compare": "judge",
                                   "verify.judge.scale": "pass_fail"}).verify.judge
