@@ -34,6 +34,7 @@ from configs.domain import (
     DomainConfig,
     ModelConfig,
     PromptConfig,
+    ProposerConfig,
     ReasoningGymConfig,
     SandboxConfig,
     VerifyConfig,
@@ -79,6 +80,7 @@ __all__ = [
     "GrpoConfig",
     "LoraConfig",
     "ModelConfig",
+    "ProposerConfig",
     "PromoteConfig",
     "PromptConfig",
     "ProposerTrainConfig",
@@ -109,7 +111,8 @@ class RunConfig(Section):
     seed: int = Field(
         0, ge=0, description="the run's seed: every stage seed derives from it, the stage and the "
                              "round (storage/seeds.py)")
-    model: ModelConfig = Field(ModelConfig(), description="the model that plays both roles")
+    model: ModelConfig = Field(ModelConfig(), description="the solver (and proposer, by default)")
+    proposer: ProposerConfig = Field(ProposerConfig(), description="who writes the problems")
     domain: DomainConfig = Field(DomainConfig(), description="the problem domain")
     synthesize: SynthesizeConfig = Field(SynthesizeConfig(), description="the synthesize stage")
     rollout: RolloutConfig = Field(RolloutConfig(), description="the rollout stage and its backend")

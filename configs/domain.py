@@ -1,6 +1,6 @@
 """The model, the problem domain and how its answers are checked and prompted: `[model]`,
-`[domain]` (with `[domain.reasoning_gym]`, `[domain.dataset]`), `[verify]`, `[sandbox]`,
-`[prompt]`."""
+`[proposer]`, `[domain]` (with `[domain.reasoning_gym]`, `[domain.dataset]`), `[verify]`,
+`[sandbox]`, `[prompt]`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from configs.base import Section, one_placeholder
 
 
 class ModelConfig(Section):
-    """The model that plays both roles. `path` = None builds the tiny character-level model."""
+    """The solver, and the proposer too unless `[proposer] separate`. `path` = None builds the
+    tiny character-level model."""
 
     path: str | None = Field(
         None,
@@ -36,6 +37,19 @@ class ModelConfig(Section):
                    "unset model.revision (the built-in tiny model has no revisions)")
             raise ValueError(msg)
         return self
+
+
+class ProposerConfig(Section):
+    """Who writes the problems: the solver itself (one model in two roles), or with `separate`
+    a second model (R-Zero's challenger beside its solver), `[proposer.model]`, trained on the
+    proposer rows in a stage of its own (tasks/train.py `train_proposer`)."""
+
+    separate: bool = Field(
+        False, description="true: a second model, [proposer.model], proposes and trains on the "
+                           "proposer rows; false: the solver proposes too")
+    model: ModelConfig = Field(
+        ModelConfig(), description="the separate proposer: a folder or hub id, or the tiny model "
+                                   "of these sizes and seed; it must share the solver's tokenizer")
 
 
 FREE_FORM_DOMAINS = ("reasoning_gym", "dataset")  # answers checked by [verify]'s extractors

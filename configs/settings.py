@@ -145,7 +145,12 @@ class BaseModelSettings(StageSettings):
 
     @classmethod
     def from_config(cls, config: RunConfig) -> BaseModelSettings:
-        return cls(**{name: getattr(config.model, name) for name in cls.model_fields})
+        return cls.from_model(config.model)
+
+    @classmethod
+    def from_model(cls, model: ModelConfig) -> BaseModelSettings:
+        """The settings of `model`'s tiny model (`[model]`, or `[proposer.model]`)."""
+        return cls(**{name: getattr(model, name) for name in cls.model_fields})
 
 
 class AdmissionSettings(StageSettings):
@@ -325,6 +330,9 @@ class WarmupTrainSettings(StageSettings):
         description="train.replay_proposer_rows: replay the proposer rows too")
     warmup: WarmupConfig = Field(description="[train.warmup]: the warm-up's SFT settings")
     lora: LoraConfig = Field(description="[train.lora]: LoRA instead of full fine-tuning")
+    separate_proposer: bool = Field(
+        description="proposer.separate: the proposer rows train the proposer's own checkpoint "
+                    "(train-proposer), not the solver's")
 
     @classmethod
     def from_config(cls, config: RunConfig, *, dtype: str) -> WarmupTrainSettings:
@@ -333,7 +341,8 @@ class WarmupTrainSettings(StageSettings):
         return cls(domain=DomainSettings.from_config(config), dtype=dtype,
                    batch_size=train.batch_size, max_length=train.max_length,
                    replay_ratio=train.replay_ratio, replay_proposer_rows=train.replay_proposer_rows,
-                   warmup=train.warmup, lora=train.lora)
+                   warmup=train.warmup, lora=train.lora,
+                   separate_proposer=config.proposer.separate)
 
 
 class TrainSettings(WarmupTrainSettings):
@@ -448,7 +457,7 @@ def stage_settings(config: RunConfig, stage: str, round_index: int, *,
         The run's config.
     stage
         base, synthesize, rollout, verify, rationalize, curate, train, evaluate (or baseline),
-        promote.
+        promote; under `[proposer] separate` also proposer-base and train-proposer.
     round_index
         The round; round 0's synthesize, rollout, verify, curate and train have settings models
         of their own (rollout and curate: one per `[warmup] mode`).
@@ -463,11 +472,13 @@ def stage_settings(config: RunConfig, stage: str, round_index: int, *,
     """
     warmup = round_index == 0
     self_samples = warmup and config.warmup.mode == "self_samples"
-    if stage == "train":
+    if stage in ("train", "train-proposer"):  # one settings model, two checkpoints (tasks/train.py)
         if dtype is None:
             msg = "the train stage's settings need its resolved training dtype (dtype=...)"
             raise ValueError(msg)
         return (WarmupTrainSettings if warmup else TrainSettings).from_config(config, dtype=dtype)
+    if stage == "proposer-base":
+        return BaseModelSettings.from_model(config.proposer.model)
     builders: dict[str, type[StageSettings]] = {
         "base": BaseModelSettings,
         "synthesize": SeedSynthesizeSettings if warmup else SynthesizeSettings,
@@ -479,6 +490,7 @@ def stage_settings(config: RunConfig, stage: str, round_index: int, *,
         "rationalize": RationalizeSettings,
         "evaluate": EvaluateSettings, "baseline": EvaluateSettings, "promote": PromoteSettings}
     if stage not in builders:
-        msg = f"no stage {stage!r}: one of {', '.join([*builders, 'train'])}"
+        msg = (f"no stage {stage!r}: one of "
+               f"{', '.join([*builders, 'train', 'train-proposer', 'proposer-base'])}")
         raise ValueError(msg)
     return builders[stage].from_config(config)

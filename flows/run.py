@@ -4,7 +4,10 @@ Round 0 is the warm-up (seed problems from the domain generator, SFT on their re
 under `[warmup] mode = "self_samples"`, on the model's own verified answers); rounds 1..N are
 self-improvement rounds. Under `mode = "none"` round 0 runs no stage of its own: its promote
 records the base model as the incumbent without a candidate (`NO_WARMUP`), so every reader of
-the `rounds` table sees a decided round 0, and round 1 starts from the model as it is. Every
+the `rounds` table sees a decided round 0, and round 1 starts from the model as it is. Under
+`[proposer] separate = true` a second model writes the problems: synthesize samples the round's
+proposer, the solver's train stage trains the solver rows only, and `train-proposer` trains the
+proposer rows into the next round's proposer (`proposer-base` is round 0's). Every
 stage is skipped when its fingerprint is already done in the catalog, so running the same flow
 again resumes it.
 
@@ -36,14 +39,14 @@ from storage.interruption import stop_status
 from tasks.context import Checkpoint, RunContext
 from tasks.curate import curate
 from tasks.evaluate import Evaluation, evaluate
-from tasks.incumbent import NO_WARMUP, base_model
+from tasks.incumbent import NO_WARMUP, base_model, proposer_base
 from tasks.promote import NO_TRAINING_ROWS, promote
 from tasks.rationalize import rationalize
 from tasks.rollout import rollout
 from tasks.stage import StageOutput
 from tasks.synthesize import synthesize
 from tasks.tracking import observed_round
-from tasks.train import train
+from tasks.train import train, train_proposer
 from tasks.verify import verify
 
 
@@ -65,6 +68,7 @@ class RoundOutcome(BaseModel):
     incumbent_eval: Evaluation
     problems: StageOutput
     curated: StageOutput
+    proposer: Checkpoint | None  # the separate proposer of the next round; None: the solver
 
 
 def run_tag(run_id: str) -> str:
@@ -121,13 +125,17 @@ def forward_flywheel_logs() -> None:
         logger.addHandler(handler)
 
 
-def trainable_rows(curated: StageOutput) -> int:
-    """The round's training rows with weight > 0 (what the trainer would train on)."""
+def trainable_rows(curated: StageOutput, role: str | None = None) -> int:
+    """The round's training rows with weight > 0 (what the trainer would train on): every role's,
+    or the proposer rows (`role` "proposer") or the others ("solver")."""
     from storage.datasets import read_table
 
     # plain Python, not pyarrow.compute: its first call imports pandas (0.7 s of a resume)
-    weights = read_table(curated.path("train_rows"), columns=["weight"])["weight"].to_pylist()
-    return sum(1 for weight in weights if weight is not None and weight > 0.0)
+    table = read_table(curated.path("train_rows"), columns=["weight", "role"])
+    return sum(1 for weight, kind in zip(table["weight"].to_pylist(), table["role"].to_pylist(),
+                                         strict=True)
+               if weight is not None and weight > 0.0
+               and (role is None or (kind == "proposer") == (role == "proposer")))
 
 
 def publish_round_artifact(spec: RunSpec, round_index: int) -> None:
@@ -153,17 +161,21 @@ def publish_round_artifact(spec: RunSpec, round_index: int) -> None:
 @flow(name="flywheel-round", validate_parameters=False,
       flow_run_name="{spec.run_id}-round-{round_index}")
 def round_flow(spec: RunSpec, round_index: int, incumbent: Checkpoint, incumbent_eval: Evaluation,
-               earlier_problems: list[StageOutput],
-               earlier_curated: list[StageOutput]) -> RoundOutcome:
+               earlier_problems: list[StageOutput], earlier_curated: list[StageOutput],
+               proposer: Checkpoint | None = None) -> RoundOutcome:
     ctx, r = spec.context(), round_index
-    problems = named(synthesize, "synthesize", r)(ctx, r, incumbent, earlier_problems,
-                                                   earlier_curated)
+    problems = named(synthesize, "synthesize", r)(ctx, r, proposer or incumbent,
+                                                   earlier_problems, earlier_curated)
     rollouts = named(rollout, "rollout", r)(ctx, r, incumbent, problems)
     verdicts = named(verify, "verify", r)(ctx, r, problems, rollouts, incumbent)
     hinted = (named(rationalize, "rationalize", r)(ctx, r, incumbent, problems, verdicts)
               if asks_hints(spec.config, r) else None)
     curated = named(curate, "curate", r)(ctx, r, problems, rollouts, verdicts, hinted)
-    if trainable_rows(curated) == 0:  # every problem dropped: no candidate, the incumbent stays
+    if proposer is not None and trainable_rows(curated, "proposer"):
+        proposer = named(train_proposer, "train-proposer", r)(ctx, r, proposer, incumbent,
+                                                              curated, earlier_curated)
+    # every problem dropped (the solver's rows, beside a separate proposer): the incumbent stays
+    if trainable_rows(curated, None if proposer is None else "solver") == 0:
         winner = named(promote, "promote", r)(ctx, r, incumbent, incumbent_eval,
                                               without_candidate=NO_TRAINING_ROWS)
         winner_eval = incumbent_eval
@@ -179,6 +191,7 @@ def round_flow(spec: RunSpec, round_index: int, incumbent: Checkpoint, incumbent
         incumbent_eval=winner_eval,
         problems=problems,
         curated=curated,
+        proposer=proposer,
     )
 
 
@@ -205,6 +218,8 @@ def run_rounds(spec: RunSpec) -> Checkpoint:
             one_round = (round_flow if runner is None
                          else round_flow.with_options(task_runner=runner))
             incumbent = named(base_model, "base-model", 0)(ctx)
+            proposer = (named(proposer_base, "proposer-base", 0)(ctx, incumbent)
+                        if spec.config.proposer.separate else None)
             incumbent_eval = named(evaluate, "baseline", 0)(ctx, 0, incumbent, stage="baseline")
             problems: list[StageOutput] = []
             curated: list[StageOutput] = []
@@ -217,8 +232,9 @@ def run_rounds(spec: RunSpec) -> Checkpoint:
                 with observed_round(spec.data_root, spec.run_id, round_index,  # progress, tracker
                                     spec.config.train.report_to):
                     outcome = one_round(spec, round_index, incumbent, incumbent_eval, problems,
-                                        curated)
+                                        curated, proposer)
                 incumbent, incumbent_eval = outcome.incumbent, outcome.incumbent_eval
+                proposer = outcome.proposer
                 problems.append(outcome.problems)
                 curated.append(outcome.curated)
     except BaseException as exc:

@@ -167,7 +167,7 @@ def available_memory() -> int | None:
 
 
 def check_tiny_model_fits(hidden_size: int, num_layers: int, intermediate_size: int, *,
-                          memory: int | None = None) -> None:
+                          memory: int | None = None, key: str = "model") -> None:
     """Check that training the tiny model of this shape fits in memory.
 
     Parameters
@@ -176,6 +176,8 @@ def check_tiny_model_fits(hidden_size: int, num_layers: int, intermediate_size: 
         The `[model]` shape.
     memory
         Bytes available; None reads the machine's (`available_memory`).
+    key
+        The section the shape comes from, for the message (`proposer.model` for the proposer).
 
     Raises
     ------
@@ -186,7 +188,7 @@ def check_tiny_model_fits(hidden_size: int, num_layers: int, intermediate_size: 
     parameters = tiny_parameters(hidden_size, num_layers, intermediate_size)
     needed = parameters * BYTES_PER_TRAINED_PARAMETER
     if memory is not None and needed > memory:
-        msg = (f"model: hidden_size {hidden_size} x num_layers {num_layers} (intermediate_size "
+        msg = (f"{key}: hidden_size {hidden_size} x num_layers {num_layers} (intermediate_size "
                f"{intermediate_size}) is {parameters / 1e9:.2f} B parameters; training it needs "
                f"about {needed / 2**30:.0f} GiB, this machine has {memory / 2**30:.0f} GiB "
                "available (make the model smaller)")

@@ -2,7 +2,8 @@
 
 The stages compute their fingerprints as they run (tasks/stage.py `run_stage`); this computes
 the same ones without running anything, each stage's inputs chained through as the round flow
-(flows/run.py) chains them, every candidate promoted and every round with training rows:
+(flows/run.py) chains them, every candidate promoted and every round with training rows (and,
+beside a separate proposer, with proposer rows):
 
     stage_fingerprints(load_config(None), rounds=1)
     -> {("base", 0): "3f2a...", ("baseline", 0): ..., ("synthesize", 0): ..., ...,
@@ -38,7 +39,8 @@ VERSIONS = {"base": incumbent.VERSION, "baseline": evaluate.VERSION,
             "synthesize": synthesize.VERSION, "rollout": rollout.VERSION,
             "verify": verify.VERSION, "rationalize": rationalize.VERSION,
             "curate": curate.VERSION, "train": train.VERSION,
-            "evaluate": evaluate.VERSION, "promote": promote.VERSION}
+            "evaluate": evaluate.VERSION, "promote": promote.VERSION,
+            "proposer-base": incumbent.VERSION, train.PROPOSER_STAGE: train.VERSION}
 
 
 Stage = tuple[str, int]  # (stage, round)
@@ -69,7 +71,8 @@ def stage_graph(config: RunConfig, *, rounds: int = 1
     reads: dict[Stage, set[Stage]] = {}
 
     def run(stage: str, round_index: int, inputs: dict[str, str]) -> StageOutput:
-        dtype = train.train_settings(config, round_index).dtype if stage == "train" else None
+        dtype = (train.train_settings(config, round_index).dtype
+                 if stage in ("train", train.PROPOSER_STAGE) else None)
         settings = stage_settings(config, stage, round_index, dtype=dtype)
         producers = {fingerprint: key for key, fingerprint in out.items()}
         reads[stage, round_index] = {producers[f] for f in inputs.values() if f in producers}
@@ -82,6 +85,11 @@ def stage_graph(config: RunConfig, *, rounds: int = 1
     else:
         base = incumbent.local_checkpoint(config.model)
     champion = base
+    proposer = None  # [proposer] separate: the proposer's checkpoint, else the champion proposes
+    if config.proposer.separate:
+        proposer = (Checkpoint(Path(), run("proposer-base", 0, {}).fingerprint)
+                    if config.proposer.model.path is None
+                    else incumbent.local_checkpoint(config.proposer.model, "proposer.model"))
     champion_eval = evaluation(run("baseline", 0, {"checkpoint": base.fingerprint}))
     earlier_problems: list[StageOutput] = []
     earlier_curated: list[StageOutput] = []
@@ -93,7 +101,7 @@ def stage_graph(config: RunConfig, *, rounds: int = 1
         settings = stage_settings(config, "synthesize", r)
         curricula = synthesize.replayed_curricula(settings, earlier_curated)
         problems = run("synthesize", r, synthesize.synthesize_inputs(
-            champion, earlier_problems, curricula, settings.benchmarks))
+            proposer or champion, earlier_problems, curricula, settings.benchmarks))
         rollouts = run("rollout", r, rollout.rollout_inputs(champion, problems))
         judge = champion if incumbent_judges(config.verify) else None
         verdicts = run("verify", r, verify.verify_inputs(problems, rollouts, judge))
@@ -101,8 +109,11 @@ def stage_graph(config: RunConfig, *, rounds: int = 1
                                                                        verdicts))
                   if asks_hints(config, r) else None)
         curated = run("curate", r, curate.curate_inputs(problems, rollouts, verdicts, hinted))
-        trained = run("train", r, {"checkpoint": champion.fingerprint,
-                                   **train.data_inputs(curated, earlier_curated)})
+        if proposer is not None:
+            proposer = Checkpoint(Path(), run(train.PROPOSER_STAGE, r, train.train_inputs(
+                train.PROPOSER_STAGE, champion, curated, earlier_curated, proposer)).fingerprint)
+        trained = run("train", r, train.train_inputs("train", champion, curated,
+                                                     earlier_curated))
         candidate = Checkpoint(Path(), trained.fingerprint)
         candidate_eval = evaluation(run("evaluate", r, {"checkpoint": candidate.fingerprint}))
         run("promote", r, promote.promote_inputs(champion, champion_eval, candidate,

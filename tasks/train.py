@@ -110,10 +110,11 @@ def train_settings(config: RunConfig, round_index: int) -> WarmupTrainSettings:
 
 
 def replayed_rows(paths: list[Path], own_size: int, *, ratio: float, seed: int,
-                  proposer_rows: bool = True) -> list[dict[str, Any]]:
+                  proposer_rows: bool = True, solver_rows: bool = True) -> list[dict[str, Any]]:
     """The earlier rounds' rows a train stage replays beside its own `own_size` rows: the rows
-    of the pool (the files' rows in round order, their solver rows only when `proposer_rows` is
-    false) at `replay_indices` (storage/seeds.py: about `ratio * own_size` rows sampled evenly),
+    of the pool (the files' rows in round order, without their proposer rows when
+    `proposer_rows` is false, without their solver rows when `solver_rows` is) at
+    `replay_indices` (storage/seeds.py: about `ratio * own_size` rows sampled evenly),
     in draw order. The pool is sized by a count and only the drawn rows are kept while the
     files stream, so a run of many large rounds does not hold its earlier rows to replay a share
     of them. The audit redraws these indices (storage/audit/training_plan.py)."""
@@ -124,6 +125,8 @@ def replayed_rows(paths: list[Path], own_size: int, *, ratio: float, seed: int,
     pool = pl.concat([pl.scan_parquet(path) for path in paths], how="diagonal_relaxed")
     if not proposer_rows:
         pool = pool.filter(pl.col("role") != "proposer")
+    if not solver_rows:
+        pool = pool.filter(pl.col("role") == "proposer")
     size = pool.select(pl.len()).collect().item()
     indices = replay_indices(size, own_size, ratio=ratio, seed=seed)
     if not indices:
@@ -234,40 +237,67 @@ def data_inputs(curated: StageOutput, earlier: list[StageOutput]) -> dict[str, s
             **{f"replay_round_{o.round}": o.fingerprint for o in earlier}}
 
 
-def scratch_dir(ctx: RunContext, round_index: int, fingerprint: str) -> Path:
+def scratch_dir(ctx: RunContext, round_index: int, fingerprint: str, stage: str = "train"
+                ) -> Path:
     """The train stage's work folder: it belongs to the fingerprint and survives a crash, so a
     training resumes from its last trainer checkpoint (models/passes.py)."""
-    return round_dir(ctx.data_root, ctx.run_id, round_index) / f".train-{fingerprint[:12]}"
+    return round_dir(ctx.data_root, ctx.run_id, round_index) / f".{stage}-{fingerprint[:12]}"
+
+
+PROPOSER_STAGE = "train-proposer"  # the separate proposer's train stage ([proposer] separate)
+
+
+ROLES = {"both": 0.0, "solver": 1.0, "proposer": 2.0}  # metric `trained_roles` (the audit's)
+
+
+def trained_roles(stage: str, *, separate_proposer: bool) -> str:
+    """Whose rows `stage` trains: both roles', or with a separate proposer the solver's in
+    `train` and the proposer's in `train-proposer` (its own and the replayed rows alike)."""
+    if stage == PROPOSER_STAGE:
+        return "proposer"
+    return "solver" if separate_proposer else "both"
+
+
+def rows_of(roles: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of `roles` (`trained_roles`) among `rows`."""
+    return rows if roles == "both" else [r for r in rows if r["role"] == roles]
 
 
 def train_round(ctx: RunContext, settings: WarmupTrainSettings, operations: TrainOperations,
                 runtime: TrainRuntime, round_index: int, incumbent: Checkpoint,
-                curated: StageOutput, earlier: list[StageOutput], fingerprint: str) -> StageResult:
-    """The train stage's computation: the round's rows plus replay, through the planned passes."""
-    seed = ctx.stage_seed("train", round_index)
-    rows = read_rows(curated.path("train_rows"))
+                curated: StageOutput, earlier: list[StageOutput], fingerprint: str, *,
+                stage: str = "train", base: Checkpoint | None = None) -> StageResult:
+    """The train stage's computation: the round's rows plus replay, through the planned passes.
+    `stage` train trains `incumbent`; train-proposer trains the separate proposer `base` (its
+    GRPO reward asks `incumbent`, the solver)."""
+    seed = ctx.stage_seed(stage, round_index)
+    base = base or incumbent
+    roles = trained_roles(stage, separate_proposer=settings.separate_proposer)
+    rows = rows_of(roles, read_rows(curated.path("train_rows")))
     rows += replayed_rows([o.path("train_rows") for o in earlier], len(rows),
                           ratio=settings.replay_ratio, seed=seed,
-                          proposer_rows=settings.replay_proposer_rows)
+                          proposer_rows=settings.replay_proposer_rows and roles != "solver",
+                          solver_rows=roles != "proposer")
     plan = plan_training(settings, rows, round_index, split=split_for)
     domain = ctx.judging_domain(incumbent)
     judge = model_judge_of(domain)
     spent_before = replace(judge.cost) if judge is not None else None
     job = TrainJob(
         train_pass=partial(train_pass, domain, settings, runtime, incumbent=incumbent),
-        base=incumbent.path, scratch=scratch_dir(ctx, round_index, fingerprint), seed=seed,
-        save_steps=operations.save_steps, label=f"round {round_index} train",
-        pause_prefix=f"train:{round_index}", progress_bar=progress_bar)
+        base=base.path, scratch=scratch_dir(ctx, round_index, fingerprint, stage), seed=seed,
+        save_steps=operations.save_steps, label=f"round {round_index} {stage}",
+        pause_prefix=f"{stage}:{round_index}", progress_bar=progress_bar)
     outcome = train_passes(plan, job, batch_size=settings.batch_size,
                            oom_retry_batch_size=operations.oom_retry_batch_size)
     write_card(job.scratch / "model", checkpoint_meta(
-        ctx, stage="train", round_index=round_index, fingerprint=fingerprint, parent=incumbent,
+        ctx, stage=stage, round_index=round_index, fingerprint=fingerprint, parent=base,
         config=settings.model_dump(mode="json"), data=data_inputs(curated, earlier),
         rows=len(rows)))
     # the replay's inputs, for the audit to redraw the sample (storage/audit/training_plan.py); a
     # 32-bit seed is exact in the catalog's float metrics
     replay = {"replay_seed": float(seed), "replay_ratio": settings.replay_ratio,
-              "replay_proposer_rows": float(settings.replay_proposer_rows)}
+              "replay_proposer_rows": float(settings.replay_proposer_rows),
+              "trained_roles": ROLES[roles]}
     metrics = {**train_metrics(plan, outcome, rows, round_index), **replay,
                **curve_metrics(outcome.results)}
     # the GRPO reward's judgements, as verify stores its own (models/grpo.py JudgementJournal)
@@ -285,14 +315,47 @@ def train(ctx: RunContext, round_index: int, incumbent: Checkpoint, curated: Sta
     """Train `incumbent` on the curated rows and a replay of the `earlier` rounds' rows."""
     from models.runtime import train_runtime
 
-    settings = train_settings(ctx.config, round_index)
+    return train_stage(ctx, "train", round_index, incumbent, curated, earlier,
+                       settings=train_settings(ctx.config, round_index),
+                       operations=TrainOperations.from_config(ctx.config),
+                       runtime=train_runtime(ctx.config.train))
+
+
+@task(name=PROPOSER_STAGE, cache_policy=NONE, persist_result=False, **TRANSIENT)
+def train_proposer(ctx: RunContext, round_index: int, proposer: Checkpoint, solver: Checkpoint,
+                   curated: StageOutput, earlier: list[StageOutput]) -> Checkpoint:
+    """Train the separate `proposer` on the round's proposer rows (and replayed ones): SFT in
+    round 0 and under `train.proposer.algorithm = "sft"`, GRPO rewarded by `solver`'s online
+    pass rate under "grpo". The checkpoint is the next round's proposer: a proposer has no
+    held-out test, so it advances every round it has rows (R-Zero's challenger does too)."""
+    from models.runtime import train_runtime
+
+    return train_stage(ctx, PROPOSER_STAGE, round_index, solver, curated, earlier,
+                       settings=train_settings(ctx.config, round_index),
+                       operations=TrainOperations.from_config(ctx.config),
+                       runtime=train_runtime(ctx.config.train), base=proposer)
+
+
+def train_inputs(stage: str, incumbent: Checkpoint, curated: StageOutput,
+                 earlier: list[StageOutput], base: Checkpoint | None = None) -> dict[str, str]:
+    """The fingerprints a train stage reads: the checkpoint it trains, the rows, and for the
+    proposer's the solver its GRPO reward asks."""
+    trained = {"checkpoint": (base or incumbent).fingerprint}
+    solver = {"solver": incumbent.fingerprint} if stage == PROPOSER_STAGE else {}
+    return {**trained, **solver, **data_inputs(curated, earlier)}
+
+
+def train_stage(ctx: RunContext, stage: str, round_index: int, incumbent: Checkpoint,
+                curated: StageOutput, earlier: list[StageOutput], *,
+                settings: WarmupTrainSettings, operations: TrainOperations,
+                runtime: TrainRuntime, base: Checkpoint | None = None) -> Checkpoint:
+    """Run train stage `stage` (train or train-proposer: `train_round`); its checkpoint."""
     out = run_stage(
-        ctx, stage="train", version=VERSION, round_index=round_index, settings=settings,
-        inputs={"checkpoint": incumbent.fingerprint, **data_inputs(curated, earlier)},
-        compute=partial(train_round, ctx, settings, TrainOperations.from_config(ctx.config),
-                        train_runtime(ctx.config.train), round_index, incumbent, curated,
-                        earlier),
+        ctx, stage=stage, version=VERSION, round_index=round_index, settings=settings,
+        inputs=train_inputs(stage, incumbent, curated, earlier, base),
+        compute=partial(train_round, ctx, settings, operations, runtime, round_index, incumbent,
+                        curated, earlier, stage=stage, base=base),
     )
-    shutil.rmtree(scratch_dir(ctx, round_index, out.fingerprint), ignore_errors=True)
+    shutil.rmtree(scratch_dir(ctx, round_index, out.fingerprint, stage), ignore_errors=True)
     return Checkpoint(path=checkpoint_dir(ctx, round_index, out.fingerprint),
                       fingerprint=out.fingerprint)

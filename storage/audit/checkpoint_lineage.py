@@ -20,6 +20,7 @@ import duckdb
 from storage.audit.lookup import first_row
 from storage.audit.snapshot import AuditError, Result, fetch
 from storage.audit.training_plan import (
+    TRAIN_STAGES,
     selected_rows_sql,
     train_rows_path,
     train_stage,
@@ -80,7 +81,7 @@ def train_checkpoints(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """
     return fetch(con, "SELECT d.round, d.stage, d.fingerprint, d.path, d.rows FROM datasets d"
                  " JOIN current_files c USING (fingerprint, kind) WHERE d.kind = 'checkpoint'"
-                 " AND d.stage = 'train' ORDER BY d.round")
+                 " AND list_contains(?, d.stage) ORDER BY d.round, d.stage", [list(TRAIN_STAGES)])
 
 
 def checkpoint_lineage(con: duckdb.DuckDBPyConnection, checkpoint: dict[str, Any], *,
@@ -114,7 +115,7 @@ def checkpoint_lineage(con: duckdb.DuckDBPyConnection, checkpoint: dict[str, Any
     notes = [(f"checkpoint {fingerprint} ({checkpoint['stage']} stage of round"
               f" {checkpoint['round']}): {checkpoint['path']}"),
              "ancestry: " + " <- ".join(_ancestry(con, fingerprint))]
-    if checkpoint["stage"] != "train":
+    if checkpoint["stage"] not in TRAIN_STAGES:
         notes.append("built from the config, trained on no rows")
     m = plan.metrics
     if m:

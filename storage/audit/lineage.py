@@ -284,6 +284,8 @@ def _add_forward(con: duckdb.DuckDBPyConnection, out: list[dict[str, Any]], *, t
         hits, how = 0, ""
         for row in made:
             fingerprint = file_of.get(row["round"])
+            if not plan.trains(row["role"]):  # the other model's row (a separate proposer)
+                continue
             if fingerprint is not None and fingerprint == plan.own:
                 hits, how = hits + 1, "this round"
             elif fingerprint in plan.offsets:

@@ -9,7 +9,9 @@ of this round's rows are trained; from earlier rounds the train stage replays a 
 and `replay_proposer_rows` (0/1), and checks it against the stage's `train_rows` /
 `replayed_rows` metrics; when these are missing (a stage recorded before them) or disagree, the
 replayed rows are reported as unknown rather than guessed. Rows of weight 0 are selected but not
-trained on.
+trained on. Beside a separate proposer (`[proposer] separate`) the solver's `train` stage takes
+the solver rows only and `train-proposer` the proposer rows only, its own and the pool's alike;
+the stage records whose as `trained_roles` (0 both, 1 solver, 2 proposer; 0 when not recorded).
 
     plan = training_plan(con, checkpoint)   # own, replay [(round, fingerprint)], picked, ...
     sql, params = selected_rows_sql(con, plan)
@@ -30,6 +32,9 @@ import pyarrow.parquet as pq
 from storage.audit.lookup import first_row
 from storage.audit.snapshot import AuditError, fetch
 from storage.seeds import replay_indices
+
+TRAIN_STAGES = ("train", "train-proposer")  # the stages that train a checkpoint on rows
+ROLES = {0: "both", 1: "solver", 2: "proposer"}  # the `trained_roles` metric
 
 
 def train_stage(con: duckdb.DuckDBPyConnection, fingerprint: str) -> dict[str, Any] | None:
@@ -91,6 +96,7 @@ class TrainingPlan:
     settings the replay settings among them; None when the stage did not record them
     proposer_rows  whether proposer rows are in the pool (`settings.proposer_rows`; true when
              not recorded, so the pool counts every row of a replayed file)
+    roles    whose rows the stage trains: both, solver or proposer (`trained_roles`)
     """
 
     own: str | None = None
@@ -101,6 +107,15 @@ class TrainingPlan:
     metrics: dict[str, float] = field(default_factory=dict)
     settings: ReplaySettings | None = None
     proposer_rows: bool = True
+    roles: str = "both"
+
+    def trains(self, role: str) -> bool:
+        """Whether the stage takes rows of `role` at all (its own file's and the pool's)."""
+        return self.roles in ("both", role)
+
+    def own_filter(self) -> str:
+        """SQL condition on `role` for the rows of this round's file the stage takes."""
+        return "true" if self.roles == "both" else f"role = '{self.roles}'"
 
     def in_pool(self, role: str) -> bool:
         """Whether a replayed file's row of `role` is part of the replay pool.
@@ -112,18 +127,22 @@ class TrainingPlan:
 
         Returns
         -------
-        False only for proposer rows when the pool leaves them out.
+        False for proposer rows when the pool leaves them out, and for a role the stage does
+        not train.
         """
-        return self.proposer_rows or role != "proposer"
+        return self.trains(role) and (self.proposer_rows or role != "proposer")
 
     def pool_filter(self) -> str:
         """SQL condition on `role` for the rows of a replayed file that form the pool.
 
         Returns
         -------
-        "true", or "role <> 'proposer'" when the pool leaves proposer rows out.
+        "true", or the conditions that leave proposer rows, or another role's, out.
         """
-        return "true" if self.proposer_rows else "role <> 'proposer'"
+        conditions = [c for c in (self.own_filter(),
+                                  "true" if self.proposer_rows else "role <> 'proposer'")
+                      if c != "true"]
+        return " AND ".join(conditions) or "true"
 
 
 def training_plan(con: duckdb.DuckDBPyConnection, checkpoint: dict[str, Any], *,
@@ -153,19 +172,20 @@ def training_plan(con: duckdb.DuckDBPyConnection, checkpoint: dict[str, Any], *,
         file is missing from disk.
     """
     stage = train_stage(con, checkpoint["fingerprint"])
-    if stage is None or checkpoint["stage"] != "train":
+    if stage is None or checkpoint["stage"] not in TRAIN_STAGES:
         return TrainingPlan()
     inputs = json.loads(stage["inputs_json"] or "{}")
     sizes = dict(con.execute(
         "SELECT fingerprint, rows FROM datasets WHERE kind = 'train_rows'").fetchall())
     metrics = {r["name"]: r["value"] for r in fetch(
-        con, "SELECT name, value FROM metrics WHERE stage = 'train' AND round = ?",
-        [stage["round"]])}
+        con, "SELECT name, value FROM metrics WHERE stage = ? AND round = ?",
+        [checkpoint["stage"], stage["round"]])}
     settings = ReplaySettings.recorded(metrics)
     plan = TrainingPlan(own=inputs.get("train_rows"), replay=sorted(
         (int(key.rsplit("_", 1)[1]), fp) for key, fp in inputs.items()
         if key.startswith("replay_round_")), metrics=metrics, settings=settings,
-        proposer_rows=settings is None or settings.proposer_rows)
+        proposer_rows=settings is None or settings.proposer_rows,
+        roles=ROLES.get(int(metrics.get("trained_roles", 0)), "both"))
     for fingerprint in [plan.own] + [fp for _, fp in plan.replay]:
         if fingerprint is not None and fingerprint not in sizes:
             raise AuditError(f"train stage {checkpoint['fingerprint'][:12]} read train_rows"
@@ -174,10 +194,12 @@ def training_plan(con: duckdb.DuckDBPyConnection, checkpoint: dict[str, Any], *,
     pool_size = 0
     for _, fingerprint in plan.replay:
         plan.offsets[fingerprint] = pool_size
-        pool_size += sizes[fingerprint] if plan.proposer_rows else con.execute(
+        pool_size += sizes[fingerprint] if plan.pool_filter() == "true" else con.execute(
             f"SELECT count(*) FROM read_parquet(?) WHERE {plan.pool_filter()}",
             [train_rows_path(con, fingerprint)]).fetchone()[0]
-    own_size = sizes[plan.own] if plan.own else 0
+    own_size = (0 if not plan.own else sizes[plan.own] if plan.roles == "both" else con.execute(
+        f"SELECT count(*) FROM read_parquet(?) WHERE {plan.own_filter()}",
+        [train_rows_path(con, plan.own)]).fetchone()[0])
     if not draw or not plan.replay:  # round 0 replays nothing: nothing to redraw
         return plan
     if settings is None:
@@ -270,7 +292,8 @@ def selected_rows_sql(con: duckdb.DuckDBPyConnection, plan: TrainingPlan) -> tup
     parts, params = [], []
     if plan.own is not None:
         parts.append("SELECT train_row_id, round, role, weight, 'this round' AS relation,"
-                     " file_row_number AS draw FROM read_parquet(?, file_row_number = true)")
+                     " file_row_number AS draw FROM read_parquet(?, file_row_number = true)"
+                     f" WHERE {plan.own_filter()}")
         params.append(train_rows_path(con, plan.own))
     if plan.replay and plan.picked:
         parts.append(

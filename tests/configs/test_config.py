@@ -47,7 +47,7 @@ def test_algorithm_settings_are_nested_in_sections_of_their_own():
               and "." in name}
     assert nested == {"synthesize.bandit", "curate.diversity", "train.warmup", "train.grpo",
                       "train.dpo", "train.proposer", "train.lora", "domain.reasoning_gym",
-                      "domain.dataset", "verify.judge", "verify.reward_model"}
+                      "domain.dataset", "verify.judge", "verify.reward_model", "proposer.model"}
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from configs import ConfigError, RunConfig, load_config
 from configs.settings import stage_settings
 from tasks.fingerprints import Stage, stage_graph
-from tasks.train import train_settings
+from tasks.train import PROPOSER_STAGE, train_settings
 
 # Keys that never change a result: in no stage's settings, so in no fingerprint.
 NOT_FINGERPRINTED = ("rounds", "gates.", "schedule.", "scale.", "train.save_steps",
@@ -25,7 +25,7 @@ NOT_FINGERPRINTED = ("rounds", "gates.", "schedule.", "scale.", "train.save_step
                      "train.num_processes", "train.report_to")
 # Keys not compared here: which snapshot of a hub id `model.path` loads (its files are the base
 # checkpoint's fingerprint: tests/models/test_hub.py).
-ELSEWHERE = ("model.revision",)
+ELSEWHERE = ("model.revision", "proposer.model.revision")
 # Keys whose other values need other keys set too: set in both configs compared.
 COMPANIONS: dict[str, dict[str, Any]] = {
     "rollout.tensor_parallel_size": {"rollout.backend": "vllm"},
@@ -37,6 +37,10 @@ COMPANIONS: dict[str, dict[str, Any]] = {
     "evaluate.samples": {"evaluate.temperature": 0.8},
     "scale.vllm_engines": {"rollout.backend": "vllm", "scale.task_runner": "ray",
                            "scale.rollout_shards": 4},
+    # the separate proposer's model matters only beside the solver
+    **{f"proposer.model.{key}": {"proposer.separate": True}
+       for key in ("path", "hidden_size", "num_layers", "head_dim", "intermediate_size",
+                   "init_seed")},
 }
 SPECIAL: dict[str, list[Any]] = {  # values the generic rules below cannot guess
     "schedule.cron": ["0 3 * * *"], "schedule.timezone": ["Europe/Paris"],
@@ -66,7 +70,7 @@ def alternatives(key: str, annotation: Any, value: Any, tmp_model: str) -> list[
     """Candidate other values of a leaf, in order; the first valid one is used."""
     if key in SPECIAL:
         return SPECIAL[key]
-    if key == "model.path":
+    if key in ("model.path", "proposer.model.path"):
         return [tmp_model]
     if key == "evaluate.benchmarks":  # its file's digest is fingerprinted: the file must exist
         return [{"toy": f"{tmp_model}/benchmark.jsonl"}]
@@ -100,7 +104,7 @@ def configured(overrides: dict[str, Any]) -> RunConfig | None:
 
 
 def settings_of(config: RunConfig, stages: list[Stage]) -> dict[Stage, BaseModel]:
-    return {(stage, r): (train_settings(config, r) if stage == "train"
+    return {(stage, r): (train_settings(config, r) if stage in ("train", PROPOSER_STAGE)
                          else stage_settings(config, stage, r)) for stage, r in stages}
 
 
@@ -170,7 +174,8 @@ def test_every_key_reruns_its_stages_and_those_downstream_only(tmp_model: str) -
             if type(old[s]) is type(new[s]):
                 covered.setdefault(type(old[s]).__name__, set()).update(
                     changed_fields(old[s], new[s]))
-        expected = downstream(direct, {**reads, **reads_after})
+        either = {s: reads.get(s, set()) | reads_after.get(s, set()) for s in stages}
+        expected = downstream(direct, either)  # a link in either graph carries a change
         moved = {s for s in stages if before.get(s) != after.get(s)}
         assert moved == expected, (key, sorted(moved ^ expected))
         if not direct:
