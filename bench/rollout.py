@@ -20,8 +20,18 @@ The vllm part needs vLLM's CPU build: this script re-runs itself with --child un
 
     python bench/rollout.py [--backends transformers,vllm] [--problems 256] [--samples K]
                             [--max-new-tokens T] [--repeats 3] [--out bench/results/rollout.json]
+                            [--ignore-eos]
 
 K and T default to the rollout config's defaults (`samples_per_problem`, `max_new_tokens`).
+
+Long generations (`--max-new-tokens 8192 --ignore-eos`, vLLM only): an untrained tiny model
+ends its answers after a few dozen tokens, so a workload of long answers has the engine ignore
+the end-of-sequence token, in the raw call and inside the stage alike (vLLM's `ignore_eos`,
+set on every request of this process); every answer is then `T` tokens. The models are built
+to take a prompt and `T` tokens (`max_position_embeddings`).
+
+    python bench/rollout.py --backends vllm --models tiny --problems 2 --samples 2 \
+        --max-new-tokens 8192 --ignore-eos
 """
 
 from __future__ import annotations
@@ -50,16 +60,21 @@ ENVIRONMENT = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error",
                "TOKENIZERS_PARALLELISM": "false", "DO_NOT_TRACK": "1"}
 
 
-def build_models(folder: Path, names: list[str]) -> dict[str, Path]:
+PROMPT_ROOM = 64  # positions for the prompt beside the answer's max_new_tokens
+
+
+def build_models(folder: Path, names: list[str], max_new_tokens: int) -> dict[str, Path]:
     """Per model: `incumbent/` (the weights rolled out) and `previous/` (another init, same
-    shape)."""
+    shape), each taking a prompt and `max_new_tokens` tokens."""
     from models.tiny import build_tiny_model
 
     out = {}
+    length = max(256, max_new_tokens + PROMPT_ROOM)
     for name in names:
         shape = MODELS[name]
         for role, seed in [("incumbent", 0), ("previous", 1)]:
-            build_tiny_model(folder / name / role, init_seed=seed, **shape)
+            build_tiny_model(folder / name / role, init_seed=seed,
+                             max_position_embeddings=length, **shape)
         out[name] = folder / name
     return out
 
@@ -124,6 +139,19 @@ def _raw_transformers(checkpoint: Path, prompts: list[str], params, batch_size: 
     return run
 
 
+def ignore_eos_everywhere() -> None:
+    """Every `vllm.SamplingParams` of this process ignores the end-of-sequence token (the raw
+    call's and the stage's backend's, which looks the class up when it generates)."""
+    import vllm
+
+    original = vllm.SamplingParams
+
+    def ignoring_eos(*args, **kwargs):
+        return original(*args, **{**kwargs, "ignore_eos": True})
+
+    vllm.SamplingParams = ignoring_eos
+
+
 def _raw_vllm(checkpoint: Path, prompts: list[str], params, options):
     from vllm import SamplingParams as VLLMSamplingParams
 
@@ -169,6 +197,8 @@ def child(args: argparse.Namespace) -> dict:
                             max_new_tokens=args.max_new_tokens, seed=1234)
 
     generate_clocks: list[Clock] = []
+    if args.ignore_eos:
+        ignore_eos_everywhere()
     if args.backend == "vllm":
         from models.vllm_backend import ENGINES, EngineOptions, VLLMBackend
 
@@ -251,6 +281,8 @@ def main() -> None:
                         help="default: rollout.max_new_tokens")
     parser.add_argument("--repeats", type=int, default=3, help="raw/stage pairs; medians reported")
     parser.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS of the engines")
+    parser.add_argument("--ignore-eos", action="store_true",
+                        help="vllm only: answers of max_new_tokens each (long generations)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "rollout.json")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--backend", help=argparse.SUPPRESS)
@@ -268,17 +300,21 @@ def main() -> None:
         return
 
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    if args.ignore_eos and backends != ["vllm"]:
+        sys.exit("error: --ignore-eos measures the vllm backend only (--backends vllm)")
     interpreters = {"transformers": sys.executable, "vllm": args.vllm_python}
     if "vllm" in backends and not Path(args.vllm_python).exists():
         sys.exit(f"error: --vllm-python {args.vllm_python} not found"
                  " (run `make test-vllm` to build it)")
     results = {"workload": {"problems": args.problems, "samples_per_problem": args.samples,
                             "max_new_tokens": args.max_new_tokens, "repeats": args.repeats,
+                            "ignore_eos": args.ignore_eos,
                             "threads": args.threads, "load_average": os.getloadavg()},
                "models": {}}
     with tempfile.TemporaryDirectory(prefix="flywheel-bench-models-") as folder:
         models = build_models(Path(folder),
-                              [m.strip() for m in args.models.split(",") if m.strip()])
+                              [m.strip() for m in args.models.split(",") if m.strip()],
+                              args.max_new_tokens)
         for model, model_dir in models.items():
             results["models"][model] = {"shape": MODELS[model]}
             for backend in backends:
@@ -286,7 +322,8 @@ def main() -> None:
                            "--model-dir", str(model_dir), "--problems", str(args.problems),
                            "--samples", str(args.samples),
                            "--max-new-tokens", str(args.max_new_tokens),
-                           "--repeats", str(args.repeats), "--threads", str(args.threads)]
+                           "--repeats", str(args.repeats), "--threads", str(args.threads),
+                           *(["--ignore-eos"] if args.ignore_eos else [])]
                 done = subprocess.run(command, check=False, capture_output=True, text=True,
                                       cwd=ROOT)
                 if done.returncode != 0:

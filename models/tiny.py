@@ -43,8 +43,10 @@ def build_tiny_model(
     head_dim: int,
     intermediate_size: int,
     init_seed: int,
+    max_position_embeddings: int = 256,
 ) -> Path:
-    """Create and save a freshly initialised tiny model + tokenizer into `out_dir`."""
+    """Create and save a freshly initialised tiny model + tokenizer into `out_dir`
+    (`max_position_embeddings`: the longest sequence it takes, prompt and answer)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -60,7 +62,7 @@ def build_tiny_model(
         num_attention_heads=hidden_size // head_dim,
         num_key_value_heads=hidden_size // head_dim,
         head_dim=head_dim,
-        max_position_embeddings=256,
+        max_position_embeddings=max_position_embeddings,
         tie_word_embeddings=True,
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
