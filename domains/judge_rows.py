@@ -9,7 +9,11 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from storage.datasets import read_table
+
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from domains.base import Domain
     from domains.judge import ModelJudge
 
@@ -63,3 +67,22 @@ def pairwise_columns(judge: ModelJudge, prompts: list[str]) -> list[pl.Series]:
             pl.Series("position_consistent",
                       [judge.outcome(p)[1] if judge.pairwise else None for p in prompts],
                       dtype=pl.Boolean)]
+
+
+def remember_stored(judge: ModelJudge, path: Path | None) -> int:
+    """Give `judge` the replies of a stored judgements file that its own id gave (others are
+    another judge's); how many distinct prompts it was given (0 without a file)."""
+    if path is None or not path.is_file():
+        return 0
+    table = pl.from_arrow(read_table(path, columns=["judge", "question", "rubric", "prompt",
+                                                    "reply", "prompt_swapped", "reply_swapped"]))
+    mine = table.filter(pl.col("judge") == judge.describe())
+    replies = mine.unique("prompt", keep="first", maintain_order=True)
+    judge.remember(replies["prompt"].to_list(), replies["reply"].to_list())
+    swapped = replies.filter(pl.col("prompt_swapped").is_not_null())
+    judge.remember(swapped["prompt_swapped"].to_list(), swapped["reply_swapped"].to_list())
+    written = mine.filter(pl.col("rubric").is_not_null()).unique("question", keep="first",
+                                                                 maintain_order=True)
+    judge.remember([judge.rubric_prompt(q) for q in written["question"].to_list()],
+                   written["rubric"].to_list())  # the criteria the prompts were built with
+    return len(replies)

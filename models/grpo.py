@@ -82,6 +82,8 @@ def verifier_reward(domain: Domain, journal: Path | None = None) -> RewardFuncti
     as verify records it; never a silent 0. Under an LLM judge every call's judgements are
     written into `journal` (`JudgementJournal`), which the train stage stores."""
     record = JudgementJournal(journal) if journal is not None else None
+    if record is not None:
+        record.recall(domain)
 
     def verifier(completions: list[str], problem: list[str], problem_id: list[str] | None = None,
                  trainer_state: Any = None, **_: Any) -> list[float | None]:
@@ -109,13 +111,24 @@ class JudgementJournal:
     and null `run_id` and `round` (the train stage fills them in when it stores the parts:
     `read_journal`). `step` is the trainer's global step when the reward was asked, `call`
     counts the calls of that step in this process: a pass resumed from a trainer checkpoint
-    asks again for the steps after it and writes the same parts again, so a step is never
-    stored twice. A domain without an LLM judge writes nothing."""
+    asks for the steps after it again and writes the same parts again, so a step is never
+    stored twice; the judge is given the parts already written first (`recall`), so what it
+    already answered is not sent again. A domain without an LLM judge writes nothing."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.rank = int(os.environ.get("RANK", "0"))  # accelerate's, in a launched pass
         self.calls: dict[int, int] = {}
+
+    def recall(self, domain: Domain) -> int:
+        """Give `domain`'s LLM judge the replies of every part already written (a resumed
+        pass's); how many distinct prompts it was given."""
+        from domains.judge_rows import model_judge_of, remember_stored
+
+        judge = model_judge_of(domain)
+        if judge is None or not self.folder.is_dir():
+            return 0
+        return sum(remember_stored(judge, part) for part in sorted(self.folder.glob("*.parquet")))
 
     def write(self, domain: Domain, step: int, completions: list[str],
               problems: list[dict[str, Any]], problem_ids: list[str]) -> None:

@@ -27,8 +27,9 @@ stage for the answers its GRPO reward judged while training (models/grpo.py `Jud
 stage judges each chunk of rollouts here, in its own process, before the shards compute
 their verdicts: the shards (in process or on Ray workers, which receive the judge with its
 replies) find every prompt answered and call no model. `flywheel reverify` gives the judge the
-round's stored judgements first (`remember_stored`): with the same judge it asks nothing
-again and reproduces the verdicts; a changed judge has another id, so its own prompts are new.
+round's stored judgements first (domains/judge_rows.py `remember_stored`): with the same judge
+it asks nothing again and reproduces the verdicts; a changed judge has another id, so its own
+prompts are new.
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from domains.judge_rows import JUDGED_COLUMNS, judgement_frame
-from storage.datasets import read_table
 
 if TYPE_CHECKING:
     from domains.base import Domain, Problem
@@ -72,25 +72,6 @@ def eval_judgements(judge: ModelJudge, domain: Domain, rows: list[dict[str, Any]
         schema={"problem_id": pl.String, **dict.fromkeys(JUDGED_COLUMNS, pl.String),
                 "level": pl.Int64})
     return judgement_frame(judge, domain, answers, problems)
-
-
-def remember_stored(judge: ModelJudge, path: Path | None) -> int:
-    """Give `judge` the replies of a stored judgements file that its own id gave (others are
-    another judge's); how many distinct prompts it was given (0 without a file)."""
-    if path is None or not path.is_file():
-        return 0
-    table = pl.from_arrow(read_table(path, columns=["judge", "question", "rubric", "prompt",
-                                                    "reply", "prompt_swapped", "reply_swapped"]))
-    mine = table.filter(pl.col("judge") == judge.describe())
-    replies = mine.unique("prompt", keep="first", maintain_order=True)
-    judge.remember(replies["prompt"].to_list(), replies["reply"].to_list())
-    swapped = replies.filter(pl.col("prompt_swapped").is_not_null())
-    judge.remember(swapped["prompt_swapped"].to_list(), swapped["reply_swapped"].to_list())
-    written = mine.filter(pl.col("rubric").is_not_null()).unique("question", keep="first",
-                                                                 maintain_order=True)
-    judge.remember([judge.rubric_prompt(q) for q in written["question"].to_list()],
-                   written["rubric"].to_list())  # the criteria the prompts were built with
-    return len(replies)
 
 
 def cost_text(metrics: dict[str, Any]) -> str:

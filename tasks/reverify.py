@@ -79,7 +79,7 @@ from configs.settings import WarmupCurateSettings, WarmupVerifySettings
 from domains import Domain, get_domain
 from domains.base import Problem, problem_row
 from domains.judge import ModelJudge, incumbent_judged
-from domains.judge_rows import model_judge_of
+from domains.judge_rows import model_judge_of, remember_stored
 from storage.catalog import Catalog
 from storage.catalog.reverify import (
     current_stages,
@@ -96,7 +96,6 @@ from tasks.alarms import Alarm, Metrics, round_alarms
 from tasks.context import Checkpoint
 from tasks.curate import curate_round
 from tasks.evaluate import accuracy, is_correct
-from tasks.judgements import remember_stored
 from tasks.promote import NO_TRAINING_ROWS, promotion_decision, with_alarms
 from tasks.stage import StageOutput, settings_fingerprint
 from tasks.verify import canaries_of, stream_verdicts, verify_metrics

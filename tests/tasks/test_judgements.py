@@ -19,12 +19,12 @@ import pytest
 from configs import ScaleConfig, load_config
 from domains import get_domain
 from domains.checking import Judgement
-from domains.judge_rows import model_judge_of
+from domains.judge_rows import model_judge_of, remember_stored
 from models.rollout_types import Completion, SamplingParams
 from storage.catalog import Catalog
 from storage.datasets import write_atomic
 from storage.fingerprint import file_checksum
-from tasks.judgements import cost_text, judgements_beside, remember_stored
+from tasks.judgements import cost_text, judgements_beside
 from tasks.verify import stream_verdicts
 
 _ASKED = re.compile(r"Question: (?P<question>.*?)=?\s*\n\nAnswer: (?P<answer>.*?)\n\n", re.S)
@@ -528,3 +528,17 @@ def test_a_reward_without_an_llm_judge_journals_nothing(tmp_path):
                           "payload": None})
     assert reward(completions=["2"], problem=[problem], problem_id=["p"]) == [1.0]
     assert not (tmp_path / "journal").exists()
+
+
+def test_a_resumed_grpo_pass_asks_the_judge_nothing_it_journaled(tmp_path, judge_folder):
+    from models.grpo import verifier_reward
+
+    problem = json.dumps({"text": "2+3", "reference": "5", "level": 1, "task": None,
+                          "payload": None})
+    asked = {"completions": ["5", "6"], "problem": [problem] * 2, "problem_id": ["a"] * 2}
+    first = verifier_reward(get_domain("arithmetic", judged_config(judge_folder)),
+                            journal=tmp_path / "journal")(**asked)
+    assert ArithmeticJudge.CALLS == [2]
+    again = verifier_reward(get_domain("arithmetic", judged_config(judge_folder)),
+                            journal=tmp_path / "journal")(**asked)  # a new process's judge
+    assert again == first and ArithmeticJudge.CALLS == [2]
