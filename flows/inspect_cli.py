@@ -63,8 +63,9 @@ def status(
         typer.echo(to_json(payload))
         raise typer.Exit(code)
     typer.echo(line or f"run {run_id}: {run_status}")  # the first line says what to do
+    width = max([10, *(len(s["stage"]) for s in stages)])  # train-proposer, rationalize
     for s in stages:
-        typer.echo(f"  round {s['round']:>3}  {s['stage']:<10} {s['status']:<11} "
+        typer.echo(f"  round {s['round']:>3}  {s['stage']:<{width}} {s['status']:<11} "
                    f"{s['fingerprint'][:12]}  "
                    f"rows={s['rows'] if s['rows'] is not None else '-':<6} "
                    f"{s['seconds']:.1f}s" + (f"  {_clip(s['error'])}" if s["error"] else ""))
