@@ -140,16 +140,18 @@ def _raw_transformers(checkpoint: Path, prompts: list[str], params, batch_size: 
 
 
 def ignore_eos_everywhere() -> None:
-    """Every `vllm.SamplingParams` of this process ignores the end-of-sequence token (the raw
-    call's and the stage's backend's, which looks the class up when it generates)."""
+    """Every `vllm.SamplingParams` made from now on in this process ignores the end-of-sequence
+    token: the raw call's and the stage's backend's, which both look the class up when they
+    generate."""
     import vllm
+    import vllm.entrypoints.llm  # noqa: F401 - vLLM's own modules bind the real class first
 
-    original = vllm.SamplingParams
+    class IgnoringEos(vllm.SamplingParams):
+        def __post_init__(self) -> None:
+            self.ignore_eos = True
+            super().__post_init__()
 
-    def ignoring_eos(*args, **kwargs):
-        return original(*args, **{**kwargs, "ignore_eos": True})
-
-    vllm.SamplingParams = ignoring_eos
+    vllm.SamplingParams = IgnoringEos
 
 
 def _raw_vllm(checkpoint: Path, prompts: list[str], params, options):

@@ -299,7 +299,8 @@ class RewardModelConfig(Section):
         description="most tokens of prompt and answer scored; a longer pair loses the start of "
                     "its prompt (truncated from the left), so the answer's end is always read")
     batch_size: int = Field(
-        16, ge=1, le=4096, description="(prompt, answer) pairs scored in one forward pass")
+        16, ge=1, le=4096, description="rows of every forward pass: pairs of one token length, "
+                                       "filled out with copies (1 on the CPU wastes none)")
 
 
 VERIFY_COMPARES = ("auto", "exact", "math", "task", "judge", "reward_model")

@@ -20,20 +20,25 @@ Choices, written down here:
   naming the key when it loads, not a guess at which label means "good".
 - **No normalisation.** The reward is sigmoid(score) of that completion alone, never centred or
   scaled within a batch or group, so the same completion gets the same reward in every stage,
-  batch and process (to float32 rounding: about 1e-6 between batches of other lengths). The
-  per-group part is GRPO's own: its advantage normalises the rewards of each prompt's group.
+  batch and process. The per-group part is GRPO's own: its advantage normalises the rewards of
+  each prompt's group.
 - **Truncation** keeps the last `max_length` tokens: a longer pair loses the start of its prompt
   (then of its answer), never the end of the answer, which is what is judged.
-- **Padding** is on the right, so each pair keeps the positions it has alone; the model pools
-  its last non-pad token (transformers' sequence classifiers), so the tokenizer pads with the
-  config's `pad_token_id`, which is set from the tokenizer (its pad token, else its eos token)
-  where the config lacks one (`pad_like_the_model`).
-- It runs in float32, in eval mode, under `torch.no_grad`, `batch_size` pairs per forward pass,
-  on CUDA where there is one, else the CPU.
+- **One shape per length.** A forward pass holds pairs of one token length only, at most
+  `batch_size` of them (`same_length_batches`), filled out to `batch_size` rows with copies of
+  its first pair: a pair is scored by the same computation alone or among others of any
+  length. Padding, or passes of other row counts, change the kernels' shapes and, by float32
+  rounding, the score (seen: about 1e-7 relative on the CPU for some lengths). Filling costs
+  compute where a length has fewer than `batch_size` pairs; `batch_size = 1` spends none on
+  the CPU. The model pools its last token that is not the config's
+  `pad_token_id` (transformers' sequence classifiers), which is set from the tokenizer (its pad
+  token, else its eos token) where the config lacks one (`pad_like_the_model`).
+- It runs in float32, in eval mode, under `torch.no_grad`, on CUDA where there is one, else the
+  CPU.
 - Think tags (`verify.think_tags`): only the text after the thinking is scored, as the judge
   reads it; a completion cut off while thinking is `Judgement(None, "thinking_unfinished")`.
 
-The verifier id is `reward_model[<model_path>:<hash of the settings>]@1`. Scores are not stored
+The verifier id is `reward_model[<model_path>:<hash of the settings>]@2`. Scores are not stored
 as a dataset of their own (their verdicts hold them); the tiny models cannot score meaningfully.
 """
 
@@ -53,7 +58,8 @@ if TYPE_CHECKING:
     from configs import RunConfig
     from configs.domain import RewardModelConfig
 
-REWARD_MODEL_VERSION = 1  # bumped when the same model would give the same pair another reward
+REWARD_MODEL_VERSION = 2  # bumped when the same model would give the same pair another reward
+# (2: passes of one length and shape, no padding)
 KEY = "verify.reward_model.model_path"
 
 
@@ -90,6 +96,7 @@ class RewardModel:
     def describe(self) -> str:
         """`reward_model[<model>:<hash of the settings>]@<version>`."""
         key = json.dumps({"model": self.model_path, "max_length": self.settings.max_length,
+                          "batch_size": self.settings.batch_size,  # the passes' shape
                           "think_tags": list(self.think_tags)}, sort_keys=True)
         digest = hashlib.sha256(key.encode()).hexdigest()[:12]
         return f"reward_model[{self.model_path}:{digest}]@{REWARD_MODEL_VERSION}"
@@ -115,25 +122,29 @@ class RewardModel:
         return tokenizer.apply_chat_template(messages, tokenize=False)
 
     def scores(self, texts: list[str]) -> list[float]:
-        """The model's raw score of each text, `batch_size` texts per forward pass."""
+        """The model's raw score of each text: texts of one token length together, at most
+        `batch_size` per forward pass (`same_length_batches`), each pass filled out to
+        `batch_size` rows with copies of its first text, so every pass of a length has one
+        shape and no text is padded."""
         import torch
 
         if not texts:
             return []
         model, tokenizer = self.model(), self.tokenizer()
         special = not has_chat_template(tokenizer)  # a rendering holds its special tokens already
-        out: list[float] = []
-        size = self.settings.batch_size
+        ids = tokenizer(texts, truncation=True, max_length=self.settings.max_length,
+                        add_special_tokens=special)["input_ids"]
+        out: dict[int, float] = {}
         with torch.no_grad():
-            for start in range(0, len(texts), size):
-                batch = tokenizer(texts[start:start + size], return_tensors="pt", padding=True,
-                                  truncation=True, max_length=self.settings.max_length,
-                                  add_special_tokens=special).to(model.device)
-                logits = model(input_ids=batch["input_ids"],
-                               attention_mask=batch["attention_mask"]).logits
+            for batch in same_length_batches(ids, self.settings.batch_size):
+                rows = [ids[i] for i in batch]
+                rows += [rows[0]] * (self.settings.batch_size - len(rows))
+                tokens = torch.tensor(rows, device=model.device)
+                logits = model(input_ids=tokens, attention_mask=torch.ones_like(tokens)).logits
                 self.forward_passes += 1
-                out.extend(float(v) for v in logits[:, 0].float().cpu())
-        return out
+                scores = logits[: len(batch), 0].float().cpu()
+                out.update(zip(batch, (float(v) for v in scores), strict=True))
+        return [out[i] for i in range(len(texts))]
 
     def tokenizer(self) -> Any:
         if self._tokenizer is None:
@@ -164,6 +175,17 @@ class RewardModel:
         from models.hub import locate_model
 
         return locate_model(self.model_path).folder
+
+
+def same_length_batches(ids: list[list[int]], size: int) -> list[list[int]]:
+    """The indices of `ids` in batches of at most `size` token lists of one length, in order of
+    first appearance: a batch needs no padding, so a text's score does not depend on the
+    lengths of the texts it is batched with."""
+    by_length: dict[int, list[int]] = {}
+    for index, tokens in enumerate(ids):
+        by_length.setdefault(len(tokens), []).append(index)
+    return [group[start:start + size] for group in by_length.values()
+            for start in range(0, len(group), size)]
 
 
 def pad_like_the_model(model_config: Any, tokenizer: Any) -> None:

@@ -1,7 +1,7 @@
 """The reward model (domains/reward_model.py): a tiny random Qwen2ForSequenceClassification
 (tests/models/chat_model.py) scores (solver prompt, answer) pairs; its rewards are the sigmoid
-of its raw scores, kept in the verdicts' `score` column, the same for a completion alone or
-batched with longer ones, and the same in verify and the GRPO reward. Plumbing only: a random
+of its raw scores, kept in the verdicts' `score` column, exactly the same for a completion alone
+or batched with others, and the same in verify and the GRPO reward. Plumbing only: a random
 model cannot score meaningfully."""
 
 from __future__ import annotations
@@ -58,15 +58,37 @@ def test_rewards_are_the_sigmoid_of_the_raw_scores_kept_in_the_verdicts(folder: 
 
 
 def test_a_completion_gets_the_same_reward_alone_and_batched(folder: Path):
+    """Exactly the same, not to a tolerance: a pass holds answers of one token length only, so
+    no answer is padded, whatever it is batched with."""
+    import random
+
     domain = reward_domain(str(folder), **{"verify.reward_model.batch_size": 4})
-    batched = domain.judge(ANSWERS, ROWS)
-    assert domain.scorer.forward_passes == 2  # 6 pairs, 4 per pass
-    alone = [domain.judge([c], [row])[0] for c, row in zip(ANSWERS, ROWS, strict=True)]
-    for one, many in zip(alone, batched, strict=True):
-        assert one.score == pytest.approx(many.score, abs=1e-6)
-        assert one.reward == pytest.approx(many.reward, abs=1e-6)
-    reloaded = reward_domain(str(folder)).judge(ANSWERS, ROWS)  # a fresh process's model
-    assert [j.score for j in reloaded] == pytest.approx([j.score for j in batched], abs=1e-6)
+    same = [str(n) for n in range(10, 16)]  # six answers of one length: two passes of 4 and 2
+    rows = [ROWS[0]] * len(same)
+    batched = domain.judge(same + ANSWERS, rows + ROWS)
+    assert domain.scorer.forward_passes < len(same + ANSWERS)  # the same lengths shared passes
+    alone = [domain.judge([c], [row])[0] for c, row in zip(same + ANSWERS, rows + ROWS,
+                                                          strict=True)]
+    assert [j.score for j in alone] == [j.score for j in batched]
+    assert [j.reward for j in alone] == [j.reward for j in batched]
+    order = list(range(len(alone)))
+    for seed in range(3):  # in another order and company, by a fresh process's model
+        random.Random(seed).shuffle(order)
+        kept = order[:4 + seed]
+        again = reward_domain(str(folder), **{"verify.reward_model.batch_size": 4})
+        shuffled = again.judge([(same + ANSWERS)[i] for i in kept],
+                               [(rows + ROWS)[i] for i in kept])
+        assert [j.score for j in shuffled] == [batched[i].score for i in kept]
+    # the passes' shape is the verifier's: another batch_size is another verifier id
+    assert again.verifier() != reward_domain(str(folder)).verifier()
+
+
+def test_same_length_batches_group_by_length_in_order_of_first_appearance():
+    from domains.reward_model import same_length_batches
+
+    ids = [[1, 2], [3], [4, 5], [6, 7], [8], [9, 9]]
+    assert same_length_batches(ids, 2) == [[0, 2], [3, 5], [1, 4]]
+    assert same_length_batches([], 4) == []
 
 
 def test_only_the_answer_after_the_thinking_is_scored(folder: Path):
@@ -103,7 +125,7 @@ def test_the_tokenizer_pads_with_the_models_pad_token(tmp_path: Path):
     batched = domain.judge(ANSWERS, ROWS)
     assert domain.scorer.tokenizer().pad_token == "<|im_end|>"
     alone = [domain.judge([c], [row])[0].score for c, row in zip(ANSWERS, ROWS, strict=True)]
-    assert alone == pytest.approx([j.score for j in batched], abs=1e-6)
+    assert alone == [j.score for j in batched]
 
 
 def test_a_long_pair_keeps_the_end_of_its_answer(folder: Path):
@@ -121,10 +143,12 @@ def test_a_long_pair_keeps_the_end_of_its_answer(folder: Path):
 def test_the_verifier_id_names_the_model_and_its_settings(folder: Path):
     domain = reward_domain(str(folder))
     assert domain.verifier().startswith(f"reward_model[{folder}:")
-    assert domain.verifier().endswith("]@1")
+    assert domain.verifier().endswith("]@2")
     assert reward_domain(str(folder)).verifier() == domain.verifier()
     longer = reward_domain(str(folder), **{"verify.reward_model.max_length": 512})
     assert longer.verifier() != domain.verifier()
+    wider = reward_domain(str(folder), **{"verify.reward_model.batch_size": 4})
+    assert wider.verifier() != domain.verifier()
     no_think = reward_domain(str(folder), **{"verify.think_tags": []})
     assert no_think.verifier() != domain.verifier()
 
