@@ -36,7 +36,7 @@ the checkpoint's fingerprint, so the same judge still gives the same reward), an
 answers by the fixed one, so candidate and incumbent are compared by one judge. It runs on
 the run's `[rollout]` backend; a launched GRPO process, which rebuilds the domain from the
 domain's settings alone, judges on the transformers backend. The judgements the GRPO reward asks
-for while training are stored by the train stage (models/grpo.py `JudgementJournal`); the
+for while training are stored by the train stage (models/grpo_journal.py `JudgementJournal`); the
 verdict's `verifier` names the judge and its settings'
 hash.
 """

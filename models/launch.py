@@ -62,14 +62,15 @@ _PATH_KEYS = ("base", "out_dir", "work_dir", "resume_from")
 def trainer_of(kind: str, domain: Any) -> Any:
     """The trainer function of pass `kind` ("sft", "grpo", "dpo"); GRPO's with the verifier of
     `domain` bound as its reward, journaling an LLM judge's judgements into the pass's
-    `work_dir` (models/grpo.py `JudgementJournal`)."""
+    `work_dir` (models/grpo_journal.py `JudgementJournal`)."""
 
     if kind not in LAUNCHABLE:
         msg = (f"a {kind!r} pass cannot run in several processes (train.num_processes > 1 runs "
                f"{', '.join(LAUNCHABLE)} passes); set train.num_processes = 1")
         raise ValueError(msg)
     if kind == "grpo":
-        from models.grpo import JOURNAL, train_grpo, verifier_reward
+        from models.grpo import train_grpo, verifier_reward
+        from models.grpo_journal import JOURNAL
 
         def grpo(*, work_dir: Path, **arguments: Any) -> Any:  # judgements into its work_dir
             reward = verifier_reward(domain, journal=Path(work_dir) / JOURNAL)

@@ -22,10 +22,10 @@ judge_unparseable). A rollout cut off while thinking has no prompt and no row (i
 thinking_unfinished).
 
 Evaluate writes the same for the held-out answers it judged (`eval_judgements`), and the train
-stage for the answers its GRPO reward judged while training (models/grpo.py `JudgementJournal`,
-`rollout_id` `grpo/<step>/<rank>/<call>/<index>`). The verify
-stage judges each chunk of rollouts here, in its own process, before the shards compute
-their verdicts: the shards (in process or on Ray workers, which receive the judge with its
+stage for the answers its GRPO reward judged while training (models/grpo_journal.py
+`JudgementJournal`, `rollout_id` `grpo/<step>/<rank>/<call>/<index>`). The verify stage
+judges each chunk of rollouts here, in its own process, before the shards compute their
+verdicts: the shards (in process or on Ray workers, which receive the judge with its
 replies) find every prompt answered and call no model. `flywheel reverify` gives the judge the
 round's stored judgements first (domains/judge_rows.py `remember_stored`): with the same judge
 it asks nothing again and reproduces the verdicts; a changed judge has another id, so its own

@@ -40,7 +40,7 @@ short: proposer rows are capped by `curate.max_proposer_rows`, the proposer's GR
 `train.proposer.max_steps`); the first resumes from its trainer checkpoints like SFT.
 
 Under an LLM judge (`verify.compare = "judge"`) the GRPO reward's judgements are data as
-verify's are: each reward call journals them in the pass's work folder (models/grpo.py
+verify's are: each reward call journals them in the pass's work folder (models/grpo_journal.py
 `JudgementJournal`) and the stage stores them as its `judgements` dataset, with the judge's cost
 in its metrics (`judge_*`).
 
@@ -78,7 +78,8 @@ from configs.settings import (
     stage_settings,
 )
 from domains.judge_rows import model_judge_of
-from models.grpo import JOURNAL, grpo_generation, read_journal
+from models.grpo import grpo_generation
+from models.grpo_journal import JOURNAL, read_journal
 from models.passes import TrainJob, plan_training, train_metrics, train_passes
 from storage.datasets import read_rows, round_dir
 from storage.seeds import replay_indices
@@ -300,7 +301,7 @@ def train_round(ctx: RunContext, settings: WarmupTrainSettings, operations: Trai
               "trained_roles": ROLES[roles]}
     metrics = {**train_metrics(plan, outcome, rows, round_index), **replay,
                **curve_metrics(outcome.results)}
-    # the GRPO reward's judgements, as verify stores its own (models/grpo.py JudgementJournal)
+    # the GRPO reward's judgements, as verify stores its own (models/grpo_journal.py)
     judged = read_journal(sorted(job.scratch.glob(f"*/{JOURNAL}")), ctx.run_id, round_index)
     if judge is not None and spent_before is not None:
         metrics.update(judge.cost.since(spent_before))  # this process's: not a launched pass's

@@ -489,9 +489,10 @@ def test_a_self_judge_needs_a_model_that_can_judge(judge_folder):
 
 def test_the_grpo_reward_journals_each_calls_judgements(tmp_path, judge_folder):
     """Judge calls while training are data too: every GRPO reward call under an LLM judge writes
-    its judgements (models/grpo.py JudgementJournal), one part per step and call, whose rewards
-    are the ones the trainer got; the train stage reads them with the run and round filled in."""
-    from models.grpo import read_journal, verifier_reward
+    its judgements (models/grpo_journal.py), one part per step and call, whose rewards are the
+    ones the trainer got; the train stage reads them with the run and round filled in."""
+    from models.grpo import verifier_reward
+    from models.grpo_journal import read_journal
 
     domain = get_domain("arithmetic", judged_config(judge_folder))
     reward = verifier_reward(domain, journal=tmp_path / "journal")
