@@ -58,7 +58,7 @@ TEMP_FILE = re.compile(r"^\.(?P<name>.+)\.tmp-(?P<pid>\d+)$")
 DATASET_FILE = re.compile(r"^(?P<kind>[a-z_]+)-(?P<fp>[0-9a-f]{12})\.parquet$")
 CHECKPOINT_DIR = re.compile(r"^checkpoint-(?P<fp>[0-9a-f]{12})$")
 BASE_SCRATCH = re.compile(r"^\.base-")
-TRAIN_SCRATCH = re.compile(r"^\.train-(?P<fp>[0-9a-f]{12})$")
+TRAIN_SCRATCH = re.compile(r"^\.train(?:-proposer)?-(?P<fp>[0-9a-f]{12})$")  # train, train-proposer
 KEPT_STATUSES = ("completed", "gate_failed")
 
 
@@ -238,7 +238,7 @@ def recover_run(catalog: Catalog, run_id: str) -> list[Discarded]:
                 [run_id]):
             if row["status"] in KEPT_STATUSES and row["status"] != "completed":
                 kept.add(row["fingerprint"][:12])
-            if row["status"] == "completed" and row["stage"] == "train":
+            if row["status"] == "completed" and row["stage"] in ("train", "train-proposer"):
                 finished_train.add(row["fingerprint"][:12])
     return sweep_run(run_dir, recorded, kept, finished_train)
 

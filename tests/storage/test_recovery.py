@@ -205,3 +205,18 @@ def test_unrecorded_files_of_other_runs_are_untouched(chain):
                          dataset_path(chain.ctx.data_root, "other", 0, "problems", "e" * 32)).path
     recover_run(chain.ctx.catalog, "r")
     assert other.exists()
+
+
+def test_a_finished_train_stages_scratch_is_swept_for_either_model(tmp_path):
+    from storage.recovery import sweep_run
+
+    folder = round_dir(tmp_path, "r", 1)
+    folder.mkdir(parents=True)
+    finished = {"a" * 12}
+    names = [f".train-{'a' * 12}", f".train-proposer-{'a' * 12}",  # finished: leftovers
+             f".train-{'b' * 12}", f".train-proposer-{'b' * 12}"]  # resumable: kept
+    for name in names:
+        (folder / name).mkdir()
+    found = sweep_run(folder.parent, set(), set(), finished)
+    assert sorted(f.path.name for f in found) == sorted(names[:2])
+    assert sorted(p.name for p in folder.iterdir()) == sorted(names[2:])
