@@ -48,8 +48,8 @@ EVERY_SECONDS = 30.0
 # the stages of a round in the order they run (flows/run.py `round_flow`)
 ROUND_STAGES = ("synthesize", "rollout", "verify", "curate", "train", "evaluate", "promote")
 # what a stage's progress counts (the rate's unit); any other stage counts "items"
-STAGE_UNITS = {"rollout": "completion", "train": "step", "evaluate": "answer",
-               "baseline": "answer"}
+STAGE_UNITS = {"rollout": "completion", "train": "step", "train-proposer": "step",
+               "evaluate": "answer", "baseline": "answer"}
 # a progress description: "round <N> <stage>" (tasks/rollout.py, evaluate.py, train.py)
 DESCRIPTION = re.compile(r"round (?P<round>\d+) (?P<stage>\S+)")
 
