@@ -51,6 +51,15 @@ class ProposerConfig(Section):
         ModelConfig(), description="the separate proposer: a folder or hub id, or the tiny model "
                                    "of these sizes and seed; it must share the solver's tokenizer")
 
+    @model_validator(mode="after")
+    def _a_folder_needs_a_separate_proposer(self) -> ProposerConfig:
+        if self.model.path is not None and not self.separate:
+            msg = (f"proposer.model.path = {self.model.path!r} without proposer.separate = true: "
+                   "set proposer.separate = true to give the proposer that model, or unset "
+                   "proposer.model.path (the solver proposes)")
+            raise ValueError(msg)
+        return self
+
 
 FREE_FORM_DOMAINS = ("reasoning_gym", "dataset")  # answers checked by [verify]'s extractors
 # The domains a run can name, each "module:class" (domains.get_domain imports the one chosen): a

@@ -173,3 +173,12 @@ def test_r_zero_s_own_shape_trains_its_challenger_by_grpo_against_the_solver(tmp
         "SELECT DISTINCT checkpoint FROM proposals WHERE run_id = 'rz' AND round = 2"
         " AND source = 'proposer'")}
     assert sampled_by == {done[PROPOSER_STAGE, 1]}
+
+
+def test_a_proposer_folder_without_separate_is_a_config_error():
+    from configs import ConfigError
+
+    with pytest.raises(ConfigError, match="proposer.separate = true"):
+        load_config(None, {"proposer.model.path": "/models/x"})
+    assert load_config(None, {"proposer.model.path": "/models/x",
+                              "proposer.separate": True}).proposer.separate
