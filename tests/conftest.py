@@ -1,8 +1,10 @@
-"""Shared fixtures. One Prefect test server per session (it takes 10-20 s to start)."""
+"""Shared fixtures. One Prefect test server per session (it takes 10-20 s to start), and one
+finished run of tests/flows/small.toml (minutes of training) for the tests that read one."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -21,3 +23,20 @@ def prefect_server():
 
     with prefect_test_harness(server_startup_timeout=120):
         yield PREFECT_API_URL.value()
+
+
+SMALL_CONFIG = Path(__file__).parent / "flows" / "small.toml"
+
+
+@pytest.fixture(scope="session")
+def small_run_root(tmp_path_factory, prefect_server) -> Path:
+    """The data root of a finished run `small` of tests/flows/small.toml (the warm-up and one
+    round), made once per session, in process: read it as it is, or copy it before changing
+    anything in it."""
+    from configs import load_config
+    from flows.run import RunSpec, flywheel_flow
+
+    root = tmp_path_factory.mktemp("small-run")
+    flywheel_flow(RunSpec(data_root=str(root), run_id="small",
+                          config=load_config(SMALL_CONFIG)))
+    return root

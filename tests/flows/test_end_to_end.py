@@ -14,13 +14,9 @@ ROUND_STAGES = ["synthesize", "rollout", "verify", "curate", "train", "evaluate"
 
 
 @pytest.fixture(scope="module")
-def small_run(tmp_path_factory, prefect_server):
-    from flows.run import RunSpec, flywheel_flow
-
-    data_root = tmp_path_factory.mktemp("data")
-    config = load_config(ROOT / "tests" / "flows" / "small.toml")
-    flywheel_flow(RunSpec(data_root=str(data_root), run_id="small", config=config))
-    return Catalog(data_root), config
+def small_run(small_run_root):
+    """The session's finished run of small.toml (tests/conftest.py), read only."""
+    return Catalog(small_run_root), load_config(ROOT / "tests" / "flows" / "small.toml")
 
 
 @pytest.mark.slow

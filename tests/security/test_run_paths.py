@@ -158,19 +158,19 @@ def _files(folder: Path) -> dict[str, tuple[int, int, str]]:
 
 
 @pytest.fixture(scope="module")
-def linked_run(tmp_path_factory, prefect_server):
+def linked_run(tmp_path_factory, prefect_server, small_run_root):
+    """A copy of the session's finished run of small.toml (tests/conftest.py), its run folder
+    moved to another disk and linked back, then resumed by the CLI."""
     tmp = tmp_path_factory.mktemp("linked")
     root = tmp / "data"
-    done = _flywheel(["run", "--config", str(SMALL), "--run-id", "linked", "--data-root",
-                      str(root)], prefect_server, tmp)
-    assert done.returncode == 0, done.stdout + done.stderr
+    shutil.copytree(small_run_root, root, symlinks=True)
     disk2 = tmp / "disk2" / "runs"
     disk2.mkdir(parents=True)
-    shutil.move(root / "runs" / "linked", disk2 / "linked")
-    os.symlink(disk2 / "linked", root / "runs" / "linked")
-    before = _files(disk2 / "linked")
-    resumed = _flywheel(["resume", "linked", "--data-root", str(root)], prefect_server, tmp)
-    return {"root": root, "target": disk2 / "linked", "before": before, "resumed": resumed}
+    shutil.move(root / "runs" / "small", disk2 / "small")
+    os.symlink(disk2 / "small", root / "runs" / "small")
+    before = _files(disk2 / "small")
+    resumed = _flywheel(["resume", "small", "--data-root", str(root)], prefect_server, tmp)
+    return {"root": root, "target": disk2 / "small", "before": before, "resumed": resumed}
 
 
 @pytest.mark.slow
@@ -181,7 +181,7 @@ def test_resume_through_a_linked_run_folder_reuses_every_stage(linked_run):
     assert "discarded" not in output and "recomputed" not in output, output
     assert f"is a link to {linked_run['target'].resolve()}" in output, output
     catalog = Catalog(linked_run["root"])
-    stages = catalog.query("SELECT DISTINCT round, stage FROM stages WHERE run_id = 'linked'")
+    stages = catalog.query("SELECT DISTINCT round, stage FROM stages WHERE run_id = 'small'")
     reused = [line for line in output.splitlines() if ": reused (fingerprint " in line]
     assert len(reused) == len(stages), output
     assert ": started (fingerprint " not in output, output  # nothing computed again
@@ -195,4 +195,4 @@ def test_no_output_of_the_linked_run_was_deleted_or_rewritten(linked_run):
     assert len([k for k in recorded if k.endswith(".parquet")]) >= 10, sorted(recorded)
     for name, stamp in recorded.items():
         assert after.get(name) == stamp, name  # same inode, mtime and bytes
-    assert link_target(linked_run["root"], "linked") == linked_run["target"].resolve()
+    assert link_target(linked_run["root"], "small") == linked_run["target"].resolve()
