@@ -23,7 +23,7 @@ SUMMARY_COLUMNS = list(SUMMARY_FIELDS.values())
 _AT_K = re.compile(r"(pass|maj)_at_\d+")  # tasks/evaluate.py's pass@k and maj@k
 
 JUDGE_COST = ("prompts", "calls", "seconds", "reply_tokens", "reused")
-JUDGED_STAGES = (("", "verify"), ("eval_", "evaluate"))  # field prefix, stage
+JUDGED_STAGES = (("", "verify"), ("train_", "train"), ("eval_", "evaluate"))  # field prefix, stage
 
 _METRIC = {
     "proposed": ("synthesize", "proposed"),

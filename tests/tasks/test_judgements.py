@@ -259,6 +259,7 @@ def test_a_judged_round_stores_judgements_resumes_and_reverifies_with_no_call(
     cost = {tuple(line.split()[:2]): line.split()[2:] for line in block[2:] if line.strip()}
     assert cost[("1", "verify")][0] == f"{metrics['judge_prompts']:.0f}"
     assert ("1", "evaluate") in cost and ("0", "verify") in cost
+    assert cost[("1", "train")][0] == f"{grpo_cost['judge_prompts']:.0f}"  # the GRPO reward's
 
     # judge quality in the audit: its scores and its agreement with the references
     audited = CliRunner().invoke(app, ["audit", "judged", "verifier", "--round", "1",
