@@ -19,7 +19,7 @@ from prefect.cache_policies import NONE
 from configs import ModelConfig
 from configs.settings import BaseModelSettings
 from storage.datasets import round_dir
-from storage.fingerprint import stable_hash
+from storage.fingerprint import file_checksum, stable_hash
 from tasks.context import Checkpoint, RunContext
 from tasks.model_card import checkpoint_meta, write_card
 from tasks.stage import StageResult, checkpoint_dir, run_stage
@@ -84,7 +84,7 @@ TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "merges.txt", "tokenizer.mode
 def tokenizer_digest(folder: Path) -> str:
     """A hash of a model folder's tokenizer files and chat template (what renders its prompts
     and reads its samples), whatever its weights."""
-    files = {name: (folder / name).read_bytes().hex() for name in TOKENIZER_FILES
+    files = {name: file_checksum(folder / name) for name in TOKENIZER_FILES
              if (folder / name).is_file()}
     config = folder / "tokenizer_config.json"
     template = (json.loads(config.read_text()).get("chat_template")
