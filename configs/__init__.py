@@ -39,18 +39,14 @@ from configs.domain import (
     SandboxConfig,
     VerifyConfig,
 )
+from configs.operations import ALARMS, AlarmsConfig, GatesConfig, ScaleConfig, ScheduleConfig
 from configs.stages import (
-    ALARMS,
-    AlarmsConfig,
     BanditConfig,
     CurateConfig,
     DiversityConfig,
     EvaluateConfig,
-    GatesConfig,
     PromoteConfig,
     RolloutConfig,
-    ScaleConfig,
-    ScheduleConfig,
     SynthesizeConfig,
     WarmupModeConfig,
 )

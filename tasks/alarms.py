@@ -1,5 +1,5 @@
 """Alarms for a loop that fools itself: four per-round signs, measured every round, each an
-optional block on promotion (`[alarms]`, configs/stages.py `AlarmsConfig`).
+optional block on promotion (`[alarms]`, configs/operations.py `AlarmsConfig`).
 
 A self-improvement loop grades itself: its proposer writes the problems, its own samples (or
 votes) decide what is right, and the rewards it logs can climb while the model gets no better.
