@@ -40,3 +40,12 @@ def small_run_root(tmp_path_factory, prefect_server) -> Path:
     flywheel_flow(RunSpec(data_root=str(root), run_id="small",
                           config=load_config(SMALL_CONFIG)))
     return root
+
+
+@pytest.fixture
+def judge_folder(tmp_path, monkeypatch) -> Path:
+    """A scripted LLM judge's folder (tests/tasks/scripted_judge.py): a tiny chat model whose
+    backend marks arithmetic answers PASS or FAIL from the prompt."""
+    from tests.tasks.scripted_judge import scripted_judge_folder
+
+    return scripted_judge_folder(tmp_path, monkeypatch)

@@ -3,9 +3,9 @@ prompt, reply, parsed reward and judge id, keyed by a hash of (judge, prompt), w
 each judged; a resume asks the judge nothing again and reverify reproduces the round from the
 stored replies.
 
-A scripted judge backend marks an arithmetic answer right or wrong (PASS / FAIL) from the
-prompt, so a run's rewards are real and the gates pass; the judge's tokenizer and chat template
-are the tiny chat model's of tests/models."""
+The judge is tests/tasks/scripted_judge.py's; pairwise judging is
+tests/tasks/test_pairwise_judgements.py, the GRPO reward's journal
+tests/models/test_grpo_journal.py."""
 
 from __future__ import annotations
 
@@ -18,84 +18,18 @@ import pytest
 
 from configs import ScaleConfig, load_config
 from domains import get_domain
-from domains.checking import Judgement
 from domains.judge_rows import model_judge_of, remember_stored
-from models.rollout_types import Completion, SamplingParams
+from models.rollout_types import Completion
 from storage.catalog import Catalog
-from storage.datasets import write_atomic
 from storage.fingerprint import file_checksum
 from tasks.judgements import cost_text, judgements_beside
 from tasks.verify import stream_verdicts
-
-_ASKED = re.compile(r"Question: (?P<question>.*?)=?\s*\n\nAnswer: (?P<answer>.*?)\n\n", re.S)
-
-
-class ArithmeticJudge:
-    """Replies PASS when the prompt's answer is the value of its question (digits and + - *),
-    else FAIL, and "no idea" to a question it cannot read; every call is recorded in `CALLS`
-    (all instances: a resume builds a new judge)."""
-
-    CALLS: list[int] = []
-
-    def generate(self, prompts: list[str], params: SamplingParams,
-                 progress=None) -> list[list[Completion]]:
-        assert params.greedy
-        ArithmeticJudge.CALLS.append(len(prompts))
-        return [[Completion(text=self.reply(p), tokens=2)] for p in prompts]
-
-    @staticmethod
-    def reply(prompt: str) -> str:
-        if "\n\nCriteria:" in prompt:  # asked for a question's rubric (rubrics = true)
-            question = re.search(r"Question: (.*?)=?\s*\n", prompt)[1]
-            return f" 1. The answer is the value of {question}.\n2. A bare integer."
-        asked = _ASKED.search(prompt)
-        if asked is None or not re.fullmatch(r"[\d+\-* ()]+", asked["question"]):
-            return "no idea"
-        value = eval(asked["question"], {"__builtins__": {}})  # noqa: S307 - digits and + - *
-        return "PASS" if asked["answer"].strip() == str(value) else "FAIL"
-
-    def close(self) -> None:
-        pass
-
-
-@pytest.fixture
-def judge_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The tiny chat model's folder as the judge's (its tokenizer renders the prompts), with the
-    scripted backend in place of its model."""
-    from models import backends
-    from tests.models.chat_model import build_chat_model
-
-    folder = build_chat_model(tmp_path / "judge")
-    real = backends.make_backend
-
-    def make_backend(name: str, checkpoint: Path, **options: object):
-        if Path(checkpoint) == folder:
-            return ArithmeticJudge()
-        return real(name, checkpoint, **options)  # the run's own sampler
-
-    monkeypatch.setattr(backends, "make_backend", make_backend)
-    ArithmeticJudge.CALLS.clear()
-    return folder
-
-
-def judged_config(folder: Path, **overrides: object):
-    return load_config(None, {"verify.compare": "judge", "verify.judge.model_path": str(folder),
-                              "verify.judge.scale": "pass_fail", **overrides})
-
-
-def _files(tmp_path: Path, completions: list[tuple[str, str]]) -> dict[str, Path]:
-    problems = [{"problem_id": f"p{i}", "run_id": "r", "round": 1, "text": text,
-                 "reference": str(eval(text)), "level": 1, "source": "generator",  # noqa: S307
-                 "proposal_id": f"q{i}", "task": None, "payload": None}
-                for i, text in enumerate(dict.fromkeys(t for t, _ in completions))]
-    ids = {p["text"]: p["problem_id"] for p in problems}
-    rollouts = [{"rollout_id": f"c{i}", "run_id": "r", "round": 1, "problem_id": ids[text],
-                 "sample_index": i, "prompt": f"<solve>{text}=", "completion": answer,
-                 "completion_tokens": 1, "checkpoint": "k"}
-                for i, (text, answer) in enumerate(completions)]
-    return {kind: write_atomic(kind, rows, tmp_path / f"{kind}.parquet").path
-            for kind, rows in (("problems", problems), ("rollouts", rollouts))}
-
+from tests.tasks.scripted_judge import (
+    ASKED,
+    ArithmeticJudge,
+    judged_config,
+    judged_files,
+)
 
 ANSWERS = [("2+3", "5"), ("2+3", "5"), ("2+3", "6"), ("4*4", "16"), ("4*4", "<think>hmm"),
            ("7-9", "-2")]
@@ -103,7 +37,7 @@ ANSWERS = [("2+3", "5"), ("2+3", "5"), ("2+3", "6"), ("4*4", "16"), ("4*4", "<th
 
 def test_verify_stores_each_judged_rollouts_prompt_reply_and_reward(tmp_path, judge_folder):
     domain = get_domain("arithmetic", judged_config(judge_folder))
-    paths = _files(tmp_path, ANSWERS)
+    paths = judged_files(tmp_path, ANSWERS)
     written = stream_verdicts(domain, ScaleConfig(), paths["rollouts"], paths["problems"],
                               "reference", tmp_path / "verdicts.parquet")
     assert sorted(written) == ["judgements", "verdicts"]
@@ -125,7 +59,7 @@ def test_verify_stores_each_judged_rollouts_prompt_reply_and_reward(tmp_path, ju
 
 
 def test_stored_judgements_answer_a_fresh_judge_with_no_call(tmp_path, judge_folder):
-    paths = _files(tmp_path, ANSWERS)
+    paths = judged_files(tmp_path, ANSWERS)
     first = stream_verdicts(get_domain("arithmetic", judged_config(judge_folder)), ScaleConfig(),
                             paths["rollouts"], paths["problems"], "reference",
                             tmp_path / "a" / "verdicts.parquet")
@@ -147,7 +81,7 @@ def test_stored_judgements_answer_a_fresh_judge_with_no_call(tmp_path, judge_fol
 
 def test_rubrics_are_written_once_per_question_stored_and_reused(tmp_path, judge_folder):
     config = judged_config(judge_folder, **{"verify.judge.rubrics": True})
-    paths = _files(tmp_path, ANSWERS)
+    paths = judged_files(tmp_path, ANSWERS)
     first = stream_verdicts(get_domain("arithmetic", config), ScaleConfig(), paths["rollouts"],
                             paths["problems"], "reference", tmp_path / "a" / "verdicts.parquet")
     assert ArithmeticJudge.CALLS == [3, 4]  # the 3 questions' criteria, then the 4 prompts
@@ -285,113 +219,6 @@ def test_a_judged_round_stores_judgements_resumes_and_reverifies_with_no_call(
     assert abs(float(agree) - (checked_rows - disagree) / checked_rows) < 1e-3
 
 
-class PairwiseJudge(ArithmeticJudge):
-    """Prefers the answer whose value is right (A or B), TIE when both or neither are; with
-    `biased`, always A (a judge that favours the first position)."""
-
-    biased = False
-
-    @classmethod
-    def reply(cls, prompt: str) -> str:
-        if cls.biased:
-            return "A"
-        asked = re.search(r"Question: (?P<q>.*?)=?\s*\n\nAnswer A: (?P<a>.*?)\n\n"
-                          r"Answer B: (?P<b>.*?)\n\n", prompt, re.S)
-        value = str(eval(asked["q"], {"__builtins__": {}}))  # noqa: S307 - digits and + - *
-        right = (asked["a"].strip() == value, asked["b"].strip() == value)
-        return {(True, False): "A", (False, True): "B"}.get(right, "TIE")
-
-
-@pytest.fixture
-def pairwise_folder(judge_folder, monkeypatch):
-    from models import backends
-
-    real = backends.make_backend
-    monkeypatch.setattr(backends, "make_backend", lambda name, checkpoint, **o: (
-        PairwiseJudge() if Path(checkpoint) == judge_folder else real(name, checkpoint, **o)))
-    PairwiseJudge.biased = False
-    return judge_folder
-
-
-PAIRED = [("2+3", "5"), ("2+3", "6"), ("2+3", "6"), ("4*4", "15"), ("7-9", "<think>")]
-
-
-def test_pairwise_judges_both_orders_against_the_reference(tmp_path, pairwise_folder):
-    config = judged_config(pairwise_folder, **{"verify.judge.mode": "pairwise"})
-    paths = _files(tmp_path, PAIRED)
-    written = stream_verdicts(get_domain("arithmetic", config), ScaleConfig(), paths["rollouts"],
-                              paths["problems"], "reference", tmp_path / "verdicts.parquet")
-    judged = pl.read_parquet(written["judgements"].path)
-    verdicts = pl.read_parquet(written["verdicts"].path)
-    # the right answer ties with the reference, a wrong one loses in both orders
-    assert judged["reward"].to_list() == [0.5, 0.0, 0.0, 0.0]
-    assert judged["reply"].to_list() == ["TIE", "B", "B", "B"]
-    assert judged["reply_swapped"].to_list() == ["TIE", "A", "A", "A"]
-    assert judged["position_consistent"].to_list() == [True] * 4
-    first, swapped = judged["prompt"][1], judged["prompt_swapped"][1]
-    assert "Answer A: 6" in first and "Answer B: 5" in first
-    assert "Answer A: 5" in swapped and "Answer B: 6" in swapped
-    assert verdicts["reward"].to_list() == [0.5, 0.0, 0.0, 0.0, None]
-    # 3 distinct answers x 2 orders in one call; 5 vs 5 reads the same in both orders
-    assert ArithmeticJudge.CALLS == [5]
-
-    ArithmeticJudge.CALLS.clear()
-    again = get_domain("arithmetic", config)
-    remember_stored(model_judge_of(again), written["judgements"].path)
-    second = stream_verdicts(again, ScaleConfig(), paths["rollouts"], paths["problems"],
-                             "reference", tmp_path / "b" / "verdicts.parquet")
-    assert ArithmeticJudge.CALLS == []
-    assert file_checksum(written["verdicts"].path) == file_checksum(second["verdicts"].path)
-
-
-def test_a_position_biased_judge_gives_ties_and_shows_in_the_rows(tmp_path, pairwise_folder):
-    PairwiseJudge.biased = True
-    config = judged_config(pairwise_folder, **{"verify.judge.mode": "pairwise"})
-    paths = _files(tmp_path, PAIRED[:4])
-    written = stream_verdicts(get_domain("arithmetic", config), ScaleConfig(), paths["rollouts"],
-                              paths["problems"], "reference", tmp_path / "verdicts.parquet")
-    judged = pl.read_parquet(written["judgements"].path)
-    assert judged["reward"].to_list() == [0.5] * 4
-    assert judged["position_consistent"].to_list() == [False] * 4
-
-    import duckdb  # the audit's judge lines over these files (storage/audit/judge_quality.py)
-
-    from storage.audit.judge_quality import judge_lines
-
-    con = duckdb.connect()
-    for kind, path in (("judgements", written["judgements"].path),
-                       ("verdicts", written["verdicts"].path), ("problems", paths["problems"])):
-        con.execute(f"CREATE VIEW {kind} AS SELECT * FROM read_parquet('{path}')")
-    lines = judge_lines(con)
-    assert lines[0].startswith("round 1 judge judge[") and "4 answers" in lines[0]
-    assert lines[2] == ("  position-inconsistent 1.000 of 4 pairs (both orders judged; a "
-                        "disagreement is a tie)")
-    # the biased judge ties everything, and a tie with the reference passes (reward >= 0.5)
-    assert lines[3] == ("  agrees with the references on 0.250 of 4 (passes a wrong answer 3, "
-                        "fails a right one 0)")
-
-
-def test_pairwise_without_a_reference_asks_nothing_and_says_why(tmp_path, pairwise_folder):
-    domain = get_domain("arithmetic", judged_config(pairwise_folder,
-                                                    **{"verify.judge.mode": "pairwise"}))
-    row = {"text": "2+3", "reference": None, "level": 1, "task": None, "payload": None}
-    assert domain.judge(["5", "<think>cut"], [row, row]) == [
-        Judgement(None, "none"), Judgement(None, "thinking_unfinished")]
-    assert ArithmeticJudge.CALLS == []
-
-
-@pytest.mark.parametrize(("first", "second", "outcome"), [
-    ("A", "B", (1.0, True)), ("B", "A", (0.0, True)), ("TIE", "tie", (0.5, True)),
-    ("A", "A", (0.5, False)), ("B", "B", (0.5, False)), ("A", "TIE", (0.5, False)),
-    ("Answer A is better", " B", (1.0, True)), ("a", "B", (None, None)),
-    ("", "A", (None, None)),
-])
-def test_the_two_orders_make_one_reward(first, second, outcome):
-    from domains.pairwise import pair_outcome
-
-    assert pair_outcome(first, second) == outcome
-
-
 class SelfJudging:
     """A checkpoint's backend in a self-judged run: the judge's prompts (the pass_fail
     template) get `reply` (recorded in ArithmeticJudge.CALLS), the solver's go to the
@@ -404,7 +231,7 @@ class SelfJudging:
     def reply(prompt: str) -> str:
         """A judge unlike the fixed one, so its verdicts show: PASS for an answer of odd length
         (the random model's answers get both)."""
-        return "PASS" if len(_ASKED.search(prompt)["answer"]) % 2 else "FAIL"
+        return "PASS" if len(ASKED.search(prompt)["answer"]) % 2 else "FAIL"
 
     def generate(self, prompts, params, progress=None):
         if prompts and all("Decide whether the answer" in p for p in prompts):
@@ -486,61 +313,3 @@ def test_a_self_judge_needs_a_model_that_can_judge(judge_folder):
 
     with pytest.raises(DomainInputError, match="incumbent = true needs model.path"):
         get_domain("arithmetic", judged_config(judge_folder, **{"verify.judge.incumbent": True}))
-
-
-def test_the_grpo_reward_journals_each_calls_judgements(tmp_path, judge_folder):
-    """Judge calls while training are data too: every GRPO reward call under an LLM judge writes
-    its judgements (models/grpo_journal.py), one part per step and call, whose rewards are the
-    ones the trainer got; the train stage reads them with the run and round filled in."""
-    from models.grpo import verifier_reward
-    from models.grpo_journal import read_journal
-
-    domain = get_domain("arithmetic", judged_config(judge_folder))
-    reward = verifier_reward(domain, journal=tmp_path / "journal")
-    problems = [json.dumps({"text": t, "reference": str(eval(t)), "level": 1,  # noqa: S307
-                            "task": None, "payload": None}) for t in ("2+3", "2+3", "4*4")]
-
-    class State:
-        global_step = 3
-
-    first = reward(completions=["5", "6", "16"], problem=problems, problem_id=["a", "a", "b"],
-                   trainer_state=State())
-    again = reward(completions=["5", "x"], problem=problems[:2], problem_id=["a", "a"],
-                   trainer_state=State())
-    assert first == [1.0, 0.0, 1.0] and again[0] == 1.0
-    assert sorted(p.name for p in (tmp_path / "journal").iterdir()) == [
-        "step-0000003-rank-000-call-000.parquet", "step-0000003-rank-000-call-001.parquet"]
-    stored = read_journal([tmp_path / "journal", tmp_path / "absent"], "r", 2)
-    assert stored["rollout_id"].to_list() == ["grpo/3/0/0/0", "grpo/3/0/0/1", "grpo/3/0/0/2",
-                                              "grpo/3/0/1/0", "grpo/3/0/1/1"]
-    assert stored["reward"].to_list()[:4] == [*first, again[0]]
-    assert set(stored["run_id"]) == {"r"} and set(stored["round"]) == {2}
-    assert stored["problem_id"].to_list() == ["a", "a", "b", "a", "a"]
-    assert set(stored["judge"]) == {model_judge_of(domain).describe()}
-    assert ArithmeticJudge.CALLS == [3, 1]  # "2+3 -> 5" was asked once
-    assert read_journal([tmp_path / "absent"], "r", 2) is None
-
-
-def test_a_reward_without_an_llm_judge_journals_nothing(tmp_path):
-    from models.grpo import verifier_reward
-
-    reward = verifier_reward(get_domain("arithmetic", load_config(None)),
-                             journal=tmp_path / "journal")
-    problem = json.dumps({"text": "1+1", "reference": "2", "level": 1, "task": None,
-                          "payload": None})
-    assert reward(completions=["2"], problem=[problem], problem_id=["p"]) == [1.0]
-    assert not (tmp_path / "journal").exists()
-
-
-def test_a_resumed_grpo_pass_asks_the_judge_nothing_it_journaled(tmp_path, judge_folder):
-    from models.grpo import verifier_reward
-
-    problem = json.dumps({"text": "2+3", "reference": "5", "level": 1, "task": None,
-                          "payload": None})
-    asked = {"completions": ["5", "6"], "problem": [problem] * 2, "problem_id": ["a"] * 2}
-    first = verifier_reward(get_domain("arithmetic", judged_config(judge_folder)),
-                            journal=tmp_path / "journal")(**asked)
-    assert ArithmeticJudge.CALLS == [2]
-    again = verifier_reward(get_domain("arithmetic", judged_config(judge_folder)),
-                            journal=tmp_path / "journal")(**asked)  # a new process's judge
-    assert again == first and ArithmeticJudge.CALLS == [2]
