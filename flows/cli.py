@@ -178,15 +178,13 @@ def _check_before_start(data_root: Path, config: Any) -> Any:
             check_tiny_model_fits(model.hidden_size, model.num_layers, model.intermediate_size)
         proposer = config.proposer.model
         if config.proposer.separate and proposer.path is not None:  # its snapshot, recorded too
-            try:
-                source = check_model_folder(proposer.path, proposer.revision)
-            except ModelUnfit as exc:  # the messages name the key checked: this one
-                raise ModelUnfit(str(exc).replace("model.path", "proposer.model.path")) from None
+            source = check_model_folder(proposer.path, proposer.revision,
+                                        section="proposer.model")
             config = config.model_copy(update={"proposer": config.proposer.model_copy(update={
                 "model": proposer.model_copy(update={"revision": source.revision})})})
         elif config.proposer.separate:
             check_tiny_model_fits(proposer.hidden_size, proposer.num_layers,
-                                  proposer.intermediate_size, key="proposer.model")
+                                  proposer.intermediate_size, section="proposer.model")
         check_backend(config.rollout.backend)
         check_task_runner(config.scale)
         get_domain(config.domain.name, config)

@@ -73,7 +73,8 @@ def offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in {"1", "ON", "YES", "TRUE"}
 
 
-def locate_model(path: str, revision: str | None = None) -> ModelSource:
+def locate_model(path: str, revision: str | None = None, *,
+                 section: str = "model") -> ModelSource:
     """The folder `model.path` loads from: the folder itself, or a hub id's snapshot.
 
     Parameters
@@ -82,6 +83,9 @@ def locate_model(path: str, revision: str | None = None) -> ModelSource:
         `model.path`: a local folder or a hub id.
     revision
         `model.revision`: the hub snapshot (a commit hash, branch or tag); None = `main`.
+    section
+        The config section the two come from, which the messages name (`proposer.model` for a
+        separate proposer).
 
     Returns
     -------
@@ -97,8 +101,8 @@ def locate_model(path: str, revision: str | None = None) -> ModelSource:
     """
     if not is_hub_id(path):
         if revision is not None:
-            msg = (f"model.revision = {revision!r} names a hub snapshot, but model.path = "
-                   f"{path!r} is a local folder; unset model.revision")
+            msg = (f"{section}.revision = {revision!r} names a hub snapshot, but {section}.path = "
+                   f"{path!r} is a local folder; unset {section}.revision")
             raise ValueError(msg)
         return ModelSource(path=path, folder=Path(path), revision=None)
     from huggingface_hub import snapshot_download
@@ -113,9 +117,9 @@ def locate_model(path: str, revision: str | None = None) -> ModelSource:
         download = f"hf download {path}" + ("" if revision is None else f" --revision {revision}")
         why = ("HF_HUB_OFFLINE=1: nothing is downloaded" if offline()
                else f"the download failed: {str(exc).splitlines()[0]}")
-        msg = (f"model.path = {path!r}: not a local folder, and the Hugging Face cache {cache} "
-               f"has no snapshot of that hub id{at} ({why}); fill it on a machine with network: "
-               f"`{download}` (then copy the cache here, or point HF_HOME or HF_HUB_CACHE at "
-               "it), or set model.path to a local model folder")
+        msg = (f"{section}.path = {path!r}: not a local folder, and the Hugging Face cache "
+               f"{cache} has no snapshot of that hub id{at} ({why}); fill it on a machine with "
+               f"network: `{download}` (then copy the cache here, or point HF_HOME or "
+               f"HF_HUB_CACHE at it), or set {section}.path to a local model folder")
         raise ModelNotCached(msg) from None
     return ModelSource(path=path, folder=folder, revision=folder.name)

@@ -31,7 +31,8 @@ class ModelUnfit(ValueError):
     """The configured model cannot be loaded or trained here; the message names the fix."""
 
 
-def check_model_folder(path: str, revision: str | None = None) -> ModelSource:
+def check_model_folder(path: str, revision: str | None = None, *,
+                       section: str = "model") -> ModelSource:
     """Check that `path` holds a Hugging Face checkpoint: config, weights and tokenizer, each
     present and well formed, without loading a tensor (a few KiB read per file), so a
     truncated download or a file of random bytes fails before the run starts, naming
@@ -44,6 +45,9 @@ def check_model_folder(path: str, revision: str | None = None) -> ModelSource:
         `model.path`: a local folder or a hub id.
     revision
         `model.revision`: a hub id's snapshot (None = `main`).
+    section
+        The config section `path` comes from, which every message names (`proposer.model` for
+        a separate proposer).
 
     Returns
     -------
@@ -59,66 +63,69 @@ def check_model_folder(path: str, revision: str | None = None) -> ModelSource:
         is not a JSON object.
     """
     try:
-        source = locate_model(path, revision)
+        source = locate_model(path, revision, section=section)
     except ValueError as exc:  # models.hub.ModelNotCached, or a revision for a local folder
         raise ModelUnfit(str(exc)) from None
-    _check_folder(path, source)
+    _check_folder(path, source, f"{section}.path")
     return source
 
 
-def _check_folder(path: str, source: ModelSource) -> None:
-    """`check_model_folder`'s checks of the folder `source` locates for `model.path`."""
+def _check_folder(path: str, source: ModelSource, key: str) -> None:
+    """`check_model_folder`'s checks of the folder `source` locates for `path` (config `key`)."""
     folder = source.folder
-    hint = ("(point model.path at a Hugging Face model folder saved with save_pretrained)"
+    named = f"{key} = {path!r}"  # what each message starts with
+    hint = (f"(point {key} at a Hugging Face model folder saved with save_pretrained)"
             if source.revision is None else
             f"(its cached snapshot {folder} is incomplete: `hf download {path}` again on a "
             "machine with network)")
     if not folder.is_dir():
-        raise ModelUnfit(f"model.path = {path!r}: no such folder {hint}")
+        raise ModelUnfit(f"{named}: no such folder {hint}")
     if not (folder / "config.json").is_file():
-        raise ModelUnfit(f"model.path = {path!r}: no config.json there {hint}")
-    config = _json_object(path, folder / "config.json")
+        raise ModelUnfit(f"{named}: no config.json there {hint}")
+    config = _json_object(named, folder / "config.json")
     weights = sorted({file for pattern in WEIGHT_FILES for file in folder.glob(pattern)})
     if not weights:
-        raise ModelUnfit(f"model.path = {path!r}: no weights (*.safetensors or "
+        raise ModelUnfit(f"{named}: no weights (*.safetensors or "
                          f"pytorch_model*.bin) {hint}")
     if not any((folder / name).is_file() for name in TOKENIZER_FILES):
-        raise ModelUnfit(f"model.path = {path!r}: no tokenizer (tokenizer.json or "
+        raise ModelUnfit(f"{named}: no tokenizer (tokenizer.json or "
                          f"tokenizer_config.json) {hint}")
     if "model_type" not in config:
-        raise ModelUnfit(f"model.path = {path!r}: config.json has no model_type {hint}")
+        raise ModelUnfit(f"{named}: config.json has no model_type {hint}")
     for file in weights:
-        _check_weight_file(path, file)
+        _check_weight_file(named, file)
     for name in TOKENIZER_FILES:
         if name.endswith(".json") and (folder / name).is_file():
-            _json_object(path, folder / name)
+            _json_object(named, folder / name)
 
 
-def _json_object(path: str, file: Path) -> dict[str, Any]:
-    """The JSON object in `file` of the model folder `path`, or ModelUnfit naming both."""
+def _json_object(named: str, file: Path) -> dict[str, Any]:
+    """The JSON object in `file` of the model folder `named` (`<key> = '<path>'`), or
+    ModelUnfit naming both."""
     try:
         data = json.loads(file.read_bytes())
     except (OSError, ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError
-        raise ModelUnfit(f"model.path = {path!r}: {file.name} is not valid JSON ({exc}); "
+        raise ModelUnfit(f"{named}: {file.name} is not valid JSON ({exc}); "
                          "save the model again or download the file again") from None
     if not isinstance(data, dict):
-        raise ModelUnfit(f"model.path = {path!r}: {file.name} is not valid JSON: not an object; "
+        raise ModelUnfit(f"{named}: {file.name} is not valid JSON: not an object; "
                          "save the model again or download the file again")
     return data
 
 
-def _check_weight_file(path: str, file: Path) -> None:
-    """One weight file of `path` read as its loader reads its head: a safetensors header that
-    covers the whole file (safetensors' own check), a `torch.save` zip archive or legacy pickle
-    (`pytorch_model*.bin`), an index whose shards are files of the folder."""
+def _check_weight_file(named: str, file: Path) -> None:
+    """One weight file of the model folder `named` (`<key> = '<path>'`) read as its loader reads
+    its head: a safetensors header that covers the whole file (safetensors' own check), a
+    `torch.save` zip archive or legacy pickle (`pytorch_model*.bin`), an index whose shards are
+    files of the folder."""
     redo = "save the model again or download the file again"
     if file.name.endswith(".index.json"):
-        weight_map = _json_object(path, file).get("weight_map")
+        weight_map = _json_object(named, file).get("weight_map")
         if not isinstance(weight_map, dict) or not weight_map:
-            raise ModelUnfit(f"model.path = {path!r}: {file.name} has no weight_map; {redo}")
+            raise ModelUnfit(f"{named}: {file.name} has no weight_map; {redo}")
         for shard in sorted(set(map(str, weight_map.values()))):
             if Path(shard).name != shard or not (file.parent / shard).is_file():
-                raise ModelUnfit(f"model.path = {path!r}: {file.name} names the shard "
+                raise ModelUnfit(f"{named}: {file.name} names the shard "
                                  f"{shard!r}, which is not a file of the folder; {redo}")
         return
     if file.suffix == ".safetensors":
@@ -128,7 +135,7 @@ def _check_weight_file(path: str, file: Path) -> None:
             with safe_open(str(file), framework="numpy") as weights:
                 weights.keys()
         except (SafetensorError, OSError) as exc:
-            raise ModelUnfit(f"model.path = {path!r}: {file.name} is not a safetensors file "
+            raise ModelUnfit(f"{named}: {file.name} is not a safetensors file "
                              f"({exc}); {redo}") from None
         return
     try:
@@ -138,10 +145,10 @@ def _check_weight_file(path: str, file: Path) -> None:
             with zipfile.ZipFile(file) as archive:
                 usable = any(name.endswith("/data.pkl") for name in archive.namelist())
     except (OSError, zipfile.BadZipFile) as exc:
-        raise ModelUnfit(f"model.path = {path!r}: {file.name} cannot be read ({exc}); "
+        raise ModelUnfit(f"{named}: {file.name} cannot be read ({exc}); "
                          f"{redo}") from None
     if not usable:
-        raise ModelUnfit(f"model.path = {path!r}: {file.name} is not a torch.save checkpoint "
+        raise ModelUnfit(f"{named}: {file.name} is not a torch.save checkpoint "
                          f"(neither a zip archive with data.pkl nor a legacy pickle); {redo}")
 
 
@@ -167,7 +174,7 @@ def available_memory() -> int | None:
 
 
 def check_tiny_model_fits(hidden_size: int, num_layers: int, intermediate_size: int, *,
-                          memory: int | None = None, key: str = "model") -> None:
+                          memory: int | None = None, section: str = "model") -> None:
     """Check that training the tiny model of this shape fits in memory.
 
     Parameters
@@ -176,7 +183,7 @@ def check_tiny_model_fits(hidden_size: int, num_layers: int, intermediate_size: 
         The `[model]` shape.
     memory
         Bytes available; None reads the machine's (`available_memory`).
-    key
+    section
         The section the shape comes from, for the message (`proposer.model` for the proposer).
 
     Raises
@@ -188,7 +195,7 @@ def check_tiny_model_fits(hidden_size: int, num_layers: int, intermediate_size: 
     parameters = tiny_parameters(hidden_size, num_layers, intermediate_size)
     needed = parameters * BYTES_PER_TRAINED_PARAMETER
     if memory is not None and needed > memory:
-        msg = (f"{key}: hidden_size {hidden_size} x num_layers {num_layers} (intermediate_size "
+        msg = (f"{section}: hidden_size {hidden_size} x num_layers {num_layers} (intermediate_size "
                f"{intermediate_size}) is {parameters / 1e9:.2f} B parameters; training it needs "
                f"about {needed / 2**30:.0f} GiB, this machine has {memory / 2**30:.0f} GiB "
                "available (make the model smaller)")

@@ -30,14 +30,14 @@ VERSION = 1
 NO_WARMUP = "no warm-up ([warmup] mode = 'none'): the base model starts round 1"
 
 
-def local_checkpoint(model: ModelConfig, key: str = "model") -> Checkpoint:
-    """The checkpoint of `model.path` (the `[model]` section's, or `key`'s)."""
+def local_checkpoint(model: ModelConfig, section: str = "model") -> Checkpoint:
+    """The checkpoint of `model.path` (the `[model]` section's, or `section`'s)."""
     from models.hub import locate_model
 
-    path = locate_model(model.path, model.revision).folder
+    path = locate_model(model.path, model.revision, section=section).folder
     config = path / "config.json"
     if not config.is_file():
-        msg = (f"{key}.path = {model.path!r}: no config.json there (point it at a Hugging Face "
+        msg = (f"{section}.path = {model.path!r}: no config.json there (point it at a Hugging Face "
                "model folder)")
         raise FileNotFoundError(msg)
     sizes = sorted((p.name, p.stat().st_size) for p in path.glob("*.safetensors"))
@@ -62,10 +62,11 @@ def build_base(ctx: RunContext, settings: BaseModelSettings, fingerprint: str,
     return StageResult(checkpoint=scratch)
 
 
-def model_checkpoint(ctx: RunContext, model: ModelConfig, *, key: str, stage: str) -> Checkpoint:
+def model_checkpoint(ctx: RunContext, model: ModelConfig, *, section: str,
+                     stage: str) -> Checkpoint:
     """`model`'s round-0 checkpoint: its folder, or the tiny model the `stage` stage builds."""
     if model.path is not None:
-        return local_checkpoint(model, key)
+        return local_checkpoint(model, section)
     settings = BaseModelSettings.from_model(model)
     out = run_stage(ctx, stage=stage, version=VERSION, round_index=0, settings=settings,
                     inputs={}, compute=partial(build_base, ctx, settings, stage=stage))
@@ -74,7 +75,7 @@ def model_checkpoint(ctx: RunContext, model: ModelConfig, *, key: str, stage: st
 
 @task(name="base-model", cache_policy=NONE, persist_result=False)
 def base_model(ctx: RunContext) -> Checkpoint:
-    return model_checkpoint(ctx, ctx.config.model, key="model", stage="base")
+    return model_checkpoint(ctx, ctx.config.model, section="model", stage="base")
 
 
 TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "merges.txt", "tokenizer.model",
@@ -97,7 +98,7 @@ def proposer_base(ctx: RunContext, solver: Checkpoint) -> Checkpoint:
     """The separate proposer's round-0 checkpoint (`[proposer] separate = true`). It must share
     `solver`'s tokenizer and chat template: the domain renders every prompt, and reads every
     sample, with the solver's."""
-    proposer = model_checkpoint(ctx, ctx.config.proposer.model, key="proposer.model",
+    proposer = model_checkpoint(ctx, ctx.config.proposer.model, section="proposer.model",
                                 stage="proposer-base")
     if tokenizer_digest(proposer.path) != tokenizer_digest(solver.path):
         msg = (f"proposer.model ({ctx.config.proposer.model.path or 'the tiny model'}) has "

@@ -111,18 +111,22 @@ def test_a_run_with_a_separate_proposer_trains_two_models(tmp_path, prefect_serv
     assert after == before
 
 
-def test_a_proposer_folder_that_is_not_a_model_is_refused_before_the_run(tmp_path):
+def test_a_proposer_folder_that_is_not_a_model_is_refused_before_the_run(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
     from flows.cli import app
 
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
     missing = tmp_path / "no-proposer"
-    result = CliRunner().invoke(app, [
-        "run", "--data-root", str(tmp_path / "data"), "--run-id", "x",
-        "--set", "proposer.separate=true", "--set", f"proposer.model.path={missing}"])
-    assert result.exit_code == 2, result.output
-    assert f"proposer.model.path = '{missing}': no such folder" in result.output
-    assert not (tmp_path / "data" / "runs" / "x").exists()
+    for path, says in ((missing, "no such folder"),  # a folder, and a hub id not in the cache
+                       ("Org/no-such-model", "not a local folder")):
+        result = CliRunner().invoke(app, [
+            "run", "--data-root", str(tmp_path / "data"), "--run-id", "x",
+            "--set", "proposer.separate=true", "--set", f"proposer.model.path={path}"])
+        assert result.exit_code == 2, result.output
+        assert f"proposer.model.path = '{path}': {says}" in result.output
+        assert not (tmp_path / "data" / "runs" / "x").exists()
 
 
 def test_a_proposer_of_another_tokenizer_is_refused(tmp_path):
