@@ -78,9 +78,13 @@ def verifier_reward(domain: Domain, journal: Path | None = None) -> RewardFuncti
     A completion the verifier cannot judge gets None (TRL: NaN, left out of the group's mean),
     as verify records it; never a silent 0. Under an LLM judge every call's judgements are
     written into `journal` (`JudgementJournal`), which the train stage stores."""
-    record = JudgementJournal(journal) if journal is not None else None
+    from domains.judge_rows import model_judge_of
+
+    judge = model_judge_of(domain)
+    record = (JudgementJournal(journal, judge)
+              if journal is not None and judge is not None else None)
     if record is not None:
-        record.recall(domain)
+        record.recall()
 
     def verifier(completions: list[str], problem: list[str], problem_id: list[str] | None = None,
                  trainer_state: Any = None, **_: Any) -> list[float | None]:

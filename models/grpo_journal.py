@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     import polars as pl
 
     from domains.base import Domain
+    from domains.judge import ModelJudge
 
 JOURNAL = "judgements"  # the folder of a GRPO pass's judgements, in its work_dir
 
@@ -26,33 +27,34 @@ class JudgementJournal:
     counts the calls of that step in this process: a pass resumed from a trainer checkpoint
     asks for the steps after it again and writes the same parts again, so a step is never
     stored twice; the judge is given the parts already written first (`recall`), so what it
-    already answered is not sent again. A domain without an LLM judge writes nothing."""
+    already answered is not sent again. Only a domain judged by an LLM judge has one
+    (models/grpo.py `verifier_reward`)."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, judge: ModelJudge) -> None:
         self.folder = folder
+        self.judge = judge
         self.rank = int(os.environ.get("RANK", "0"))  # accelerate's, in a launched pass
         self.calls: dict[int, int] = {}
 
-    def recall(self, domain: Domain) -> int:
-        """Give `domain`'s LLM judge the replies of every part already written (a resumed
-        pass's); how many distinct prompts it was given."""
-        from domains.judge_rows import model_judge_of, remember_stored
+    def recall(self) -> int:
+        """Give the judge the replies of every part already written (a resumed pass's); how
+        many distinct prompts it was given."""
+        from domains.judge_rows import remember_stored
 
-        judge = model_judge_of(domain)
-        if judge is None or not self.folder.is_dir():
+        if not self.folder.is_dir():
             return 0
-        return sum(remember_stored(judge, part) for part in sorted(self.folder.glob("*.parquet")))
+        return sum(remember_stored(self.judge, part)
+                   for part in sorted(self.folder.glob("*.parquet")))
 
     def write(self, domain: Domain, step: int, completions: list[str],
               problems: list[dict[str, Any]], problem_ids: list[str]) -> None:
+        """One reward call's judgements: `completions` judged against `problems` (the judge
+        has replied to them already; `domain` renders the questions)."""
         import polars as pl
 
-        from domains.judge_rows import JUDGED_COLUMNS, judgement_frame, model_judge_of
+        from domains.judge_rows import JUDGED_COLUMNS, judgement_frame
         from storage.datasets import write_atomic
 
-        judge = model_judge_of(domain)
-        if judge is None:
-            return
         call = self.calls.get(step, 0)
         self.calls[step] = call + 1
         prefix = f"grpo/{step}/{self.rank}/{call}"
@@ -68,7 +70,7 @@ class JudgementJournal:
             schema={"problem_id": pl.String, **dict.fromkeys(JUDGED_COLUMNS, pl.String),
                     "level": pl.Int64})
         name = f"step-{step:07d}-rank-{self.rank:03d}-call-{call:03d}.parquet"
-        write_atomic("judgements", judgement_frame(judge, domain, rollouts, problems_frame),
+        write_atomic("judgements", judgement_frame(self.judge, domain, rollouts, problems_frame),
                      self.folder / name)
 
 
