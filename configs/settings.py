@@ -49,6 +49,7 @@ from configs import (
     WarmupConfig,
 )
 from configs.domain import VERIFY_COMPARES, JudgeConfig, RewardModelConfig
+from storage.train_stages import TRAIN_STAGES
 
 Dtype = Literal["float32", "bfloat16", "float16"]
 
@@ -472,7 +473,7 @@ def stage_settings(config: RunConfig, stage: str, round_index: int, *,
     """
     warmup = round_index == 0
     self_samples = warmup and config.warmup.mode == "self_samples"
-    if stage in ("train", "train-proposer"):  # one settings model, two checkpoints (tasks/train.py)
+    if stage in TRAIN_STAGES:  # one settings model, two checkpoints (tasks/train.py)
         if dtype is None:
             msg = "the train stage's settings need its resolved training dtype (dtype=...)"
             raise ValueError(msg)

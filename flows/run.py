@@ -46,7 +46,7 @@ from tasks.rollout import rollout
 from tasks.stage import StageOutput
 from tasks.synthesize import synthesize
 from tasks.tracking import observed_round
-from tasks.train import train, train_proposer
+from tasks.train import PROPOSER_STAGE, train, train_proposer
 from tasks.verify import verify
 
 
@@ -172,7 +172,7 @@ def round_flow(spec: RunSpec, round_index: int, incumbent: Checkpoint, incumbent
               if asks_hints(spec.config, r) else None)
     curated = named(curate, "curate", r)(ctx, r, problems, rollouts, verdicts, hinted)
     if proposer is not None and trainable_rows(curated, "proposer"):
-        proposer = named(train_proposer, "train-proposer", r)(ctx, r, proposer, incumbent,
+        proposer = named(train_proposer, PROPOSER_STAGE, r)(ctx, r, proposer, incumbent,
                                                               curated, earlier_curated)
     # every problem dropped (the solver's rows, beside a separate proposer): the incumbent stays
     if trainable_rows(curated, None if proposer is None else "solver") == 0:

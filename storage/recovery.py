@@ -51,6 +51,7 @@ from typing import Any
 from storage.catalog import Catalog
 from storage.lock import RunLock
 from storage.paths import link_target, run_folder
+from storage.train_stages import TRAIN_STAGES
 
 log = logging.getLogger("flywheel.recovery")
 
@@ -58,7 +59,8 @@ TEMP_FILE = re.compile(r"^\.(?P<name>.+)\.tmp-(?P<pid>\d+)$")
 DATASET_FILE = re.compile(r"^(?P<kind>[a-z_]+)-(?P<fp>[0-9a-f]{12})\.parquet$")
 CHECKPOINT_DIR = re.compile(r"^checkpoint-(?P<fp>[0-9a-f]{12})$")
 BASE_SCRATCH = re.compile(r"^\.base-")
-TRAIN_SCRATCH = re.compile(r"^\.train(?:-proposer)?-(?P<fp>[0-9a-f]{12})$")  # train, train-proposer
+TRAIN_SCRATCH = re.compile(  # a train stage's work folder: `.train-<fp12>`, `.train-proposer-...`
+    rf"^\.(?:{'|'.join(map(re.escape, TRAIN_STAGES))})-(?P<fp>[0-9a-f]{{12}})$")
 KEPT_STATUSES = ("completed", "gate_failed")
 
 
@@ -238,7 +240,7 @@ def recover_run(catalog: Catalog, run_id: str) -> list[Discarded]:
                 [run_id]):
             if row["status"] in KEPT_STATUSES and row["status"] != "completed":
                 kept.add(row["fingerprint"][:12])
-            if row["status"] == "completed" and row["stage"] in ("train", "train-proposer"):
+            if row["status"] == "completed" and row["stage"] in TRAIN_STAGES:
                 finished_train.add(row["fingerprint"][:12])
     return sweep_run(run_dir, recorded, kept, finished_train)
 

@@ -20,6 +20,7 @@ from configs import RunConfig
 from configs.domain import incumbent_judges
 from configs.settings import asks_hints, stage_settings
 from storage.seeds import stage_seed
+from storage.train_stages import TRAIN_STAGES
 from tasks import (
     curate,
     evaluate,
@@ -72,7 +73,7 @@ def stage_graph(config: RunConfig, *, rounds: int = 1
 
     def run(stage: str, round_index: int, inputs: dict[str, str]) -> StageOutput:
         dtype = (train.train_settings(config, round_index).dtype
-                 if stage in ("train", train.PROPOSER_STAGE) else None)
+                 if stage in TRAIN_STAGES else None)
         settings = stage_settings(config, stage, round_index, dtype=dtype)
         producers = {fingerprint: key for key, fingerprint in out.items()}
         reads[stage, round_index] = {producers[f] for f in inputs.values() if f in producers}

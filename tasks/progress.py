@@ -41,6 +41,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from storage.train_stages import TRAIN_STAGES
+
 log = logging.getLogger("flywheel")
 
 EVERY_FRACTION = 0.10
@@ -48,7 +50,7 @@ EVERY_SECONDS = 30.0
 # the stages of a round in the order they run (flows/run.py `round_flow`)
 ROUND_STAGES = ("synthesize", "rollout", "verify", "curate", "train", "evaluate", "promote")
 # what a stage's progress counts (the rate's unit); any other stage counts "items"
-STAGE_UNITS = {"rollout": "completion", "train": "step", "train-proposer": "step",
+STAGE_UNITS = {"rollout": "completion", **dict.fromkeys(TRAIN_STAGES, "step"),
                "evaluate": "answer", "baseline": "answer"}
 # a progress description: "round <N> <stage>" (tasks/rollout.py, evaluate.py, train.py)
 DESCRIPTION = re.compile(r"round (?P<round>\d+) (?P<stage>\S+)")

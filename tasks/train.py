@@ -83,6 +83,7 @@ from models.grpo_journal import JOURNAL, read_journal
 from models.passes import TrainJob, plan_training, train_metrics, train_passes
 from storage.datasets import read_rows, round_dir
 from storage.seeds import replay_indices
+from storage.train_stages import PROPOSER_TRAIN_STAGE
 from tasks.context import Checkpoint, RunContext
 from tasks.model_card import checkpoint_meta, write_card
 from tasks.progress import progress_bar
@@ -245,7 +246,7 @@ def scratch_dir(ctx: RunContext, round_index: int, fingerprint: str, stage: str 
     return round_dir(ctx.data_root, ctx.run_id, round_index) / f".{stage}-{fingerprint[:12]}"
 
 
-PROPOSER_STAGE = "train-proposer"  # the separate proposer's train stage ([proposer] separate)
+PROPOSER_STAGE = PROPOSER_TRAIN_STAGE  # the separate proposer's train stage ([proposer] separate)
 
 
 ROLES = {"both": 0.0, "solver": 1.0, "proposer": 2.0}  # metric `trained_roles` (the audit's)

@@ -20,12 +20,12 @@ import duckdb
 from storage.audit.lookup import first_row
 from storage.audit.snapshot import AuditError, Result, fetch
 from storage.audit.training_plan import (
-    TRAIN_STAGES,
     selected_rows_sql,
     train_rows_path,
     train_stage,
     training_plan,
 )
+from storage.train_stages import TRAIN_STAGES
 
 CHECKPOINT_COLUMNS = ["round", "role", "relation", "rows_in_file", "rows_selected", "rows_trained"]
 

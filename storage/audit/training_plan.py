@@ -32,8 +32,8 @@ import pyarrow.parquet as pq
 from storage.audit.lookup import first_row
 from storage.audit.snapshot import AuditError, fetch
 from storage.seeds import replay_indices
+from storage.train_stages import TRAIN_STAGES
 
-TRAIN_STAGES = ("train", "train-proposer")  # the stages that train a checkpoint on rows
 ROLES = {0: "both", 1: "solver", 2: "proposer"}  # the `trained_roles` metric
 
 
