@@ -46,7 +46,7 @@ from tasks.rollout import rollout
 from tasks.stage import StageOutput
 from tasks.synthesize import synthesize
 from tasks.tracking import observed_round
-from tasks.train import PROPOSER_STAGE, train, train_proposer
+from tasks.train import PROPOSER_STAGE, train, train_proposer, trained_roles
 from tasks.verify import verify
 
 
@@ -125,17 +125,16 @@ def forward_flywheel_logs() -> None:
         logger.addHandler(handler)
 
 
-def trainable_rows(curated: StageOutput, role: str | None = None) -> int:
-    """The round's training rows with weight > 0 (what the trainer would train on): every role's,
-    or the proposer rows (`role` "proposer") or the others ("solver")."""
+def trainable_rows(curated: StageOutput, roles: str = "both") -> int:
+    """The round's training rows of `roles` with weight > 0 (what a train stage would train on;
+    tasks/train.py `trained_roles`: both, solver or proposer)."""
     from storage.datasets import read_table
 
     # plain Python, not pyarrow.compute: its first call imports pandas (0.7 s of a resume)
     table = read_table(curated.path("train_rows"), columns=["weight", "role"])
     return sum(1 for weight, kind in zip(table["weight"].to_pylist(), table["role"].to_pylist(),
                                          strict=True)
-               if weight is not None and weight > 0.0
-               and (role is None or (kind == "proposer") == (role == "proposer")))
+               if weight is not None and weight > 0.0 and roles in ("both", kind))
 
 
 def publish_round_artifact(spec: RunSpec, round_index: int) -> None:
@@ -171,11 +170,13 @@ def round_flow(spec: RunSpec, round_index: int, incumbent: Checkpoint, incumbent
     hinted = (named(rationalize, "rationalize", r)(ctx, r, incumbent, problems, verdicts)
               if asks_hints(spec.config, r) else None)
     curated = named(curate, "curate", r)(ctx, r, problems, rollouts, verdicts, hinted)
-    if proposer is not None and trainable_rows(curated, "proposer"):
+    separate = proposer is not None
+    if separate and trainable_rows(curated, trained_roles(PROPOSER_STAGE,
+                                                          separate_proposer=separate)):
         proposer = named(train_proposer, PROPOSER_STAGE, r)(ctx, r, proposer, incumbent,
                                                               curated, earlier_curated)
     # every problem dropped (the solver's rows, beside a separate proposer): the incumbent stays
-    if trainable_rows(curated, None if proposer is None else "solver") == 0:
+    if trainable_rows(curated, trained_roles("train", separate_proposer=separate)) == 0:
         winner = named(promote, "promote", r)(ctx, r, incumbent, incumbent_eval,
                                               without_candidate=NO_TRAINING_ROWS)
         winner_eval = incumbent_eval
