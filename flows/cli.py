@@ -165,26 +165,15 @@ def _check_before_start(data_root: Path, config: Any) -> Any:
     from domains.base import DomainInputError
     from flows.runners import RunnerUnavailable, check_task_runner
     from models.backends import BackendUnavailable, check_backend
-    from models.preflight import ModelUnfit, check_model_folder, check_tiny_model_fits
+    from models.preflight import ModelUnfit
 
     check_data_root(data_root)
-    model = config.model
     try:
-        if model.path is not None:
-            source = check_model_folder(model.path, model.revision)
-            model = model.model_copy(update={"revision": source.revision})
-            config = config.model_copy(update={"model": model})
-        else:
-            check_tiny_model_fits(model.hidden_size, model.num_layers, model.intermediate_size)
-        proposer = config.proposer.model
-        if config.proposer.separate and proposer.path is not None:  # its snapshot, recorded too
-            source = check_model_folder(proposer.path, proposer.revision,
-                                        section="proposer.model")
-            config = config.model_copy(update={"proposer": config.proposer.model_copy(update={
-                "model": proposer.model_copy(update={"revision": source.revision})})})
-        elif config.proposer.separate:
-            check_tiny_model_fits(proposer.hidden_size, proposer.num_layers,
-                                  proposer.intermediate_size, section="proposer.model")
+        config = config.model_copy(update={"model": _checked_model(config.model, "model")})
+        if config.proposer.separate:  # its snapshot is recorded too
+            proposer = _checked_model(config.proposer.model, "proposer.model")
+            config = config.model_copy(update={
+                "proposer": config.proposer.model_copy(update={"model": proposer})})
         check_backend(config.rollout.backend)
         check_task_runner(config.scale)
         get_domain(config.domain.name, config)
@@ -199,6 +188,20 @@ def _check_before_start(data_root: Path, config: Any) -> Any:
     except ValueError as exc:
         fail(str(exc))
     return config
+
+
+def _checked_model(model: Any, section: str) -> Any:
+    """`model` (the `[model]` section, or `section`'s) checked before the run starts: a folder or
+    hub id whole and well formed, returned with a hub id's snapshot pinned (`revision` = its
+    commit hash), or a tiny model that fits in memory; ModelUnfit names `section` otherwise."""
+    from models.preflight import check_model_folder, check_tiny_model_fits
+
+    if model.path is None:
+        check_tiny_model_fits(model.hidden_size, model.num_layers, model.intermediate_size,
+                              section=section)
+        return model
+    source = check_model_folder(model.path, model.revision, section=section)
+    return model.model_copy(update={"revision": source.revision})
 
 
 def _log_handler() -> Any:
