@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from storage.catalog.gates import GateRow
 from storage.datasets import SCHEMAS
 from storage.recovery import check_recorded
 from tasks.context import RunContext
@@ -27,9 +28,10 @@ from validators.gate import BASELINE_KINDS, GateFailed, GateResult, run_gate
 log = logging.getLogger("flywheel")
 
 
-def gate_outputs(ctx: RunContext, *, stage: str, round_index: int, fingerprint: str,
+def gate_outputs(ctx: RunContext, *, stage: str, round_index: int,
                  paths: dict[str, Path]) -> list[GateResult]:
-    """Run the gate of every Parquet output (checkpoints have none); record each in `gates`."""
+    """Run the gate of every Parquet output (checkpoints have none); the caller records them
+    with the stage's row (`gate_rows`)."""
     gates = ctx.config.gates
     if not gates.enabled:
         return []
@@ -41,13 +43,16 @@ def gate_outputs(ctx: RunContext, *, stage: str, round_index: int, fingerprint: 
                     if round_index and kind in BASELINE_KINDS else None)
         result = run_gate(path, kind, gates, run_id=ctx.run_id, round_index=round_index,
                           stage=stage, previous_path=previous)
-        ctx.catalog.record_gate(run_id=ctx.run_id, round_index=round_index, stage=stage,
-                                fingerprint=fingerprint, kind=kind, success=result.success,
-                                result_json=json.dumps(result.to_json(), default=str))
         log.info("round %d %s: gate %s on %s (%d expectations, %.2f s)", round_index, stage,
                  "passed" if result.success else "FAILED", kind, result.evaluated, result.seconds)
         results.append(result)
     return results
+
+
+def gate_rows(results: list[GateResult]) -> list[GateRow]:
+    """The `gates` rows of gate runs: (kind, passed, the result as JSON), recorded in the same
+    transaction as the stage row they decide (storage/catalog/gates.py `insert_gates`)."""
+    return [(r.kind, r.success, json.dumps(r.to_json(), default=str)) for r in results]
 
 
 def failed_gate(stage: str, round_index: int, results: list[GateResult]) -> GateFailed | None:
@@ -67,15 +72,16 @@ def regate_stored(ctx: RunContext, *, stage: str, round_index: int, fingerprint:
         return None
     started = time.time()
     paths = {kind: Path(info["path"]) for kind, info in recorded.items()}
-    results = gate_outputs(ctx, stage=stage, round_index=round_index, fingerprint=fingerprint,
-                           paths=paths)
+    results = gate_outputs(ctx, stage=stage, round_index=round_index, paths=paths)
     failed = failed_gate(stage, round_index, results)
     if failed is not None:
         ctx.catalog.record_failed(run_id=ctx.run_id, round_index=round_index, stage=stage,
                                   fingerprint=fingerprint, started_at=started, error=str(failed),
-                                  status="gate_failed")
+                                  status="gate_failed", gates=gate_rows(results))
         raise failed
-    ctx.catalog.record_gate_passed(run_id=ctx.run_id, fingerprint=fingerprint, started_at=started)
+    ctx.catalog.record_gate_passed(run_id=ctx.run_id, round_index=round_index, stage=stage,
+                                   fingerprint=fingerprint, started_at=started,
+                                   gates=gate_rows(results))
     log.info("round %d %s: stored outputs pass their gates now (fingerprint %s), not recomputed",
              round_index, stage, fingerprint[:12])
     return paths

@@ -46,7 +46,7 @@ from storage.recovery import (
     pause_point,
 )
 from tasks.context import RunContext
-from tasks.gates import failed_gate, gate_outputs, regate_stored
+from tasks.gates import failed_gate, gate_outputs, gate_rows, regate_stored
 from tasks.judgements import cost_text
 from tasks.spans import spent
 from tasks.spans import stage as stage_span
@@ -376,15 +376,15 @@ def record_result(ctx: RunContext, result: StageResult, outputs: list[WrittenDat
         stay for audit, nothing downstream runs).
     """
     with spent("gates"):
-        gated = failed_gate(stage, round_index, gate_outputs(
-            ctx, stage=stage, round_index=round_index, fingerprint=fingerprint,
-            paths={o.kind: o.path for o in outputs}))
+        results = gate_outputs(ctx, stage=stage, round_index=round_index,
+                               paths={o.kind: o.path for o in outputs})
+        gated = failed_gate(stage, round_index, results)
     with spent("catalog rows"):
         ctx.catalog.record_completed(
             run_id=ctx.run_id, round_index=round_index, stage=stage, fingerprint=fingerprint,
             started_at=started, outputs=outputs, inputs=inputs, metrics=result.metrics,
             status="completed" if gated is None else "gate_failed",
-            error=None if gated is None else str(gated),
+            error=None if gated is None else str(gated), gates=gate_rows(results),
         )
     if gated is not None:
         raise gated

@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -45,6 +45,7 @@ READ_LOCK_WAIT_SECONDS = 5.0  # a read-only one: a command someone is waiting fo
 # New catalogs use DuckDB 1.0's storage format, so the `duckdb` command line (PyPI `duckdb-cli`,
 # which lags the Python package) and any DuckDB >= 1.0 can open catalog.duckdb.
 STORAGE_CONFIG = {"storage_compatibility_version": "v1.0.0"}
+INSERT_ROWS = 1000  # rows of one INSERT statement (insert_rows)
 
 
 def _is_lock(exc: duckdb.Error) -> bool:
@@ -155,6 +156,27 @@ def catalog_errors(path: Path | str) -> Iterator[None]:
         if not _is_damage(exc, path):
             raise
         raise catalog_error(exc, path, 0) from exc
+
+
+def insert_rows(con: duckdb.DuckDBPyConnection, table: str,
+                rows: Sequence[Sequence[Any]]) -> None:
+    """Insert `rows` (each a value per column of `table`, in order) with one statement: a
+    stage's hundreds of metric rows (the trainer's curve) cost one round trip, not hundreds.
+
+    Parameters
+    ----------
+    con
+        A writable connection.
+    table
+        The table (a name of storage/catalog/schema.py, never user input).
+    rows
+        The rows, all of one length, sent `INSERT_ROWS` at a time; none: nothing is done.
+    """
+    for start in range(0, len(rows), INSERT_ROWS):
+        part = rows[start:start + INSERT_ROWS]
+        one = "(" + ", ".join("?" * len(part[0])) + ")"
+        con.execute(f"INSERT INTO {table} VALUES " + ", ".join([one] * len(part)),
+                    [value for row in part for value in row])
 
 
 class CatalogFile:

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from storage.catalog.connection import CatalogFile
+from storage.catalog.connection import CatalogFile, insert_rows
+from storage.catalog.gates import GateRow, insert_gates
 from storage.catalog.schema import STAGE_COLUMNS
 from storage.datasets import WrittenDataset
 
@@ -119,9 +121,10 @@ class StageRecords(CatalogFile):
         metrics: dict[str, float] | None = None,
         status: str = "completed",
         error: str | None = None,
+        gates: Sequence[GateRow] = (),
     ) -> None:
-        """Record a finished stage: datasets, metrics, then the completed stage row, in one
-        transaction, so a crash leaves either all of them or none.
+        """Record a finished stage: datasets, metrics, its gates, then the completed stage row,
+        in one transaction, so a crash leaves either all of them or none.
 
         status = "gate_failed" records a stage whose outputs failed their gate: its datasets
         are kept for audit but the stage is not done (views and `completed_datasets` ignore
@@ -151,6 +154,8 @@ class StageRecords(CatalogFile):
             "completed", or "gate_failed" (see above).
         error
             Why a gate_failed stage failed.
+        gates
+            The gate runs on its outputs (`insert_gates`).
         """
         finished = time.time()
         with self.connect() as con:
@@ -163,17 +168,13 @@ class StageRecords(CatalogFile):
                 "DELETE FROM metrics WHERE run_id = ? AND round = ? AND stage = ?",
                 [run_id, round_index, stage],
             )
-            for out in outputs:
-                con.execute(
-                    "INSERT INTO datasets VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    [run_id, round_index, stage, fingerprint, out.kind,
-                     self.relative(out.path), out.rows, out.checksum],
-                )
-            for name, value in (metrics or {}).items():
-                con.execute(
-                    "INSERT INTO metrics VALUES (?, ?, ?, ?, ?)",
-                    [run_id, round_index, stage, name, float(value)],
-                )
+            insert_rows(con, "datasets", [
+                (run_id, round_index, stage, fingerprint, out.kind, self.relative(out.path),
+                 out.rows, out.checksum) for out in outputs])
+            insert_rows(con, "metrics", [(run_id, round_index, stage, name, float(value))
+                                         for name, value in (metrics or {}).items()])
+            insert_gates(con, run_id=run_id, round_index=round_index, stage=stage,
+                              fingerprint=fingerprint, gates=gates)
             con.execute(
                 f"INSERT INTO stages ({STAGE_COLUMNS}) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -186,7 +187,7 @@ class StageRecords(CatalogFile):
 
     def record_failed(
         self, *, run_id: str, round_index: int, stage: str, fingerprint: str,
-        started_at: float, error: str, status: str = "failed",
+        started_at: float, error: str, status: str = "failed", gates: Sequence[GateRow] = (),
     ) -> None:
         """Record a stage attempt that did not complete: a stage row without rows or inputs.
 
@@ -207,15 +208,21 @@ class StageRecords(CatalogFile):
         status
             "failed" (the stage raised), or "gate_failed" (its stored outputs failed their
             gate again).
+        gates
+            The gate runs of a re-check that failed (`insert_gates`), recorded with the row.
         """
         finished = time.time()
         with self.connect() as con:
+            con.execute("BEGIN")
+            insert_gates(con, run_id=run_id, round_index=round_index, stage=stage,
+                              fingerprint=fingerprint, gates=gates)
             con.execute(
                 f"INSERT INTO stages ({STAGE_COLUMNS}) VALUES"
                 " (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, NULL, NULL)",
                 [run_id, round_index, stage, fingerprint, status, started_at, finished,
                  finished - started_at, error],
             )
+            con.execute("COMMIT")
 
     def discard_stage(self, run_id: str, fingerprint: str, reason: str) -> None:
         """Mark a completed stage whose files were found damaged as `discarded` (with the
