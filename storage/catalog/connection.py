@@ -46,6 +46,9 @@ READ_LOCK_WAIT_SECONDS = 5.0  # a read-only one: a command someone is waiting fo
 # which lags the Python package) and any DuckDB >= 1.0 can open catalog.duckdb.
 STORAGE_CONFIG = {"storage_compatibility_version": "v1.0.0"}
 INSERT_ROWS = 1000  # rows of one INSERT statement (insert_rows)
+# Writable connections this process opened per catalog file (`CatalogFile.state`): a count, not a
+# handle, so nothing stays open between operations.
+_WRITES: dict[Path, int] = {}
 
 
 def _is_lock(exc: duckdb.Error) -> bool:
@@ -196,6 +199,26 @@ class CatalogFile:
         self.path = self.data_root / "catalog.duckdb"
         self._format_checked = False  # set once a connection found the format readable
 
+    def state(self) -> tuple[Any, ...]:
+        """What tells whether the catalog changed since an earlier read: this process's count of
+        writable connections to it (any CatalogFile) and the size, time and inode of the file
+        and of DuckDB's write-ahead log (another process's writes). Equal states mean no write
+        came in between, so what was read then may be used again (`StageRecords`).
+
+        Returns
+        -------
+        A tuple to compare with `==`.
+        """
+        files = []
+        for path in (self.path, self.path.with_name(self.path.name + ".wal")):
+            try:
+                info = path.stat()
+            except FileNotFoundError:
+                files.append(None)
+            else:
+                files.append((info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns))
+        return (_WRITES.get(self.path, 0), *files)
+
     def relative(self, path: Path | str) -> str:
         """How a path is recorded: relative to the data root when it lies inside it.
 
@@ -300,6 +323,8 @@ class CatalogFile:
                 yield con
         finally:
             con.close()
+            if not read_only:
+                _WRITES[self.path] = _WRITES.get(self.path, 0) + 1
 
     def check_format(self) -> None:
         """Refuse, before anything is written, a data root whose catalog is in another data root

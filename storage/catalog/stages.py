@@ -29,6 +29,9 @@ class RecordedStage(NamedTuple):
 class StageRecords(CatalogFile):
     """What the catalog records of stage attempts: completed, failed, gate_failed, discarded."""
 
+    # (run_id, CatalogFile.state(), its recorded stages) of the last `recorded_stages` read
+    _recorded: tuple[str, tuple[Any, ...], dict[str, RecordedStage]] | None = None
+
     def completed_datasets(
         self, run_id: str, fingerprint: str
     ) -> dict[str, dict[str, Any]] | None:
@@ -51,10 +54,9 @@ class StageRecords(CatalogFile):
         return recorded.datasets if recorded and recorded.status == "completed" else None
 
     def recorded_stage(self, run_id: str, fingerprint: str) -> RecordedStage | None:
-        """What the stage runner needs to know of a stage before computing it, read on one
-        connection (opening the catalog costs more than the queries, and a run asks this of
-        every stage): its completed row (the latest) with its datasets, else its latest
-        attempt when that failed its gate (`tasks/gates.py regate_stored`).
+        """What the stage runner needs to know of a stage before computing it: its completed row
+        (the latest) with its datasets, else its latest attempt when that failed its gate
+        (`tasks/gates.py regate_stored`).
 
         Parameters
         ----------
@@ -66,25 +68,50 @@ class StageRecords(CatalogFile):
         Returns
         -------
         RecordedStage; None when the stage has no completed row and its latest attempt did not
-        fail its gate (never run, failed, discarded).
+        fail its gate (never run, failed, discarded), or there is no catalog yet.
         """
-        with self.connect() as con:
+        return self.recorded_stages(run_id).get(fingerprint)
+
+    def recorded_stages(self, run_id: str) -> dict[str, RecordedStage]:
+        """`recorded_stage` of every stage of a run, by fingerprint, read on one connection.
+
+        Opening the catalog costs more than the queries, and a run asks this before every stage:
+        a resume that finds every stage done opens the catalog once for all of them. What was
+        read is used again until the catalog changes (`CatalogFile.state`: any write of this
+        process, or a change of the file by another).
+
+        Parameters
+        ----------
+        run_id
+            The run.
+
+        Returns
+        -------
+        Fingerprint -> RecordedStage, for the stages that have a completed row or whose latest
+        attempt failed its gate; empty when there is no catalog yet.
+        """
+        state = self.state()
+        if self._recorded is not None and self._recorded[:2] == (run_id, state):
+            return self._recorded[2]
+        if not self.path.exists():
+            return {}
+        with self.connect(read_only=True) as con:
             latest = con.execute(
-                "SELECT status, outputs FROM stages WHERE run_id = ? AND fingerprint = ?"
-                " ORDER BY status = 'completed' DESC, finished_at DESC LIMIT 1",
-                [run_id, fingerprint],
-            ).fetchall()
-            if not latest or latest[0][0] not in ("completed", "gate_failed"):
-                return None
-            rows = con.execute(
-                "SELECT kind, path, rows, checksum FROM datasets WHERE run_id = ?"
-                " AND fingerprint = ?",
-                [run_id, fingerprint],
-            ).fetchall()
-        status, outputs = latest[0]
-        return RecordedStage(status, {kind: {"path": self.resolve(path), "rows": n,
-                                             "checksum": c} for kind, path, n, c in rows},
-                             outputs)
+                "SELECT fingerprint, status, outputs FROM (SELECT fingerprint, status, outputs,"
+                " row_number() OVER (PARTITION BY fingerprint ORDER BY status = 'completed' DESC,"
+                " finished_at DESC) AS n FROM stages WHERE run_id = ?)"
+                " WHERE n = 1 AND status IN ('completed', 'gate_failed')", [run_id]).fetchall()
+            datasets = con.execute(
+                "SELECT fingerprint, kind, path, rows, checksum FROM datasets WHERE run_id = ?",
+                [run_id]).fetchall()
+        recorded = {fingerprint: RecordedStage(status, {}, outputs)
+                    for fingerprint, status, outputs in latest}
+        for fingerprint, kind, path, rows, checksum in datasets:
+            if fingerprint in recorded:
+                recorded[fingerprint].datasets[kind] = {"path": self.resolve(path), "rows": rows,
+                                                        "checksum": checksum}
+        self._recorded = (run_id, state, recorded)
+        return recorded
 
     def lost_outputs(self, run_id: str) -> list[dict[str, Any]]:
         """Completed stages whose catalog lists fewer datasets than the stage wrote (a

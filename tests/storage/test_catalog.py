@@ -97,9 +97,12 @@ def test_paths_are_recorded_relative_to_the_data_root_and_old_ones_migrate(tmp_p
         stored = con.execute("SELECT path FROM datasets").fetchone()[0]
         assert stored == "runs/r/round-000/problems-ffffffffffff.parquet"
         con.execute("UPDATE datasets SET path = '/elsewhere/old-root/' || path")  # an old catalog
+    # read as this data root's file before and after the next writable connection migrates it
     assert catalog.completed_datasets("r", "f" * 32)["problems"]["path"] == str(written.path)
+    catalog.ensure_run("r", "{}")
     with duckdb.connect(str(catalog.path), read_only=True) as con:
         assert con.execute("SELECT path FROM datasets").fetchone()[0] == stored, "migrated"
+    assert catalog.completed_datasets("r", "f" * 32)["problems"]["path"] == str(written.path)
 
 
 def test_a_stage_write_refreshes_the_views_of_its_own_kinds_only(tmp_path, monkeypatch):
@@ -141,3 +144,45 @@ def test_recorded_stage_says_completed_or_gate_failed_with_the_datasets(tmp_path
     catalog.record_failed(run_id="r", round_index=0, stage="synthesize", fingerprint="f" * 32,
                           started_at=time.time(), error="a later attempt")
     assert catalog.recorded_stage("r", "f" * 32).status == "completed"  # done stays done
+
+
+def _connections(monkeypatch):
+    """A list that grows by one for every DuckDB connection the catalog opens."""
+    import storage.catalog.connection as connection
+
+    opened = []
+    original = connection.duckdb.connect
+    monkeypatch.setattr(connection.duckdb, "connect",
+                        lambda *args, **kwargs: (opened.append(1), original(*args, **kwargs))[1])
+    return opened
+
+
+def test_a_run_s_recorded_stages_are_read_once_until_the_catalog_changes(tmp_path, monkeypatch):
+    catalog = Catalog(tmp_path)
+    for fingerprint in ("a" * 32, "b" * 32):
+        catalog.record_completed(run_id="r", round_index=0, stage="synthesize",
+                                 fingerprint=fingerprint, started_at=time.time(),
+                                 outputs=[_write(tmp_path, fingerprint)], inputs={})
+    opened = _connections(monkeypatch)
+    assert catalog.recorded_stage("r", "a" * 32).status == "completed"
+    assert catalog.recorded_stage("r", "b" * 32).status == "completed"
+    assert catalog.recorded_stage("r", "c" * 32) is None
+    assert len(opened) == 1, "one connection for every done check of an unchanged catalog"
+    # a write through another Catalog of this process is seen at once
+    Catalog(tmp_path).discard_stage("r", "a" * 32, "damaged")
+    assert catalog.recorded_stage("r", "a" * 32) is None
+    assert catalog.recorded_stage("r", "b" * 32).status == "completed"
+
+
+def test_recorded_stages_see_another_process_s_write(tmp_path):
+    import subprocess
+    import sys
+
+    catalog = Catalog(tmp_path)
+    catalog.record_completed(run_id="r", round_index=0, stage="synthesize", fingerprint="a" * 32,
+                             started_at=time.time(), outputs=[_write(tmp_path)], inputs={})
+    assert catalog.recorded_stage("r", "a" * 32).status == "completed"
+    subprocess.run([sys.executable, "-c", "import sys; from storage.catalog import Catalog; "
+                    "Catalog(sys.argv[1]).discard_stage('r', 'a' * 32, 'damaged')",
+                    str(tmp_path)], check=True)
+    assert catalog.recorded_stage("r", "a" * 32) is None
