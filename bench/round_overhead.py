@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -223,9 +224,22 @@ def resume_here(data_root: Path) -> dict[str, Any]:
     return result
 
 
-def alternate(against: Path, repeats: int, config: Path) -> None:
-    """This bench and `against`'s in turn, each in a fresh process; one line per run."""
-    rows = []
+def by_part(result: dict[str, Any]) -> dict[str, float]:
+    """Seconds outside the model per part, summed over stages but a stage's own work, e.g.
+    {"gates": 0.71, "own work: rollout": 0.35, ...}."""
+    seconds: dict[str, float] = {}
+    for part in result["parts"]:
+        if part["where"] != "model":
+            name = (f"{part['part']}: {part['stage']}" if part["part"] == "own work"
+                    else part["part"])
+            seconds[name] = seconds.get(name, 0.0) + part["seconds"]
+    return seconds
+
+
+def alternate(against: Path, repeats: int, config: Path) -> dict[str, Any]:
+    """This bench and `against`'s in turn, each in a fresh process; one line per run, then the
+    median seconds of each part outside the model, before against after."""
+    runs: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
     for i in range(repeats):
         for label, root in (("before", against), ("after", ROOT)):
             python = root / ".venv" / "bin" / "python"
@@ -236,15 +250,22 @@ def alternate(against: Path, repeats: int, config: Path) -> None:
                            stdout=subprocess.DEVNULL)
             data = json.loads(out.read_text())
             data = data.get("round_1", data)  # an older copy writes its figures at the top
-            wall = data.get("wall_s", data.get("round_wall_s"))
-            other = data["everything_else_s"]
-            rows.append((label, i, wall, other))
+            runs[label].append(data)
+            wall, other = data["wall_s"], data["everything_else_s"]
             print(f"{label:6} run {i}: round wall {wall:7.2f} s, everything else "
                   f"{other:6.2f} s ({100 * other / wall:4.1f} %)", flush=True)
-    for label in ("before", "after"):
-        mine = [r for r in rows if r[0] == label]
-        share = sum(r[3] for r in mine) / sum(r[2] for r in mine)
+    for label, mine in runs.items():
+        share = sum(r["everything_else_s"] for r in mine) / sum(r["wall_s"] for r in mine)
         print(f"{label}: everything else {100 * share:.1f} % of the round over {len(mine)} runs")
+    medians = {label: {part: statistics.median(by_part(r).get(part, 0.0) for r in mine)
+                       for part in {p for r in mine for p in by_part(r)}}
+               for label, mine in runs.items()}
+    print(f"  {'part (median s)':32} {'before':>8} {'after':>8}")
+    for part in sorted(set(medians["before"]) | set(medians["after"]),
+                       key=lambda p: -medians["before"].get(p, 0.0)):
+        print(f"  {part:32} {medians['before'].get(part, 0.0):8.3f} "
+              f"{medians['after'].get(part, 0.0):8.3f}")
+    return {"config": str(config), "against": str(against), "runs": runs, "medians": medians}
 
 
 def main() -> None:
@@ -265,7 +286,9 @@ def main() -> None:
         args.out.write_text(json.dumps(resume_here(args.resumed)))
         return
     if args.against is not None:
-        alternate(args.against.resolve(), args.repeats, args.config.resolve())
+        compared = alternate(args.against.resolve(), args.repeats, args.config.resolve())
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(compared, indent=2))
         return
     result = measure(args.config, args.resume)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,10 @@ import hashlib
 import json
 from typing import Any
 
+# The compact, key-sorted JSON every hash reads; built once (json.dumps with these options builds
+# an encoder per call, a third of the time of a row id)
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
+
 
 def stable_hash(value: Any, length: int = 16) -> str:
     """Hex sha256 of a JSON-serialisable value with sorted keys (stable across processes).
@@ -28,8 +32,7 @@ def stable_hash(value: Any, length: int = 16) -> str:
     The first `length` hex characters of the sha256 of the compact, key-sorted JSON of
     `value`.
     """
-    blob = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:length]
+    return hashlib.sha256(_CANONICAL.encode(value).encode()).hexdigest()[:length]
 
 
 def row_id(kind: str, *parts: Any) -> str:

@@ -12,6 +12,8 @@ import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+import duckdb
+
 from storage.catalog.connection import CatalogFile, insert_rows
 from storage.catalog.gates import GateRow, insert_gates
 from storage.catalog.schema import STAGE_COLUMNS
@@ -95,22 +97,28 @@ class StageRecords(CatalogFile):
             return self._recorded[2]
         if not self.path.exists():
             return {}
-        with self.connect(read_only=True) as con:
-            latest = con.execute(
-                "SELECT fingerprint, status, outputs FROM (SELECT fingerprint, status, outputs,"
-                " row_number() OVER (PARTITION BY fingerprint ORDER BY status = 'completed' DESC,"
-                " finished_at DESC) AS n FROM stages WHERE run_id = ?)"
-                " WHERE n = 1 AND status IN ('completed', 'gate_failed')", [run_id]).fetchall()
-            datasets = con.execute(
-                "SELECT fingerprint, kind, path, rows, checksum FROM datasets WHERE run_id = ?",
-                [run_id]).fetchall()
+        with self.connect(read_only=True) as con:  # which writes nothing: `state` still holds
+            recorded = self._read_recorded(con, run_id)
+        self._recorded = (run_id, state, recorded)
+        return recorded
+
+    def _read_recorded(self, con: duckdb.DuckDBPyConnection,
+                       run_id: str) -> dict[str, RecordedStage]:
+        """`recorded_stages` as read on `con`."""
+        latest = con.execute(
+            "SELECT fingerprint, status, outputs FROM (SELECT fingerprint, status, outputs,"
+            " row_number() OVER (PARTITION BY fingerprint ORDER BY status = 'completed' DESC,"
+            " finished_at DESC) AS n FROM stages WHERE run_id = ?)"
+            " WHERE n = 1 AND status IN ('completed', 'gate_failed')", [run_id]).fetchall()
+        datasets = con.execute(
+            "SELECT fingerprint, kind, path, rows, checksum FROM datasets WHERE run_id = ?",
+            [run_id]).fetchall()
         recorded = {fingerprint: RecordedStage(status, {}, outputs)
                     for fingerprint, status, outputs in latest}
         for fingerprint, kind, path, rows, checksum in datasets:
             if fingerprint in recorded:
                 recorded[fingerprint].datasets[kind] = {"path": self.resolve(path), "rows": rows,
                                                         "checksum": checksum}
-        self._recorded = (run_id, state, recorded)
         return recorded
 
     def lost_outputs(self, run_id: str) -> list[dict[str, Any]]:
@@ -211,6 +219,11 @@ class StageRecords(CatalogFile):
             )
             con.execute("COMMIT")
             self._refresh_views(con, {out.kind for out in outputs} | replaced)
+            # the next stage's done check, read while no other process can write; only this
+            # process writes the run's stages (the run lock), so what another writes after this
+            # connection closes is another run's
+            recorded = self._read_recorded(con, run_id)
+        self._recorded = (run_id, self.state(), recorded)
 
     def record_failed(
         self, *, run_id: str, round_index: int, stage: str, fingerprint: str,

@@ -94,3 +94,11 @@ def test_hashes_are_stable_and_sensitive():
     assert base != stage_fingerprint("rollout", 1, {"k": 4}, 0, {"problems": "x"})
     assert base != stage_fingerprint("rollout", 1, {"k": 8}, 0, {"problems": "y"})
     assert base != stage_fingerprint("rollout", 2, {"k": 8}, 0, {"problems": "x"})
+
+
+def test_row_ids_keep_their_values():
+    """Ids are content hashes shared by every run and data root: the hash of the compact,
+    key-sorted JSON must never change (the values were computed with `json.dumps`)."""
+    assert row_id("problem", "arithmetic", "2+3") == "da333613c0345caa"
+    assert stable_hash(["rollout", "demo", 1, "3f2a9c1b0d4e5f60", 0, "ü+½", 2.5, None,
+                        {"b": 1, "a": [True]}]) == "766a358e92e29dc8"
