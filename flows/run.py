@@ -90,12 +90,17 @@ def untagged_task_runs() -> Iterator[None]:
 
 def named(stage_task: Any, stage: str, round_index: int) -> Any:
     """`stage_task` with its task runs named `<stage>-r<round>` (`rollout-r2`) and untagged
-    (`untagged_task_runs`): every stage task of a run is called through this."""
+    (`untagged_task_runs`): every stage task of a run is called through this, its run context
+    `quote`d. Prefect walks every task parameter for upstream results (the UI's edges between
+    task runs); the context (the whole run config, the catalog, the domain) is never one, and
+    walking it took about 10 ms a task run (bench/round_overhead.py)."""
     task = stage_task.with_options(task_run_name=f"{stage}-r{round_index}")
 
-    def call(*args: Any, **kwargs: Any) -> Any:
+    def call(ctx: RunContext, *args: Any, **kwargs: Any) -> Any:
+        from prefect.utilities.annotations import quote
+
         with untagged_task_runs():
-            return task(*args, **kwargs)
+            return task(quote(ctx), *args, **kwargs)
 
     return call
 
