@@ -40,12 +40,9 @@ with their own message.
 from __future__ import annotations
 
 import functools
-import gc
 import json
 import math
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -458,22 +455,6 @@ def _run_suite(con: Any, suite: FrameSuite, kind: str, path: Path | str, rows: i
     return count, failures, payload, whole_json
 
 
-@contextmanager
-def cyclic_gc_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused while a gate runs. GX makes some 10^5 short-lived
-    objects a gate, and each full collection they set off scans the whole heap of the run's
-    process (torch, transformers, Prefect, GX itself: 0.2-0.4 s each, half of a round's gate
-    time in bench/round_overhead.py); reference counting still frees them as they go, and any
-    cycle left is collected once the gate is over."""
-    paused = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if paused:
-            gc.enable()
-
-
 def run_gate(path: Path | str, kind: str, gates: GatesConfig, *, run_id: str | None = None,
              round_index: int | None = None, stage: str | None = None,
              previous_path: Path | str | None = None,
@@ -490,7 +471,7 @@ def run_gate(path: Path | str, kind: str, gates: GatesConfig, *, run_id: str | N
     evaluated = 0
     rows: int | None = None
     previous = _previous_stats(kind, previous_path, failures)
-    with cyclic_gc_paused(), gate_connection() as con:
+    with gate_connection() as con:
         try:
             rows = attach_dataset(con, path)
         except Exception as exc:  # noqa: BLE001 - an unreadable file fails its gate

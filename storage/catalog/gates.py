@@ -74,7 +74,7 @@ class GateRecords(CatalogFile):
         with self.connect() as con:
             con.execute("BEGIN")
             insert_gates(con, run_id=run_id, round_index=round_index, stage=stage,
-                              fingerprint=fingerprint, gates=gates)
+                         fingerprint=fingerprint, gates=gates)
             con.execute(
                 f"INSERT INTO stages ({STAGE_COLUMNS}) SELECT run_id, round, stage, fingerprint,"
                 " 'completed', ?, ?, ? - ?, rows, NULL, inputs_json, outputs FROM stages"

@@ -209,7 +209,7 @@ class StageRecords(CatalogFile):
             insert_rows(con, "metrics", [(run_id, round_index, stage, name, float(value))
                                          for name, value in (metrics or {}).items()])
             insert_gates(con, run_id=run_id, round_index=round_index, stage=stage,
-                              fingerprint=fingerprint, gates=gates)
+                         fingerprint=fingerprint, gates=gates)
             con.execute(
                 f"INSERT INTO stages ({STAGE_COLUMNS}) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -255,7 +255,7 @@ class StageRecords(CatalogFile):
         with self.connect() as con:
             con.execute("BEGIN")
             insert_gates(con, run_id=run_id, round_index=round_index, stage=stage,
-                              fingerprint=fingerprint, gates=gates)
+                         fingerprint=fingerprint, gates=gates)
             con.execute(
                 f"INSERT INTO stages ({STAGE_COLUMNS}) VALUES"
                 " (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, NULL, NULL)",
