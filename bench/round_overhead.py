@@ -196,7 +196,7 @@ def resume_here(data_root: Path) -> dict[str, Any]:
     from flows import cli, execution, prefect_server
     from tasks import spans
 
-    start_server = execution.start_server
+    start_server = execution._start_server
 
     def started_then_instrumented(data_root: Any) -> Any:
         # the wrappers import Prefect and flows.run, which the command imports right after it
@@ -207,7 +207,7 @@ def resume_here(data_root: Path) -> dict[str, Any]:
             wrap(prefect_server.TemporaryServer, "wait_ready", "waiting for the server")
         return server
 
-    execution.start_server = started_then_instrumented
+    execution._start_server = started_then_instrumented
     wrap(cli, "_check_before_start", "checks before start")
     with spans.recording() as whole:
         start = time.perf_counter()

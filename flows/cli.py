@@ -213,9 +213,7 @@ def _log_handler() -> Any:
     return console_handler(sys.stderr, terminal=sys.stderr.isatty())
 
 
-def _execute(data_root: Path, run_id: str, config: Any, server: Any = None) -> None:
-    """Check, then run `run_id` (flows/execution.py `execute`); `server`: the temporary Prefect
-    server a resume started before its checks."""
+def _execute(data_root: Path, run_id: str, config: Any) -> None:
     _quiet_environment()
     config = _check_before_start(data_root, config)
     import logging
@@ -229,7 +227,7 @@ def _execute(data_root: Path, run_id: str, config: Any, server: Any = None) -> N
     plain_notices()
     started = time.time()
     code = execute(data_root, run_id, config, command=" ".join(["flywheel", *sys.argv[1:]]),
-                   echo=lambda line: typer.echo(line, err=True), server=server)
+                   echo=lambda line: typer.echo(line, err=True))
     if code != exit_codes.OK:
         raise typer.Exit(code)
     print_summary(data_root, run_id)
@@ -300,19 +298,13 @@ def resume(
         where = catalog.path if catalog.path.exists() else f"{data_root} (no catalog yet)"
         fail(f"unknown run id {run_id!r} in {where} (check --data-root, or `flywheel status`)")
     label = f"run {run_id}"
-    # the run is in this data root: its server starts before the checks, ready sooner (stopped
-    # at exit when they refuse the config)
-    from flows.execution import start_server
-
-    _quiet_environment()  # the server's environment too: no analytics
-    server = start_server(data_root) if recorded is not None else None
     try:
         overrides = parse_sets(sets)
         cfg = (validate_config(apply_overrides(recorded, overrides, label), label)
                if config is None else load_config(config_file(config), overrides))
     except ValueError as exc:  # a bad --set, or a ConfigError naming the key
         fail(str(exc))
-    _execute(data_root, run_id, cfg, server)
+    _execute(data_root, run_id, cfg)
 
 
 # Registered after run and resume, so `flywheel --help` lists the commands in this order.

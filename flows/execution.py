@@ -122,17 +122,14 @@ def stopped_line(exc: BaseException, run_id: str, log: Path | None) -> tuple[str
             "continues once the cause is fixed", exit_codes.STAGE_FAILED)
 
 
-def start_server(data_root: Path) -> Any:
-    """Our own temporary Prefect server, unless PREFECT_API_URL names one (flows/prefect_server.py),
-    its log in the data root's logs folder. Returns it (not yet answering: it takes 3-4 s, so a
-    caller starts it as early as it can), or None."""
+def _start_server(data_root: Path) -> Any:
+    """Our own temporary Prefect server, unless PREFECT_API_URL names one (flows/prefect_server.py).
+    Returns it (not yet answering), or None."""
     if os.environ.get("PREFECT_API_URL"):
         return None
     from flows.prefect_server import TemporaryServer
 
-    logs = Path(data_root) / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    server = TemporaryServer(log_path=logs / "prefect-server.log")
+    server = TemporaryServer(log_path=Path(data_root) / "logs" / "prefect-server.log")
     os.environ["PREFECT_API_URL"] = server.start()
     return server
 
@@ -152,8 +149,7 @@ def no_heartbeats_to(server: Any) -> Iterator[None]:
         yield
 
 
-def execute(data_root: Path, run_id: str, config: Any, *, command: str, echo: Echo,
-            server: Any = None) -> int:
+def execute(data_root: Path, run_id: str, config: Any, *, command: str, echo: Echo) -> int:
     """Run (or resume) `run_id` with `config` to its end or to the first thing that stops it.
 
     Parameters
@@ -168,9 +164,6 @@ def execute(data_root: Path, run_id: str, config: Any, *, command: str, echo: Ec
         The command line, for the log file's header.
     echo
         Prints one line on stderr.
-    server
-        The temporary server the caller started (`start_server`); None: one is started here,
-        unless PREFECT_API_URL names a server.
 
     Returns
     -------
@@ -189,7 +182,7 @@ def execute(data_root: Path, run_id: str, config: Any, *, command: str, echo: Ec
                 write_run_config(data_root, run_id, config.model_dump_json())
                 pause_point("run:recorded")  # test hook: the config is recorded, no catalog yet
                 start_log(log, command)
-                server = server or start_server(data_root)
+                server = _start_server(data_root)
                 from flows.run import RunSpec, run_flywheel  # torch, Prefect: while it starts
 
                 if server is not None:
