@@ -30,6 +30,7 @@ from typing import Any
 
 from prefect import flow, tags
 from prefect.logging.handlers import APILogHandler
+from prefect.utilities.annotations import quote
 from pydantic import BaseModel, ConfigDict
 
 from configs import RunConfig
@@ -97,8 +98,6 @@ def named(stage_task: Any, stage: str, round_index: int) -> Any:
     task = stage_task.with_options(task_run_name=f"{stage}-r{round_index}")
 
     def call(ctx: RunContext, *args: Any, **kwargs: Any) -> Any:
-        from prefect.utilities.annotations import quote
-
         with untagged_task_runs():
             return task(quote(ctx), *args, **kwargs)
 

@@ -368,16 +368,16 @@ def test_a_pass_is_judged_once_in_basic_format_a_failure_again_in_summary(tmp_pa
                                                                           monkeypatch):
     """GX's BASIC result decides; only a suite GX fails is validated again in SUMMARY, whose row
     indexes give the offending rows."""
-    from validators import gate
+    from validators import gx_results
 
     seen = []
-    original = gate._gx_result
+    original = gx_results._gx_result
 
     def spy(df, suite, name, result_format):
         seen.append((suite.frame, result_format))
         return original(df, suite, name, result_format)
 
-    monkeypatch.setattr(gate, "_gx_result", spy)
+    monkeypatch.setattr(gx_results, "_gx_result", spy)
     assert _gate(tmp_path, "rollouts", clean["rollouts"]).success
     assert seen == [("rows", "BASIC")]
     seen.clear()
