@@ -22,6 +22,7 @@ in the same minutes (DIR: a checkout of the other commit with its own .venv, or 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -64,9 +65,29 @@ def wrap(owner: Any, name: str, part: str, *, per_task: bool = False) -> None:
     setattr(owner, name, spanned)
 
 
+def full_collections() -> list[float]:
+    """The seconds of every full (generation 2) collection of Python's cyclic collector from
+    now on, appended as each ends: they pause whatever runs, so they hide inside the other
+    parts (and inside the model's), and are reported beside them, not added."""
+    seconds: list[float] = []
+    began: list[float] = []
+
+    def timed(phase: str, info: dict[str, int]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            began.append(time.perf_counter())
+        elif began:
+            seconds.append(time.perf_counter() - began.pop())
+
+    gc.callbacks.append(timed)
+    return seconds
+
+
 def instrument(record_round: int, recordings: dict[int, Any]) -> None:
     """Wrap the model, Prefect's task/flow runs and log handlers, and record round
-    `record_round` into `recordings[record_round]` (its wall time under "wall")."""
+    `record_round` into `recordings[record_round]` (the recording, its wall seconds and the
+    seconds of the full collections in it)."""
     from prefect import Flow, Task
     from prefect.logging.handlers import APILogHandler
 
@@ -84,6 +105,7 @@ def instrument(record_round: int, recordings: dict[int, Any]) -> None:
     wrap(tracking, "track_round", "tracker")
 
     observed = run_module.observed_round
+    collections = full_collections()
 
     @contextmanager
     def recorded_round(data_root: Any, run_id: str, round_index: int,
@@ -93,16 +115,18 @@ def instrument(record_round: int, recordings: dict[int, Any]) -> None:
                 yield
             return
         with spans.recording() as recording:
-            start = time.perf_counter()
+            start, before = time.perf_counter(), len(collections)
             with observed(data_root, run_id, round_index, report_to):
                 yield
-            recordings[round_index] = (recording, time.perf_counter() - start)
+            recordings[round_index] = (recording, time.perf_counter() - start,
+                                       collections[before:])
 
     run_module.observed_round = recorded_round
 
 
-def split(recording: Any, wall: float) -> dict[str, Any]:
-    """The recorded seconds as model / between stages / inside stages, and their shares."""
+def split(recording: Any, wall: float, collections: list[float] | None = None) -> dict[str, Any]:
+    """The recorded seconds as model / between stages / inside stages, and their shares; with
+    `collections`, the full collections' count and seconds beside them."""
     seconds = recording.seconds()
     calls = recording.calls()
     model = sum(s for (stage, part), s in seconds.items() if part in MODEL)
@@ -121,7 +145,8 @@ def split(recording: Any, wall: float) -> dict[str, Any]:
             "sampling_s": round(sum(s for (_, p), s in seconds.items() if p == "sampling"), 2),
             "training_s": round(sum(s for (_, p), s in seconds.items() if p == "training"), 2),
             "everything_else_s": round(other, 2), "everything_else_share": round(other / wall, 4),
-            "parts": parts}
+            "full_collections": len(collections or []),
+            "full_collections_s": round(sum(collections or []), 2), "parts": parts}
 
 
 def table(title: str, result: dict[str, Any]) -> str:
@@ -134,6 +159,9 @@ def table(title: str, result: dict[str, Any]) -> str:
         for p in (p for p in result["parts"] if p["where"] == where):
             lines.append(f"  {where:8} {p['stage']:11} {p['part']:24} {p['seconds']:8.3f} "
                          f"{100 * p['share']:6.2f}% {p['calls']:6d}")
+    if "full_collections" in result:
+        lines.append(f"  inside the parts above: {result['full_collections']} full collections of "
+                     f"Python's cyclic collector, {result['full_collections_s']:.2f} s")
     return "\n".join(lines)
 
 
@@ -158,9 +186,9 @@ def measure(config_path: Path, resume: bool) -> dict[str, Any]:
     instrument(1, recordings)
     data_root = Path(tempfile.mkdtemp(prefix="flywheel-bench-"))
     run_wall = run_once(config_path, data_root, "bench")
-    recording, wall = recordings[1]
+    recording, wall, collections = recordings[1]
     result: dict[str, Any] = {"config": str(config_path), "run_wall_s": round(run_wall, 2),
-                              "round_1": split(recording, wall)}
+                              "round_1": split(recording, wall, collections)}
     if resume:
         result["resume"] = resumed_elsewhere(data_root)
     return result
@@ -253,7 +281,10 @@ def alternate(against: Path, repeats: int, config: Path) -> dict[str, Any]:
             runs[label].append(data)
             wall, other = data["wall_s"], data["everything_else_s"]
             print(f"{label:6} run {i}: round wall {wall:7.2f} s, everything else "
-                  f"{other:6.2f} s ({100 * other / wall:4.1f} %)", flush=True)
+                  f"{other:6.2f} s ({100 * other / wall:4.1f} %)"
+                  + (f", {data['full_collections']} full collections "
+                     f"{data['full_collections_s']:.2f} s" if "full_collections" in data else ""),
+                  flush=True)
     for label, mine in runs.items():
         share = sum(r["everything_else_s"] for r in mine) / sum(r["wall_s"] for r in mine)
         print(f"{label}: everything else {100 * share:.1f} % of the round over {len(mine)} runs")

@@ -22,7 +22,9 @@ never signalled. With `PREFECT_API_URL` set, the run uses that server and starts
 
 The child is `python -m flows.prefect_server PARENT_PID PORT`: it arms the parent-death signal,
 exits at once if its parent is already gone, and serves Prefect's API app with uvicorn on
-127.0.0.1 (no UI), as Prefect's own temporary server does.
+127.0.0.1 (no UI), as Prefect's own temporary server does, with two differences: its write
+transactions take SQLite's lock when they begin (`lock_when_writes_begin`), and it logs every
+error its API answers with 503 ("retry"), so a client's wait shows in the server's log.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from storage.processes import die_with
 
@@ -157,7 +160,8 @@ class TemporaryServer:
         """Launch the server; returns its API URL (it is not answering yet)."""
         end_leftovers(self.registry)
         self.port = _free_port()
-        env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1"}
+        env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
+               "PREFECT_API_LOG_RETRYABLE_ERRORS": "1"}
         env.pop("PREFECT_API_URL", None)
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         try:
@@ -217,11 +221,34 @@ class TemporaryServer:
         self.process = None
 
 
+def lock_when_writes_begin() -> None:
+    """Every transaction of this server's API begins with SQLite's write lock (`BEGIN
+    IMMEDIATE`) instead of on its first write.
+
+    Prefect begins them `DEFERRED`: a request that reads and then writes (creating a task run)
+    cannot take the lock once another writer committed after its read (the service recording
+    the run's task-run events, busy right after a burst of quick tasks, as in a resume). SQLite
+    refuses at once, `busy_timeout` does not help, the API answers 503, and Prefect's client
+    retries after about 2 s: every resume lost those seconds at its first round. Taking the lock
+    first, a writer waits for the other instead (up to Prefect's 60 s `busy_timeout`).
+    """
+    from prefect.server.database.configurations import AioSqliteConfiguration
+
+    deferred = AioSqliteConfiguration.begin_transaction
+
+    def immediate(self: AioSqliteConfiguration, session: Any,
+                  with_for_update: bool = False) -> Any:
+        return deferred(self, session, with_for_update=True)
+
+    AioSqliteConfiguration.begin_transaction = immediate
+
+
 def main(argv: list[str]) -> None:
     parent, port = int(argv[0]), int(argv[1])
     die_with(parent, signal.SIGTERM, gone_status=0)
     import uvicorn
 
+    lock_when_writes_begin()
     uvicorn.run("prefect.server.api.server:create_app", factory=True, host="127.0.0.1",
                 port=port, log_level="error", lifespan="on")
 

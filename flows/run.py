@@ -141,22 +141,34 @@ def trainable_rows(curated: StageOutput, roles: str = "both") -> int:
                if weight is not None and weight > 0.0 and roles in ("both", kind))
 
 
-def publish_round_artifact(spec: RunSpec, round_index: int) -> None:
-    """A markdown artifact with the round's funnel, drops and metrics, for the Prefect UI."""
+def publish_round_artifact(spec: RunSpec, round_index: int,
+                           catalog_before: tuple[Any, ...] | None = None) -> None:
+    """A markdown artifact with the round's funnel, drops and metrics, for the Prefect UI.
+
+    `catalog_before`: the catalog's state (`CatalogFile.state`) when the round's flow began.
+    A round flow that recorded nothing (every stage found done, as in a resume) publishes none
+    when Prefect already holds one under the round's key: the flow that recorded the round
+    published it from the same rows (the one case it misses: a run killed between its round's
+    last catalog row and this call, over an artifact of an earlier attempt of that round)."""
     import re
 
-    from prefect.artifacts import create_markdown_artifact
+    from prefect.artifacts import Artifact, create_markdown_artifact
 
     from storage.audit.markdown import round_markdown
     from storage.audit.snapshot import open_run
+    from storage.catalog import Catalog
 
+    slug = re.sub(r"[^a-z0-9-]+", "-", spec.run_id.lower()).strip("-")
+    key = f"flywheel-{slug}-round-{round_index}"
+    if catalog_before is not None and Catalog(spec.data_root).state() == catalog_before \
+            and Artifact.get(key) is not None:
+        return
     con = open_run(spec.data_root, spec.run_id)
     try:
         markdown = round_markdown(con, spec.run_id, round_index)
     finally:
         con.close()
-    slug = re.sub(r"[^a-z0-9-]+", "-", spec.run_id.lower()).strip("-")
-    create_markdown_artifact(markdown=markdown, key=f"flywheel-{slug}-round-{round_index}",
+    create_markdown_artifact(markdown=markdown, key=key,
                              description=f"run {spec.run_id}, round {round_index}: "
                                          "funnel and metrics")
 
@@ -167,6 +179,7 @@ def round_flow(spec: RunSpec, round_index: int, incumbent: Checkpoint, incumbent
                earlier_problems: list[StageOutput], earlier_curated: list[StageOutput],
                proposer: Checkpoint | None = None) -> RoundOutcome:
     ctx, r = spec.context(), round_index
+    catalog_before = ctx.catalog.state()
     problems = named(synthesize, "synthesize", r)(ctx, r, proposer or incumbent,
                                                    earlier_problems, earlier_curated)
     rollouts = named(rollout, "rollout", r)(ctx, r, incumbent, problems)
@@ -190,7 +203,7 @@ def round_flow(spec: RunSpec, round_index: int, incumbent: Checkpoint, incumbent
         winner = named(promote, "promote", r)(ctx, r, incumbent, incumbent_eval, candidate,
                                               candidate_eval)
         winner_eval = candidate_eval if winner == candidate else incumbent_eval
-    publish_round_artifact(spec, round_index)
+    publish_round_artifact(spec, round_index, catalog_before)
     return RoundOutcome(
         incumbent=winner,
         incumbent_eval=winner_eval,

@@ -301,7 +301,7 @@ class StageRecords(CatalogFile):
         last_round
             The last round read (later rounds of an earlier attempt are left out).
         """
-        with self.connect() as con:
+        with self.connect(read_only=True) as con:  # writes nothing: `state` still holds
             rows = con.execute(
                 "SELECT round, stage, name, value FROM metrics WHERE run_id = ? AND round <= ?",
                 [run_id, last_round],

@@ -1,14 +1,17 @@
 """What a round skips of Prefect's per-run costs (flows/run.py, flows/execution.py): task runs
 carry no tags, and flow runs send no heartbeats to the run's own temporary server; a server
-named by PREFECT_API_URL still gets them."""
+named by PREFECT_API_URL still gets them; the modules a run imported are frozen out of the
+cyclic collector's full collections."""
 
 from __future__ import annotations
+
+import gc
 
 from prefect import tags
 from prefect.context import TagsContext
 from prefect.settings import get_current_settings
 
-from flows.execution import no_heartbeats_to
+from flows.execution import freeze_imports, no_heartbeats_to
 from flows.run import untagged_task_runs
 
 
@@ -27,3 +30,18 @@ def test_no_heartbeats_to_our_own_server_only():
     with no_heartbeats_to(None):  # PREFECT_API_URL: somebody else's server
         assert get_current_settings().flows.heartbeat_frequency == default
     assert get_current_settings().flows.heartbeat_frequency == default
+
+
+def test_what_was_imported_is_frozen_once():
+    """`execute` keeps the imported modules out of the collector's full collections, once per
+    process: a second call freezes nothing more (what runs made meanwhile stays collectable)."""
+    gc.unfreeze()
+    try:
+        freeze_imports()
+        frozen = gc.get_freeze_count()
+        assert frozen > 10_000  # Prefect and the project, imported above
+        made = [[index] for index in range(1000)]  # what a run makes after the freeze
+        freeze_imports()
+        assert gc.get_freeze_count() == frozen and made
+    finally:
+        gc.unfreeze()

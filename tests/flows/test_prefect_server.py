@@ -1,11 +1,15 @@
 """The run's temporary Prefect server never outlives its run: a recorded server whose run died
 is ended at the next start, a live run's server and a reused pid are left alone, and the real
-server dies with a killed parent (its parent-death signal)."""
+server dies with a killed parent (its parent-death signal); its API's write transactions take
+SQLite's lock when they begin."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,7 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from flows.prefect_server import TemporaryServer, end_leftovers, is_alive, process_start_time
+from flows.prefect_server import (
+    TemporaryServer,
+    end_leftovers,
+    is_alive,
+    lock_when_writes_begin,
+    process_start_time,
+)
+from tests.flows.runs import child_env
 
 
 def _sleeper() -> subprocess.Popen:
@@ -110,3 +121,44 @@ def test_stop_is_idempotent_and_forgets_the_record(tmp_path):
     server.stop()
     server.stop()
     assert sleeper.returncode is not None and not list(tmp_path.iterdir())
+
+
+def test_the_servers_transactions_take_the_write_lock_when_they_begin(monkeypatch):
+    """Prefect begins its API's SQLite transactions DEFERRED (a request that reads, then writes
+    fails at once with 503 when another writer committed in between); the run's own server
+    begins them IMMEDIATE, so that request waits for the other writer instead."""
+    from prefect.server.database.configurations import SQLITE_BEGIN_MODE, AioSqliteConfiguration
+
+    monkeypatch.setattr(AioSqliteConfiguration, "begin_transaction",  # restored after the test
+                        AioSqliteConfiguration.begin_transaction)
+
+    class Session:
+        @contextlib.asynccontextmanager
+        async def begin(self):
+            yield SQLITE_BEGIN_MODE.get()
+
+    async def mode() -> str:
+        config = AioSqliteConfiguration(connection_url="sqlite+aiosqlite:///:memory:")
+        async with config.begin_transaction(Session()) as begun:
+            return begun
+
+    assert asyncio.run(mode()) == "DEFERRED"
+    lock_when_writes_begin()
+    assert asyncio.run(mode()) == "IMMEDIATE"
+
+
+@pytest.mark.slow
+def test_a_resume_that_recomputes_nothing_is_never_told_to_retry(small_run_root, tmp_path):
+    """`flywheel resume` of a finished run on its own server: every stage is reused, a burst of
+    quick task runs, and the server answers no request with 503 (which its log would show, and
+    which cost the resume ~2 s of Prefect's client backing off)."""
+    root = tmp_path / "data"
+    shutil.copytree(small_run_root, root, symlinks=True)
+    resumed = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "resume", "small", "--data-root", str(root)],
+        env=child_env(tmp_path, None), capture_output=True, text=True, timeout=300, check=False)
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stderr.count(": reused (fingerprint") >= 7
+    assert ": started (fingerprint" not in resumed.stderr
+    server_log = (root / "logs" / "prefect-server.log").read_text()
+    assert "Encountered retryable exception" not in server_log, server_log[-3000:]
