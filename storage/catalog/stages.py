@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import duckdb
@@ -28,11 +29,13 @@ class RecordedStage(NamedTuple):
     outputs: int | None  # the datasets its row says it wrote (None: the row predates the count)
 
 
+# Per catalog file, (run_id, CatalogFile.state(), its recorded stages) of the last
+# `recorded_stages` read by any instance of this process (a run makes a RunContext per round)
+_RECORDED: dict[Path, tuple[str, tuple[Any, ...], dict[str, RecordedStage]]] = {}
+
+
 class StageRecords(CatalogFile):
     """What the catalog records of stage attempts: completed, failed, gate_failed, discarded."""
-
-    # (run_id, CatalogFile.state(), its recorded stages) of the last `recorded_stages` read
-    _recorded: tuple[str, tuple[Any, ...], dict[str, RecordedStage]] | None = None
 
     def completed_datasets(
         self, run_id: str, fingerprint: str
@@ -79,8 +82,8 @@ class StageRecords(CatalogFile):
 
         Opening the catalog costs more than the queries, and a run asks this before every stage:
         a resume that finds every stage done opens the catalog once for all of them. What was
-        read is used again until the catalog changes (`CatalogFile.state`: any write of this
-        process, or a change of the file by another).
+        read is used again, by every instance for this file, until the catalog changes
+        (`CatalogFile.state`: any write of this process, or a change of the file by another).
 
         Parameters
         ----------
@@ -93,13 +96,14 @@ class StageRecords(CatalogFile):
         attempt failed its gate; empty when there is no catalog yet.
         """
         state = self.state()
-        if self._recorded is not None and self._recorded[:2] == (run_id, state):
-            return self._recorded[2]
+        memo = _RECORDED.get(self.path)
+        if memo is not None and memo[:2] == (run_id, state):
+            return memo[2]
         if not self.path.exists():
             return {}
         with self.connect(read_only=True) as con:  # which writes nothing: `state` still holds
             recorded = self._read_recorded(con, run_id)
-        self._recorded = (run_id, state, recorded)
+        _RECORDED[self.path] = (run_id, state, recorded)
         return recorded
 
     def _read_recorded(self, con: duckdb.DuckDBPyConnection,
@@ -223,7 +227,7 @@ class StageRecords(CatalogFile):
             # process writes the run's stages (the run lock), so what another writes after this
             # connection closes is another run's
             recorded = self._read_recorded(con, run_id)
-        self._recorded = (run_id, self.state(), recorded)
+        _RECORDED[self.path] = (run_id, self.state(), recorded)
 
     def record_failed(
         self, *, run_id: str, round_index: int, stage: str, fingerprint: str,

@@ -2,7 +2,7 @@ import time
 
 import duckdb
 
-from storage.catalog import Catalog
+from storage.catalog import Catalog, stages
 from storage.datasets import dataset_path, write_atomic
 from storage.recovery import check_recorded
 
@@ -165,8 +165,10 @@ def test_a_run_s_recorded_stages_are_read_once_until_the_catalog_changes(tmp_pat
                                  outputs=[_write(tmp_path, fingerprint)], inputs={})
     opened = _connections(monkeypatch)
     assert catalog.recorded_stage("r", "b" * 32).status == "completed"
+    reader = Catalog(tmp_path)  # another instance of this process, e.g. a round's RunContext
+    assert reader.recorded_stage("r", "a" * 32).status == "completed"
     assert not opened, "the writer read the run's stages on the connection that wrote them"
-    reader = Catalog(tmp_path)  # e.g. a resume in a fresh process
+    stages._RECORDED.clear()  # nothing read yet, as in a resume's fresh process
     assert reader.recorded_stage("r", "a" * 32).status == "completed"
     assert reader.recorded_stage("r", "b" * 32).status == "completed"
     assert reader.recorded_stage("r", "c" * 32) is None
