@@ -126,7 +126,8 @@ def instrument(record_round: int, recordings: dict[int, Any]) -> None:
 
 def split(recording: Any, wall: float, collections: list[float] | None = None) -> dict[str, Any]:
     """The recorded seconds as model / between stages / inside stages, and their shares; with
-    `collections`, the full collections' count and seconds beside them."""
+    `collections` (None: not counted, as in a resumed process), the full collections' count and
+    seconds beside them."""
     seconds = recording.seconds()
     calls = recording.calls()
     model = sum(s for (stage, part), s in seconds.items() if part in MODEL)
@@ -141,12 +142,13 @@ def split(recording: Any, wall: float, collections: list[float] | None = None) -
                   "seconds": round(wall - covered, 3), "calls": 1,
                   "share": round((wall - covered) / wall, 4)})
     other = wall - model
+    counted = {} if collections is None else {
+        "full_collections": len(collections), "full_collections_s": round(sum(collections), 2)}
     return {"wall_s": round(wall, 2), "model_compute_s": round(model, 2),
             "sampling_s": round(sum(s for (_, p), s in seconds.items() if p == "sampling"), 2),
             "training_s": round(sum(s for (_, p), s in seconds.items() if p == "training"), 2),
             "everything_else_s": round(other, 2), "everything_else_share": round(other / wall, 4),
-            "full_collections": len(collections or []),
-            "full_collections_s": round(sum(collections or []), 2), "parts": parts}
+            **counted, "parts": parts}
 
 
 def table(title: str, result: dict[str, Any]) -> str:
