@@ -98,12 +98,14 @@ class SynthesizeConfig(Section):
     )
     ngram: int = Field(
         3, ge=1, le=64, description="character n-gram size of the near-duplicate check")
-    level_scheduler: Literal["cycle", "bandit"] = Field(
+    level_scheduler: Literal["cycle", "bandit", "fixed"] = Field(
         "cycle",
         description="levels the proposer is asked for in rounds >= 1: cycle = "
                     "min_level..max_level in turn (default); bandit = drawn from softmax(Q / "
                     "bandit.temperature), Q per level learned from earlier rounds' mean "
-                    "|advantage| (SEC style)",
+                    "|advantage| (SEC style); fixed = a timetable: round r asks for level "
+                    "min_level + r - 1 only, capped at max_level (the generator of source = "
+                    "'generator' or 'pool' draws that level only too)",
     )
     bandit: BanditConfig = Field(BanditConfig(), description="the level bandit's settings")
 

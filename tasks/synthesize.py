@@ -17,7 +17,9 @@ vLLM engine under `rollout.backend = "vllm"`); each of its samples records the `
 
 `synthesize.level_scheduler = "bandit"` draws each proposer prompt's level from a bandit over
 levels (tasks.curriculum.bandit), its state recomputed from the earlier rounds' curriculum
-files, which then join this stage's fingerprint; "cycle" (default) asks for each level in turn.
+files, which then join this stage's fingerprint; "cycle" (default) asks for each level in turn;
+"fixed" raises the level on a timetable (`scheduled_levels`: round r asks for min_level + r - 1
+only, capped at max_level), for the proposer and for the baselines' generator alike.
 With `[synthesize.bandit] arms = "task_level"` (reasoning_gym, `source = "generator"`) the
 bandit's arms are the (task, level) pairs of the task mix instead: each generator problem of a
 round >= 1 is written for a drawn arm (`generate_task`), Q replayed from the earlier rounds'
@@ -106,14 +108,23 @@ def seed_proposals(domain: Domain, *, count: int, levels: list[int], seed: int
     return pairs
 
 
-def baseline_proposals(domain: Domain, source: str, *, count: int, min_level: int, max_level: int,
+def scheduled_levels(synth: SynthesizeConfig, *, min_level: int, max_level: int,
+                     round_index: int) -> list[int]:
+    """The levels a round >= 1 draws from: min_level..max_level, or under `level_scheduler =
+    "fixed"` the timetable's one level, min_level + round_index - 1 capped at max_level."""
+    if synth.level_scheduler == "fixed":
+        return [min(max_level, min_level + max(round_index, 1) - 1)]
+    return list(range(min_level, max_level + 1))
+
+
+def baseline_proposals(domain: Domain, source: str, *, count: int, levels: list[int],
                        round_seed: int, pool_seed: int) -> list[tuple[str, str]]:
-    """Problems of rounds >= 1 without a proposer (`synthesize.source`), levels in equal shares.
+    """Problems of rounds >= 1 without a proposer (`synthesize.source`), `levels` in equal
+    shares.
 
     generator: fresh draws every round (seeded per round): the uniform curriculum.
     pool: the same draws every round (one seed for the run): a fixed prompt set.
     """
-    levels = list(range(min_level, max_level + 1))
     return seed_proposals(domain, count=count, levels=levels,
                           seed=pool_seed if source == "pool" else round_seed)
 
@@ -293,20 +304,18 @@ def top_up(draw: Callable[[int], list[tuple[str, str]]],
     return pairs
 
 
-def generator_fill(domain: Domain, *, missing: int, exclude: set[str], min_level: int,
-                   max_level: int, seed: int, batch: int, max_batches: int,
+def generator_fill(domain: Domain, *, missing: int, exclude: set[str], levels: list[int],
+                   seed: int, batch: int, max_batches: int,
                    benchmark: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
     """Up to `missing` (prompt, text) generator problems whose texts are not in `exclude` nor
-    `benchmark` and not repeated, from at most `max_batches` draws of `batch` (levels in equal
+    `benchmark` and not repeated, from at most `max_batches` draws of `batch` (`levels` in equal
     shares, seed + draw)."""
     fill: list[tuple[str, str]] = []
     taken = set(exclude)
     for draw in range(max_batches):
         if len(fill) >= missing:
             break
-        for prompt, text in seed_proposals(domain, count=batch,
-                                           levels=list(range(min_level, max_level + 1)),
-                                           seed=seed + draw):
+        for prompt, text in seed_proposals(domain, count=batch, levels=levels, seed=seed + draw):
             if len(fill) == missing:
                 break
             if text not in taken and not in_benchmark(text, benchmark):
@@ -368,8 +377,9 @@ def choose_problems(ctx: RunContext, settings: SeedSynthesizeSettings | Synthesi
                                     seed=ctx.stage_seed("synthesize-bandit", round_index))
         return ProblemChoice(arm_proposals(ctx.domain, arms, seed=seed), "generator",
                              metrics=metrics)
-    pairs = baseline_proposals(ctx.domain, synth.source, count=synth.proposals,
-                               min_level=domain.min_level, max_level=domain.max_level,
+    levels = scheduled_levels(synth, min_level=domain.min_level, max_level=domain.max_level,
+                              round_index=round_index)
+    pairs = baseline_proposals(ctx.domain, synth.source, count=synth.proposals, levels=levels,
                                round_seed=seed, pool_seed=ctx.stage_seed("synthesize-pool", 0))
     return ProblemChoice(pairs, synth.source)
 
@@ -381,7 +391,9 @@ def proposer_problems(ctx: RunContext, settings: SynthesizeSettings, round_index
     """The proposer's samples of a round >= 1 (levels cycled, or drawn by the level bandit),
     kept up to `min_novel_share` novel ones by more batches or by the generator's fill."""
     domain, synth = settings.domain.domain, settings.synthesize
-    levels = list(range(domain.min_level, domain.max_level + 1))
+    scheduled = scheduled_levels(synth, min_level=domain.min_level, max_level=domain.max_level,
+                                 round_index=round_index)
+    levels: list[int] = scheduled
     metrics: dict[str, float] = {}
     if synth.level_scheduler == "bandit":
         levels, metrics = bandit_levels(synth, curricula, levels,
@@ -398,8 +410,7 @@ def proposer_problems(ctx: RunContext, settings: SynthesizeSettings, round_index
         return ProblemChoice(pairs, "proposer", metrics=metrics)
     novel = novel_texts(ctx.domain, pairs, seen, heldout, benchmark)
     fill = generator_fill(ctx.domain, missing=min_novel - len(novel),
-                          exclude=seen | heldout | novel, min_level=domain.min_level,
-                          max_level=domain.max_level,
+                          exclude=seen | heldout | novel, levels=scheduled,
                           seed=ctx.stage_seed("synthesize-fill", round_index),
                           batch=synth.proposals, max_batches=synth.max_batches,
                           benchmark=benchmark)

@@ -257,7 +257,7 @@ def test_generator_source_draws_fresh_uniform_levels_and_pool_repeats():
     from tasks.synthesize import baseline_proposals
 
     domain = get_domain("arithmetic")
-    kwargs = {"count": 300, "min_level": 2, "max_level": 4, "pool_seed": 7}
+    kwargs = {"count": 300, "levels": [2, 3, 4], "pool_seed": 7}
     first = baseline_proposals(domain, "generator", round_seed=1, **kwargs)
     second = baseline_proposals(domain, "generator", round_seed=2, **kwargs)
     levels = [domain.parse(text).level for _, text in first]

@@ -277,7 +277,7 @@ def test_admission_matches_benchmark_questions_case_and_spacing_aside(tmp_path):
     assert [p["text"] for p in problems] == ["What is 5 + 5?"]
     pairs = [("p", t) for t in copies]
     assert novel_texts(domain, pairs, set(), set(), questions) == {"What is 5 + 5?"}
-    fill = generator_fill(domain, missing=100, exclude=set(), min_level=1, max_level=1, seed=0,
+    fill = generator_fill(domain, missing=100, exclude=set(), levels=[1], seed=0,
                           batch=64, max_batches=3, benchmark=questions)
     assert "What is 48 + 24?" not in {text for _, text in fill}
 

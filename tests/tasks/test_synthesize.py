@@ -54,7 +54,7 @@ def test_novel_texts_are_the_problems_novel_count_counts():
 
 def test_generator_fill_takes_fresh_problems_of_the_levels_up_to_the_shortfall():
     exclude = {"1+2", "7+8"}
-    fill = generator_fill(domain, missing=50, exclude=exclude, min_level=2, max_level=4, seed=3,
+    fill = generator_fill(domain, missing=50, exclude=exclude, levels=[2, 3, 4], seed=3,
                           batch=64, max_batches=4)
     texts = [text for _, text in fill]
     assert len(texts) == 50 and len(set(texts)) == 50 and not exclude & set(texts)
@@ -62,18 +62,32 @@ def test_generator_fill_takes_fresh_problems_of_the_levels_up_to_the_shortfall()
     assert set(levels) == {2, 3, 4}
     assert all(prompt == domain.proposer_prompt(level)
                for (prompt, _), level in zip(fill, levels, strict=True))
-    assert generator_fill(domain, missing=50, exclude=exclude, min_level=2, max_level=4, seed=3,
+    assert generator_fill(domain, missing=50, exclude=exclude, levels=[2, 3, 4], seed=3,
                           batch=64, max_batches=4) == fill  # seeded
-    assert generator_fill(domain, missing=0, exclude=set(), min_level=2, max_level=4, seed=3,
+    assert generator_fill(domain, missing=0, exclude=set(), levels=[2, 3, 4], seed=3,
                           batch=64, max_batches=4) == []
 
 
 def test_generator_fill_stops_after_max_batches_when_the_levels_run_dry():
     # level 1 holds 200 problems (one-digit sums and differences); all but 2 already seen
-    every = {text for _, text in generator_fill(domain, missing=10_000, exclude=set(), min_level=1,
-                                                max_level=1, seed=0, batch=4000, max_batches=1)}
+    every = {text for _, text in generator_fill(domain, missing=10_000, exclude=set(), levels=[1],
+                                                seed=0, batch=4000, max_batches=1)}
     assert len(every) == 200
     left = sorted(every)[:2]
-    fill = generator_fill(domain, missing=10, exclude=every - set(left), min_level=1, max_level=1,
+    fill = generator_fill(domain, missing=10, exclude=every - set(left), levels=[1],
                           seed=1, batch=4000, max_batches=2)
     assert sorted(text for _, text in fill) == left
+
+
+def test_the_fixed_scheduler_raises_the_level_one_per_round_up_to_max_level():
+    from tasks.synthesize import baseline_proposals, scheduled_levels
+
+    def levels(scheduler, round_index):
+        synth = load_config(None, {"synthesize.level_scheduler": scheduler}).synthesize
+        return scheduled_levels(synth, min_level=2, max_level=4, round_index=round_index)
+
+    assert [levels("fixed", r) for r in (1, 2, 3, 4, 9)] == [[2], [3], [4], [4], [4]]
+    assert levels("cycle", 3) == levels("bandit", 3) == [2, 3, 4]  # every level, every round
+    drawn = baseline_proposals(domain, "generator", count=50, levels=levels("fixed", 2),
+                               round_seed=1, pool_seed=0)
+    assert {domain.parse(text).level for _, text in drawn} == {3}
