@@ -75,14 +75,25 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.learning_summary import report, report_wide, summarize, wide_summary  # noqa: E402
+from bench.learning_summary import (  # noqa: E402
+    report,
+    report_primary,
+    report_wide,
+    summarize,
+    wide_summary,
+)
 
 ARMS: dict[str, dict[str, Any]] = {
     "default": {},
     "uniform": {"synthesize.source": "generator", "curate.proposer_rows": False},
     "no_self_play": {"synthesize.source": "generator", "curate.solver_targets": "reference",
                      "curate.proposer_rows": False},
+    "bandit": {"synthesize.source": "generator", "synthesize.level_scheduler": "bandit",
+               "synthesize.bandit.arms": "task_level", "curate.proposer_rows": False},
+    "fixed_schedule": {"synthesize.source": "generator", "synthesize.level_scheduler": "fixed",
+                       "curate.proposer_rows": False},
 }
+DEFAULT_ARMS = ["default", "uniform", "no_self_play"]
 MAX_EPOCHS = 1000.0  # train.epochs' upper bound: with it, train.max_steps always binds
 
 
@@ -114,11 +125,20 @@ def parse_arm_roots(items: list[str], arms: list[str]) -> dict[str, Path]:
 
 
 def arm_overrides(arm: str, base: dict[str, Any], *, seed: int, rounds: int,
-                  equal_steps: bool) -> dict[str, Any]:
+                  equal_steps: bool, warm: Path | None = None) -> dict[str, Any]:
+    """The config keys of `arm`'s run for `seed`; `warm`: the shared warm-up's checkpoint, which
+    the run then starts from (`model.path`) instead of warming up itself."""
     out = {**base, **ARMS[arm], "seed": seed, "rounds": rounds}
     if equal_steps:
         out["train.epochs"] = MAX_EPOCHS
+    if warm is not None:
+        out |= {"model.path": str(warm), "warmup.mode": "none"}
     return out
+
+
+def warmup_overrides(base: dict[str, Any], *, seed: int) -> dict[str, Any]:
+    """The shared warm-up's run: the base config's round 0 alone (no arm changes round 0)."""
+    return {**base, "seed": seed, "rounds": 0}
 
 
 def proposer_tokens(config: Any, texts: list[str]) -> int:
@@ -156,29 +176,46 @@ def measure(data_root: Path, run_id: str, config: Any) -> dict[str, Any]:
                 con, "SELECT round, level, count(*) AS problems,"
                 " count(*) FILTER (WHERE kept) AS kept "
                 "FROM curriculum GROUP BY round, level")}
+        by_task: dict[int, dict[str, int]] = {}  # problems rolled out per round, "task L<level>"
+        for r in fetch(con, "SELECT c.round, p.task, c.level, count(*) AS problems"
+                            " FROM curriculum c JOIN problems p USING (problem_id)"
+                            " WHERE p.task IS NOT NULL GROUP BY ALL ORDER BY ALL"):
+            by_task.setdefault(r["round"], {})[f"{r['task']} L{r['level']}"] = r["problems"]
     finally:
         con.close()
     baseline = metrics.get((0, "baseline", "accuracy"))
-    levels = sorted({int(name.rsplit("_", 1)[1]) for (_, stage, name) in metrics
-                     if stage == "evaluate" and name.startswith("accuracy_level_")})
+    evaluated = {name for (_, stage, name) in metrics if stage in ("evaluate", "baseline")}
+    levels = sorted({int(name.rsplit("_", 1)[1]) for name in evaluated
+                     if name.startswith("accuracy_level_")})
+    tasks = sorted(name.removeprefix("accuracy_task_") for name in evaluated
+                   if name.startswith("accuracy_task_") and "_level_" not in name)
+
+    def gated(n: int, stage: str) -> tuple[dict[int, float | None], dict[str, float | None]]:
+        return ({level: metrics.get((n, stage, f"accuracy_level_{level}")) for level in levels},
+                {task: metrics.get((n, stage, f"accuracy_task_{task}")) for task in tasks})
+
     rounds = []
-    by_level = {level: metrics.get((0, "baseline", f"accuracy_level_{level}")) for level in levels}
+    by_level, per_task = gated(0, "baseline")
     for n in range(config.rounds + 1):
         row = decided.get(n)
         if row is None:
             raise SystemExit(f"run {run_id}: round {n} was not decided"
                              f" (see `flywheel status {run_id} --data-root {data_root}`)")
         after = row["candidate_accuracy"] if row["promoted"] else row["incumbent_accuracy"]
-        if row["promoted"]:  # the incumbent's per-level accuracy after the gate
-            by_level = {level: metrics.get((n, "evaluate", f"accuracy_level_{level}"))
-                        for level in levels}
+        if row["promoted"]:  # the incumbent's per-level and per-task accuracy after the gate
+            by_level, per_task = gated(n, "evaluate")
         rounds.append({
             "round": n, "accuracy": after, "candidate_accuracy": row["candidate_accuracy"],
             "promoted": bool(row["promoted"]), "reason": row.get("reason"),
             "accuracy_per_level": {str(level): acc for level, acc in by_level.items()},
+            "accuracy_per_task": dict(per_task),
+            "candidate_accuracy_per_task": {task: metrics.get((n, "evaluate",
+                                                               f"accuracy_task_{task}"))
+                                            for task in tasks},
             "rolled_out_per_level": {str(lv): c[0] for (m, lv), c in sorted(offered.items())
                                      if m == n},
             "kept_per_level": {str(lv): c[1] for (m, lv), c in sorted(offered.items()) if m == n},
+            "rolled_out_per_task_level": by_task.get(n, {}),
             "rollout_tokens": int(metrics.get((n, "rollout", "generated_tokens"), 0)),
             "proposer_tokens": proposer_tokens(config, texts.get(n, [])),
             "trained_tokens": int(metrics.get((n, "train", "trained_tokens"), 0)),
@@ -195,8 +232,8 @@ def measure(data_root: Path, run_id: str, config: Any) -> dict[str, Any]:
 
 
 def final_checkpoint_and_problems(data_root: Path, run_id: str) -> tuple[Path, set[str]]:
-    """The run's incumbent after its last gate, and the text of every problem it trained on or
-    rolled out (all rounds, the warm-up's seed problems included)."""
+    """The run's incumbent after its last gate (its folder), and the text of every problem it
+    trained on or rolled out (all rounds, the warm-up's seed problems included)."""
     from storage.audit.snapshot import open_run
 
     con = open_run(data_root, run_id)
@@ -208,7 +245,7 @@ def final_checkpoint_and_problems(data_root: Path, run_id: str) -> tuple[Path, s
         texts = {row[0] for row in con.execute("SELECT text FROM problems").fetchall()}
     finally:
         con.close()
-    return Path(path), texts
+    return data_root / path, texts  # an absolute path stays as it is
 
 
 def wide_items(domain: Any, per_level: int, *, seen: set[str], gate: list[Any],
@@ -235,26 +272,32 @@ def wide_items(domain: Any, per_level: int, *, seen: set[str], gate: list[Any],
     return items
 
 
-def wide_eval(runs: list[tuple[Path, str]], config: Any, per_level: int) -> dict[str, Any]:
+def wide_eval(runs: list[tuple[Path, str]], config: Any, per_level: int,
+              also_seen: list[tuple[Path, str]] = ()) -> dict[str, Any]:
     """Every run's final incumbent on a wider held-out set (wide_items: up to `per_level` items
-    per level that no run saw, so no arm was trained on an item). `runs`: (data root, run id)
-    pairs. Greedy answers, as the evaluate stage gives. The set's size cuts the evaluation noise
-    of the 40-per-level set the gate uses."""
+    per level that no run saw, so no arm was trained on an item; `also_seen`: runs whose problems
+    count as seen too, the shared warm-ups). `runs`: (data root, run id) pairs. Greedy answers,
+    as the evaluate stage gives; accuracy overall and, for a task mix, per task. The set's size
+    cuts the evaluation noise of the set the gate uses."""
     from domains import get_domain
     from domains.base import problem_row
     from models.backends import SamplingParams, make_backend
 
-    domain = get_domain(config.domain.name)
+    domain = get_domain(config.domain.name, config)
     finals, seen = {}, set()
     for data_root, run_id in runs:
         finals[run_id], texts = final_checkpoint_and_problems(data_root, run_id)
         seen |= texts
+    for data_root, run_id in also_seen:
+        seen |= final_checkpoint_and_problems(data_root, run_id)[1]
     items = wide_items(domain, per_level, seen=seen,
                        gate=domain.heldout(config.domain.heldout_per_level))
     prompts = [domain.solver_prompt(p.text) for p in items]
+    tasks = sorted({p.task for p in items if getattr(p, "task", None)})
     out: dict[str, Any] = {"items_per_level": {str(lv): sum(p.level == lv for p in items)
                                                for lv in domain.levels},
-                           "accuracy": {}}
+                           "items_per_task": {t: sum(p.task == t for p in items) for t in tasks},
+                           "accuracy": {}, "accuracy_per_task": {}}
     for run_id, path in finals.items():
         backend = make_backend("transformers", path)
         try:
@@ -265,21 +308,38 @@ def wide_eval(runs: list[tuple[Path, str]], config: Any, per_level: int) -> dict
             backend.close()
         scores = domain.score([domain.cut(o[0].text) for o in outputs],
                               [problem_row(p) for p in items])
-        out["accuracy"][run_id] = sum(s == 1.0 for s in scores) / len(items)
+        right = [s == 1.0 for s in scores]
+        out["accuracy"][run_id] = sum(right) / len(items)
+        out["accuracy_per_task"][run_id] = {
+            t: sum(r for r, p in zip(right, items, strict=True) if p.task == t)
+            / out["items_per_task"][t] for t in tasks}
     return out
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="self-improvement rounds after the warm-up")
-    parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    parser.add_argument("--plan", type=Path, default=None,
+                        help="a pre-registered plan (bench/learning_plan.py): it fixes the config,"
+                             " overrides, arms, rounds, reference arm, warm-up and wide set")
+    parser.add_argument("--split", choices=["tuning", "test"], default=None,
+                        help="with --plan: run its tuning seeds or its test seeds")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None,
+                        help="seeds to run (default 0 1 2; not with --plan)")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="self-improvement rounds after the warm-up (default 3)")
+    parser.add_argument("--arms", nargs="+", default=None, choices=list(ARMS),
+                        help=f"default: {' '.join(DEFAULT_ARMS)}")
+    parser.add_argument("--reference", default=None, choices=list(ARMS),
+                        help="the arm whose gain every other arm's is subtracted from, by seed"
+                             " (default: default, else the first arm)")
     parser.add_argument("--config", type=Path, default=None,
                         help="base config (default: the built-in tiny CPU run)")
-    parser.add_argument("--overrides", nargs="*", default=[], metavar="KEY=VALUE",
+    parser.add_argument("--overrides", nargs="*", default=None, metavar="KEY=VALUE",
                         help="dotted config keys applied to every arm,"
                              " e.g. domain.seed_problems=500")
+    parser.add_argument("--shared-warmup", action="store_true", default=None,
+                        help="warm up once per seed (run learning-warmup-s<seed>) and start every"
+                             " arm's run from that checkpoint (model.path, warmup.mode = none)")
     parser.add_argument("--data-root", type=Path, default=None)
     parser.add_argument("--arm-root", nargs="*", default=[], metavar="ARM=DIR",
                         help="keep an arm's runs in another data root,"
@@ -288,14 +348,52 @@ def main() -> None:
                              " so arms whose config did not change need not run again")
     parser.add_argument("--no-equal-steps", dest="equal_steps", action="store_false",
                         help="keep the config's train.epochs (steps may then differ between arms)")
-    parser.add_argument("--wide-eval", type=int, default=400, metavar="N",
+    parser.add_argument("--wide-eval", type=int, default=None, metavar="N",
                         help="also evaluate every run's final model on up to N held-out items"
-                             " per level that no run saw (0 = off)")
+                             " per level that no run saw (0 = off; default 400)")
     parser.add_argument("--report-only", action="store_true",
                         help="run nothing: measure and print the runs already in --data-root")
-    parser.add_argument("--out", type=Path,
-                        default=ROOT / "bench" / "results" / "learning.json")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="JSON (default bench/results/learning.json, with --plan"
+                             " bench/results/<plan>-<split>.json)")
     args = parser.parse_args()
+    fixed = ("seeds", "rounds", "arms", "reference", "config", "overrides", "shared_warmup",
+             "wide_eval")
+    if args.plan is None:
+        if args.split is not None:
+            parser.error("--split needs --plan")
+        defaults = {"seeds": [0, 1, 2], "rounds": 3, "arms": DEFAULT_ARMS, "overrides": [],
+                    "shared_warmup": False, "wide_eval": 400}
+        for key, value in defaults.items():
+            if getattr(args, key) is None:
+                setattr(args, key, value)
+        args.overrides = parse_overrides(args.overrides)
+        args.reference = args.reference or ("default" if "default" in args.arms
+                                            else args.arms[0])
+        args.registration = None
+        args.out = args.out or ROOT / "bench" / "results" / "learning.json"
+        return args
+    given = [f"--{key.replace('_', '-')}" for key in fixed if getattr(args, key) is not None]
+    if given:
+        parser.error(f"{', '.join(given)}: the plan {args.plan} fixes these; edit the plan")
+    if args.split is None:
+        parser.error("--plan needs --split tuning or --split test")
+    from bench.learning_plan import check_registered, load_plan, registration
+
+    plan = load_plan(args.plan, list(ARMS))
+    args.registration = registration(plan)
+    if not args.report_only:
+        check_registered(plan, args.split, args.registration)
+    args.seeds, args.rounds, args.arms = plan.seeds(args.split), plan.rounds, plan.arms
+    args.reference, args.config, args.overrides = plan.reference, plan.config, plan.overrides
+    args.shared_warmup, args.wide_eval, args.primary = (plan.shared_warmup, plan.wide_eval,
+                                                         plan.primary)
+    args.out = args.out or ROOT / "bench" / "results" / f"{args.plan.stem}-{args.split}.json"
+    return args
+
+
+def main() -> None:
+    args = parse_args()
     for key, value in {"HF_HUB_OFFLINE": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
                        "TRANSFORMERS_VERBOSITY": "error", "PREFECT_LOGGING_LEVEL": "WARNING",
                        "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1",
@@ -305,15 +403,17 @@ def main() -> None:
 
     from configs import ConfigError, load_config
 
-    base = parse_overrides(args.overrides)
-    configs = {}
-    try:
-        for arm in args.arms:
-            for seed in args.seeds:
-                configs[arm, seed] = load_config(args.config, arm_overrides(
-                    arm, base, seed=seed, rounds=args.rounds, equal_steps=args.equal_steps))
-    except ConfigError as exc:
-        raise SystemExit(str(exc)) from None
+    base = args.overrides
+
+    def config_of(arm: str | None, seed: int, warm: Path | None = None) -> Any:
+        overrides = (warmup_overrides(base, seed=seed) if arm is None else arm_overrides(
+            arm, base, seed=seed, rounds=args.rounds, equal_steps=args.equal_steps, warm=warm))
+        try:
+            return load_config(args.config, overrides)
+        except ConfigError as exc:
+            raise SystemExit(str(exc)) from None
+
+    configs = {(arm, seed): config_of(arm, seed) for arm in args.arms for seed in args.seeds}
 
     from flows.environment import set_defaults
 
@@ -328,10 +428,23 @@ def main() -> None:
           f" Prefect API {os.environ.get('PREFECT_API_URL') or 'temporary server'}")
     runs: dict[str, dict[int, dict[str, Any]]] = {arm: {} for arm in args.arms}
     seconds: dict[str, float] = {}
+    warmups: list[tuple[Path, str]] = []
     started = time.time()
     for seed in args.seeds:  # seed-major: a partial benchmark still compares the arms
+        warm = None
+        if args.shared_warmup:
+            run_id = f"learning-warmup-s{seed}"
+            t0 = time.time()
+            if not args.report_only:
+                flywheel_flow(RunSpec(data_root=str(data_root), run_id=run_id,
+                                      config=config_of(None, seed)))
+            seconds[run_id] = round(time.time() - t0, 1)
+            warm = final_checkpoint_and_problems(data_root, run_id)[0]
+            warmups.append((data_root, run_id))
+            print(f"{run_id}: {seconds[run_id]:.0f} s, checkpoint {warm}", flush=True)
         for arm in args.arms:
             run_id = f"learning-{arm}-s{seed}"
+            configs[arm, seed] = config_of(arm, seed, warm)
             t0 = time.time()
             if not args.report_only:
                 flywheel_flow(RunSpec(data_root=str(roots[arm]), run_id=run_id,
@@ -341,19 +454,28 @@ def main() -> None:
             acc = " ".join(f"{r['accuracy']:.3f}" for r in runs[arm][seed]["rounds"])
             print(f"{run_id}: {seconds[run_id]:.0f} s, accuracy per round {acc}", flush=True)
 
-    summary = summarize(runs, args.rounds)
+    summary = summarize(runs, args.rounds, reference=args.reference)
     report(summary, args.rounds)
     if args.wide_eval:
         wide = wide_eval([(roots[arm], f"learning-{arm}-s{seed}")
                           for arm in args.arms for seed in args.seeds],
-                         configs[args.arms[0], args.seeds[0]], args.wide_eval)
-        summary["wide_eval"] = {**wide, **wide_summary(wide["accuracy"], args.arms, args.seeds)}
+                         config_of(args.arms[0], args.seeds[0]), args.wide_eval,
+                         also_seen=warmups)
+        summary["wide_eval"] = {**wide, **wide_summary(wide, args.arms, args.seeds,
+                                                       reference=args.reference)}
         report_wide(summary["wide_eval"])
+    if args.plan is not None:
+        report_primary(summary, reference=args.reference, primary=args.primary,
+                       plan=str(args.plan), split=args.split, record=args.registration)
     result = {
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "config": str(args.config) if args.config else "<built-in tiny CPU run>",
+        "plan": None if args.plan is None else {
+            "path": str(args.plan), "split": args.split, "primary": args.primary,
+            **(args.registration or {})},
         "overrides": base, "equal_steps": args.equal_steps, "seeds": args.seeds,
-        "rounds": args.rounds,
+        "rounds": args.rounds, "reference": args.reference,
+        "shared_warmup": args.shared_warmup,
         "arms": {arm: ARMS[arm] for arm in args.arms}, "data_root": str(data_root),
         "arm_roots": {arm: str(root) for arm, root in roots.items() if root != data_root},
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},

@@ -1,6 +1,7 @@
 """bench/learning.py's summary of its measured runs: per arm the accuracy per round, gains,
-per-level totals and compute spread over seeds, the gain ratios between arms and the paired
-differences of gains (same seed) with their 95 % t-interval; and the printed report of it.
+per-level totals, per-task learning curves and draws, and compute spread over seeds, the gain
+ratios between a reference arm and the others and the paired differences of gains (same seed)
+with their 95 % t-interval; and the printed report of it, the pre-registered comparison last.
 """
 
 from __future__ import annotations
@@ -18,18 +19,25 @@ def spread(values: list[float]) -> dict[str, float | None]:
             "min": min(values), "max": max(values)}
 
 
-def paired(diffs: list[float], seeds: list[int]) -> dict[str, Any]:
-    """Spread of per-seed differences (default - baseline), how many favour default, and the 95%
-    Student-t confidence interval of their mean (None for fewer than 2 seeds). An interval that
-    contains 0 means the seeds do not tell the arms apart."""
-    out: dict[str, Any] = {**spread(diffs), "seeds": seeds,
-                           "default_wins": sum(d > 0 for d in diffs), "ci95": None}
-    if len(diffs) > 1:
-        from scipy.stats import t  # imported here: only the paired summaries need it
+def interval(values: list[float | None]) -> dict[str, Any]:
+    """`spread` of the values and the 95% Student-t confidence interval of their mean (None for
+    fewer than 2 values)."""
+    out: dict[str, Any] = {**spread(values), "ci95": None}
+    n = sum(v is not None for v in values)
+    if n > 1:
+        from scipy.stats import t  # imported here: only the intervals need it
 
-        half = float(t.ppf(0.975, len(diffs) - 1)) * out["sd"] / len(diffs) ** 0.5
+        half = float(t.ppf(0.975, n - 1)) * out["sd"] / n ** 0.5
         out["ci95"] = [out["mean"] - half, out["mean"] + half]
     return out
+
+
+def paired(diffs: list[float], seeds: list[int]) -> dict[str, Any]:
+    """Spread of per-seed differences (reference arm - other arm), in how many seeds the
+    reference is higher (`wins`), and the 95% Student-t confidence interval of their mean (None
+    for fewer than 2 seeds). An interval that contains 0 means the seeds do not tell the arms
+    apart."""
+    return {**interval(diffs), "seeds": seeds, "wins": sum(d > 0 for d in diffs)}
 
 
 def ratio(a: float | None, b: float | None) -> float | None:
@@ -45,11 +53,52 @@ def per_level_totals(by_seed: dict[int, dict[str, Any]],
             for lv in levels}
 
 
-def summarize(runs: dict[str, dict[int, dict[str, Any]]], rounds: int) -> dict[str, Any]:
+def task_curves(by_seed: dict[int, dict[str, Any]], rounds: int) -> dict[str, Any]:
+    """Per task: held-out accuracy after each round (the incumbent after the gate) with its 95%
+    interval over seeds, and the gain (last round - warm-up) with its interval."""
+    seeds = sorted(by_seed)
+    tasks = sorted({t for s in seeds for t in by_seed[s]["rounds"][0].get("accuracy_per_task", {})})
+
+    def acc(seed: int, n: int, task: str) -> float | None:
+        return by_seed[seed]["rounds"][n].get("accuracy_per_task", {}).get(task)
+
+    return {task: {"accuracy_per_round": [interval([acc(s, n, task) for s in seeds])
+                                          for n in range(rounds + 1)],
+                   "gain": interval([None if acc(s, rounds, task) is None or acc(s, 0, task) is None
+                                     else acc(s, rounds, task) - acc(s, 0, task)
+                                     for s in seeds])}
+            for task in tasks}
+
+
+def task_draws(by_seed: dict[int, dict[str, Any]], rounds: int) -> list[dict[str, float]]:
+    """Per round >= 1: each task's share of the problems rolled out (mean over seeds): how a
+    curriculum moved its draws between tasks."""
+    out = []
+    for n in range(1, rounds + 1):
+        shares: dict[str, list[float]] = {}
+        for run in by_seed.values():
+            counts: dict[str, int] = {}
+            for key, count in run["rounds"][n].get("rolled_out_per_task_level", {}).items():
+                task = key.rsplit(" ", 1)[0]
+                counts[task] = counts.get(task, 0) + count
+            total = sum(counts.values())
+            for task, count in counts.items():
+                shares.setdefault(task, []).append(count / total)
+        out.append({task: sum(v) / len(by_seed) for task, v in sorted(shares.items())})
+    return out
+
+
+def summarize(runs: dict[str, dict[int, dict[str, Any]]], rounds: int, *,
+              reference: str = "default") -> dict[str, Any]:
+    """Per arm the spread over seeds of accuracy, gains, per-level and per-task figures and
+    compute; the ratio of mean gains and the paired gain differences of `reference` against
+    every other arm."""
     arms = {}
     for arm, by_seed in runs.items():
         seeds = sorted(by_seed)
         arms[arm] = {
+            "tasks": task_curves(by_seed, rounds),
+            "task_draws_per_round": task_draws(by_seed, rounds),
             "accuracy_per_round": [spread([by_seed[s]["rounds"][n]["accuracy"] for s in seeds])
                                    for n in range(rounds + 1)],
             "gain": spread([by_seed[s]["gain"] for s in seeds]),
@@ -67,33 +116,42 @@ def summarize(runs: dict[str, dict[int, dict[str, Any]]], rounds: int) -> dict[s
     warmups = {s: {arm: by_seed[s]["rounds"][0]["accuracy"]
                    for arm, by_seed in runs.items() if s in by_seed}
                for s in seeds}
-    out: dict[str, Any] = {"arms": arms, "ratios": {}, "paired_gain_difference": {},
-                           "warmup_accuracy": warmups,
+    out: dict[str, Any] = {"arms": arms, "reference": reference, "ratios": {},
+                           "paired_gain_difference": {}, "warmup_accuracy": warmups,
                            "warmups_identical": all(len(set(w.values())) == 1
                                                     for w in warmups.values())}
-    if "default" in runs:
-        for other, label in (("uniform", "default/uniform"),
-                             ("no_self_play", "default/no_self_play")):
-            if other not in runs:
-                continue
-            out["ratios"][label] = ratio(arms["default"]["gain"]["mean"],
-                                         arms[other]["gain"]["mean"])
-            common = sorted(set(runs["default"]) & set(runs[other]))
-            out["paired_gain_difference"][f"default-{other}"] = paired(
-                [runs["default"][s]["gain"] - runs[other][s]["gain"] for s in common], common)
+    for other in (a for a in runs if a != reference and reference in runs):
+        out["ratios"][f"{reference}/{other}"] = ratio(arms[reference]["gain"]["mean"],
+                                                      arms[other]["gain"]["mean"])
+        common = sorted(set(runs[reference]) & set(runs[other]))
+        out["paired_gain_difference"][f"{reference}-{other}"] = paired(
+            [runs[reference][s]["gain"] - runs[other][s]["gain"] for s in common], common)
     return out
 
 
-def wide_summary(accuracy: dict[str, float], arms: list[str], seeds: list[int]) -> dict[str, Any]:
-    """Final wide-set accuracy per arm over seeds, and default minus each baseline paired by seed
-    (the warm-up is the same for every arm of a seed, so these are differences of gains)."""
-    of = {arm: {s: accuracy[f"learning-{arm}-s{s}"] for s in seeds} for arm in arms}
-    out: dict[str, Any] = {"final_accuracy": {arm: spread(list(v.values()))
-                                              for arm, v in of.items()},
-                           "paired_difference": {}}
-    for other in (a for a in arms if a != "default" and "default" in arms):
-        out["paired_difference"][f"default-{other}"] = paired(
-            [of["default"][s] - of[other][s] for s in seeds], seeds)
+def wide_summary(wide: dict[str, Any], arms: list[str], seeds: list[int], *,
+                 reference: str = "default") -> dict[str, Any]:
+    """Final wide-set accuracy per arm over seeds (overall and per task, with intervals), and
+    `reference` minus each other arm paired by seed (the warm-up is the same for every arm of a
+    seed, so these are differences of gains)."""
+    def of(arm: str, seed: int, task: str | None = None) -> float:
+        run_id = f"learning-{arm}-s{seed}"
+        return (wide["accuracy"][run_id] if task is None
+                else wide["accuracy_per_task"][run_id][task])
+
+    tasks = sorted(wide.get("items_per_task", {}))
+    out: dict[str, Any] = {
+        "final_accuracy": {arm: interval([of(arm, s) for s in seeds]) for arm in arms},
+        "final_accuracy_per_task": {arm: {t: interval([of(arm, s, t) for s in seeds])
+                                          for t in tasks} for arm in arms},
+        "paired_difference": {}, "paired_difference_per_task": {}}
+    for other in (a for a in arms if a != reference and reference in arms):
+        label = f"{reference}-{other}"
+        out["paired_difference"][label] = paired(
+            [of(reference, s) - of(other, s) for s in seeds], seeds)
+        out["paired_difference_per_task"][label] = {
+            t: paired([of(reference, s, t) - of(other, s, t) for s in seeds], seeds)
+            for t in tasks}
     return out
 
 
@@ -103,15 +161,33 @@ def report_wide(wide: dict[str, Any]) -> None:
           + " ".join(f"L{lv} {n}" for lv, n in items.items())
           + "): final accuracy (mean±sd over seeds)")
     for arm, stat in wide["final_accuracy"].items():
-        print(f"  {arm:<14}{_fmt(stat)}")
+        print(f"  {arm:<16}{_fmt(stat)}")
     for label, d in wide["paired_difference"].items():
-        print(f"  paired difference {label}: {_fmt_paired(d)}")
+        print(f"  paired difference {label}: {_fmt_paired(d, label)}")
+    per_task = wide.get("final_accuracy_per_task", {})
+    tasks = sorted({t for by_task in per_task.values() for t in by_task})
+    if tasks:
+        print("  per task, final accuracy (mean [95% CI] over seeds; items per task: "
+              + " ".join(f"{t} {wide['items_per_task'][t]}" for t in tasks) + ")")
+        width = max(len(t) for t in tasks) + 4
+        print("  " + "arm".ljust(16) + "".join(t.rjust(width + 12) for t in tasks))
+        for arm, by_task in per_task.items():
+            print("  " + arm.ljust(16) + "".join(_fmt_ci(by_task[t]).rjust(width + 12)
+                                                 for t in tasks))
 
 
-def _fmt_paired(d: dict[str, Any]) -> str:
+def _fmt_ci(stat: dict[str, Any]) -> str:
+    if stat["mean"] is None:
+        return "-"
+    if stat.get("ci95") is None:
+        return f"{stat['mean']:.3f}"
+    return f"{stat['mean']:.3f} [{stat['ci95'][0]:.2f},{stat['ci95'][1]:.2f}]"
+
+
+def _fmt_paired(d: dict[str, Any], label: str) -> str:
     interval = "" if d["ci95"] is None else f", 95% CI [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}]"
     return (f"{_fmt(d)} (min {d['min']:.3f}, max {d['max']:.3f}{interval}); "
-            f"default higher in {d['default_wins']}/{len(d['seeds'])} seeds")
+            f"{label.split('-', 1)[0]} higher in {d['wins']}/{len(d['seeds'])} seeds")
 
 
 def _fmt(stat: dict[str, float | None], digits: int = 3) -> str:
@@ -155,4 +231,46 @@ def report(summary: dict[str, Any], rounds: int) -> None:
         print(f"final-gain ratio {label}: "
               + ("n/a (denominator gain <= 0)" if value is None else f"{value:.2f}"))
     for label, d in summary["paired_gain_difference"].items():
-        print(f"paired gain difference {label}: {_fmt_paired(d)}")
+        print(f"paired gain difference {label}: {_fmt_paired(d, label)}")
+    report_tasks(arms, rounds)
+
+
+def report_tasks(arms: dict[str, Any], rounds: int) -> None:
+    """Per task: accuracy after each round and the gain per arm, and each arm's draws."""
+    tasks = sorted({t for s in arms.values() for t in s["tasks"]})
+    if not tasks:
+        return
+    width = max(len(a) for a in arms) + 2
+    print("\nheld-out accuracy per task after each round (incumbent after the gate;"
+          " mean [95% CI] over seeds)")
+    for task in tasks:
+        print(f"  {task}")
+        for arm, s in arms.items():
+            curve = s["tasks"].get(task)
+            if curve is None:
+                continue
+            print("    " + arm.ljust(width)
+                  + "".join(f"{_fmt_ci(a):>20}" for a in curve["accuracy_per_round"])
+                  + f"   gain {_fmt_ci(curve['gain'])}")
+    print("\nshare of the problems rolled out per task, rounds 1.. (mean over seeds)")
+    for arm, s in arms.items():
+        for n, shares in enumerate(s["task_draws_per_round"], start=1):
+            print("  " + arm.ljust(width) + f"r{n}  "
+                  + "  ".join(f"{t} {v:.2f}" for t, v in shares.items()))
+
+
+def report_primary(summary: dict[str, Any], *, reference: str, primary: str, plan: str,
+                   split: str, record: dict[str, Any] | None) -> None:
+    """The pre-registered comparison: `reference` - `primary` final gain, paired by seed."""
+    label = f"{reference}-{primary}"
+    d = summary["paired_gain_difference"][label]
+    if record and record.get("plan_commit") and not record.get("uncommitted"):
+        status = f"plan committed in {record['plan_commit'][:12]}, run at {record['head'][:12]}"
+    else:
+        status = ("NOT pre-registered: uncommitted "
+                  + ", ".join((record or {}).get("uncommitted") or [plan]))
+    print(f"\nPRIMARY ({plan}, {split} seeds {d['seeds']}; {status})")
+    print(f"  final-gain difference {label}: {_fmt_paired(d, label)}")
+    wide = summary.get("wide_eval", {}).get("paired_difference", {}).get(label)
+    if wide is not None:
+        print(f"  on the wide held-out set, final accuracy {label}: {_fmt_paired(wide, label)}")
