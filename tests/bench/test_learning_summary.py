@@ -46,7 +46,7 @@ def test_summary_totals_levels_over_rounds_after_the_warmup_and_pairs_gains_by_s
     assert default["gain"]["mean"] == pytest.approx(0.2)
     difference = summary["paired_gain_difference"]["default-uniform"]
     assert difference["mean"] == pytest.approx(0.05)  # seed 0: 0.3 - 0.1, seed 1: 0.1 - 0.2
-    assert difference["default_wins"] == 1
+    assert difference["wins"] == 1
     assert summary["ratios"]["default/uniform"] == pytest.approx(0.2 / 0.15)
     assert summary["warmups_identical"]
 
@@ -81,10 +81,10 @@ def test_wide_eval_items_are_unseen_distinct_and_start_with_the_gate_set():
 def test_wide_summary_pairs_final_accuracy_by_seed():
     accuracy = {"learning-default-s0": 0.30, "learning-default-s1": 0.20,
                 "learning-uniform-s0": 0.25, "learning-uniform-s1": 0.22}
-    wide = learning_summary.wide_summary(accuracy, ["default", "uniform"], [0, 1])
+    wide = learning_summary.wide_summary({"accuracy": accuracy}, ["default", "uniform"], [0, 1])
     assert wide["final_accuracy"]["default"]["mean"] == pytest.approx(0.25)
     paired = wide["paired_difference"]["default-uniform"]
-    assert paired["mean"] == pytest.approx(0.015) and paired["default_wins"] == 1
+    assert paired["mean"] == pytest.approx(0.015) and paired["wins"] == 1
     assert paired["min"] == pytest.approx(-0.02) and paired["max"] == pytest.approx(0.05)
 
 
@@ -92,7 +92,7 @@ def test_paired_interval_is_the_student_t_interval_of_the_mean():
     d = learning_summary.paired([0.01, 0.02, 0.03], [0, 1, 2])
     half = 4.302653 * 0.01 / 3**0.5  # t(0.975, df 2) * sd / sqrt(n)
     assert d["ci95"] == pytest.approx([0.02 - half, 0.02 + half])
-    assert d["default_wins"] == 3 and d["seeds"] == [0, 1, 2]
+    assert d["wins"] == 3 and d["seeds"] == [0, 1, 2]
     assert learning_summary.paired([0.05], [0])["ci95"] is None  # one seed: no interval
     wins_and_losses = learning_summary.paired([0.07, -0.01, -0.015], [0, 1, 2])
     assert wins_and_losses["ci95"][0] < 0 < wins_and_losses["ci95"][1]  # cannot tell the arms apart

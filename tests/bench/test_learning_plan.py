@@ -1,0 +1,188 @@
+"""bench/learning.py's pre-registered plans (bench/learning_plan.py), its task-mix arms and shared
+warm-up, and the per-task figures of its summary (bench/learning_summary.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import learning_summary
+from bench.learning_plan import BENCH_FILES, check_registered, load_plan, registration
+from configs import ConfigError, load_config
+
+ROOT = Path(__file__).resolve().parents[2]
+PLAN = ROOT / "bench" / "plans" / "reasoning-gym-curriculum.toml"
+_SPEC = importlib.util.spec_from_file_location("learning_bench", ROOT / "bench" / "learning.py")
+learning = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(learning)
+ARMS = list(learning.ARMS)
+
+VALID = """config = "configs/reasoning-gym-tiny.toml"
+rounds = 3
+arms = ["bandit", "uniform"]
+reference = "bandit"
+primary = "uniform"
+tuning_seeds = [0, 1]
+test_seeds = [4, 5]
+shared_warmup = true
+wide_eval = 0
+
+[overrides]
+"train.max_steps" = 10
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "plan.toml"
+    path.write_text(text)
+    return path
+
+
+def test_the_committed_plan_loads_and_every_arm_of_it_is_a_valid_config():
+    plan = load_plan(PLAN, ARMS)
+    assert plan.reference == "bandit" and plan.primary == "uniform"
+    assert not set(plan.tuning_seeds) & set(plan.test_seeds)
+    for arm in plan.arms:
+        for warm in (None, Path("/models/warm")):
+            config = load_config(plan.config, learning.arm_overrides(
+                arm, plan.overrides, seed=4, rounds=plan.rounds, equal_steps=True, warm=warm))
+            assert config.rounds == plan.rounds and config.seed == 4
+            assert (config.model.path, config.warmup.mode) == (
+                (None, "references") if warm is None else ("/models/warm", "none"))
+    warmup = load_config(plan.config, learning.warmup_overrides(plan.overrides, seed=4))
+    assert warmup.rounds == 0 and warmup.warmup.mode == "references"
+    assert load_config(plan.config, learning.arm_overrides(
+        "bandit", plan.overrides, seed=4, rounds=3, equal_steps=True)).synthesize.bandit.arms \
+        == "task_level"
+    assert load_config(plan.config, learning.arm_overrides(
+        "fixed_schedule", plan.overrides, seed=4, rounds=3,
+        equal_steps=True)).synthesize.level_scheduler == "fixed"
+
+
+def test_the_bandit_arm_needs_a_task_mix():
+    with pytest.raises(ConfigError, match="domain.name is 'arithmetic'"):
+        load_config(None, learning.arm_overrides("bandit", {}, seed=0, rounds=2,
+                                                 equal_steps=True))
+
+
+@pytest.mark.parametrize(("edit", "needle"), [
+    (lambda t: 'colour = "red"\n' + t, "unknown key 'colour'"),
+    (lambda t: t.replace("rounds = 3", 'rounds = "3"'), "rounds must be a int"),
+    (lambda t: t.replace("shared_warmup = true\n", ""), "missing key 'shared_warmup'"),
+    (lambda t: t.replace('"bandit", "uniform"]', '"bandit", "uniformm"]'),
+     "primary = 'uniform' is not one of arms"),
+    (lambda t: t.replace('primary = "uniform"', 'primary = "bandit"').replace(
+        '"bandit", "uniform"]', '"bandit", "sideways"]'), "unknown arm 'sideways'"),
+    (lambda t: t.replace("test_seeds = [4, 5]", "test_seeds = [1, 5]"),
+     "seeds [1] are both tuning and test seeds"),
+    (lambda t: t.replace("tuning_seeds = [0, 1]", "tuning_seeds = []"), "tuning_seeds must list"),
+    (lambda t: t.replace("rounds = 3", "rounds = 0"), "rounds must be >= 1"),
+    (lambda t: t.replace("[overrides]", "[overrides"), "plan.toml"),
+])
+def test_a_bad_plan_exits_naming_the_file_and_the_key(tmp_path, edit, needle):
+    path = write(tmp_path, edit(VALID))
+    with pytest.raises(SystemExit) as error:
+        load_plan(path, ARMS)
+    assert needle in str(error.value) and str(path) in str(error.value)
+
+
+def test_test_seeds_run_only_against_a_committed_unmodified_plan(tmp_path):
+    plan = load_plan(write(tmp_path, VALID), ARMS)
+    outside = registration(plan)  # a plan outside the repository has no commit
+    assert not outside.get("plan_commit")
+    check_registered(plan, "tuning", outside)  # tuning seeds may run on a draft
+    with pytest.raises(SystemExit, match="committed plan"):
+        check_registered(plan, "test", outside)
+    committed = {"plan_commit": "a" * 40, "head": "b" * 40, "uncommitted": []}
+    check_registered(plan, "test", committed)
+    with pytest.raises(SystemExit, match="commit bench/learning_summary.py first"):
+        check_registered(plan, "test", {**committed, "uncommitted": ["bench/learning_summary.py"]})
+    with pytest.raises(SystemExit, match="commit .*plan.toml first"):
+        check_registered(plan, "test", {**committed, "plan_commit": None})
+    assert "bench/learning_summary.py" in BENCH_FILES
+
+
+def test_a_plan_fixes_the_arms_and_needs_a_split(monkeypatch, capsys):
+    for argv, needle in [(["--plan", str(PLAN), "--split", "tuning", "--rounds", "5"],
+                          "--rounds: the plan"),
+                         (["--plan", str(PLAN)], "--plan needs --split"),
+                         (["--split", "test"], "--split needs --plan")]:
+        monkeypatch.setattr(sys, "argv", ["learning.py", *argv])
+        with pytest.raises(SystemExit):
+            learning.parse_args()
+        assert needle in capsys.readouterr().err
+    monkeypatch.setattr(sys, "argv", ["learning.py", "--plan", str(PLAN), "--split", "tuning",
+                                      "--report-only", "--data-root", "/nowhere"])
+    args = learning.parse_args()
+    assert args.seeds == [0, 1, 2, 3] and args.reference == "bandit" and args.shared_warmup
+    assert args.out.name == "reasoning-gym-curriculum-tuning.json"
+
+
+def run(per_task: list[dict[str, float]], draws: list[dict[str, int]]) -> dict:
+    rounds = [{"accuracy": sum(t.values()) / len(t), "accuracy_per_level": {},
+               "accuracy_per_task": t, "kept_per_level": {}, "rolled_out_per_level": {},
+               "rolled_out_per_task_level": d}
+              for t, d in zip(per_task, draws, strict=True)]
+    return {"rounds": rounds, "gain": rounds[-1]["accuracy"] - rounds[0]["accuracy"],
+            "generated_tokens": 1, "trained_tokens": 1, "train_steps": 1}
+
+
+def test_summary_has_task_curves_gains_and_draw_shares_and_pairs_against_the_reference():
+    runs = {
+        "bandit": {0: run([{"a": 0.1, "b": 0.0}, {"a": 0.3, "b": 0.0}],
+                          [{}, {"a L1": 30, "a L2": 30, "b L1": 20}]),
+                   1: run([{"a": 0.2, "b": 0.1}, {"a": 0.6, "b": 0.1}],
+                          [{}, {"a L1": 50, "b L2": 50}])},
+        "uniform": {0: run([{"a": 0.1, "b": 0.0}, {"a": 0.2, "b": 0.0}],
+                           [{}, {"a L1": 25, "b L1": 25}]),
+                    1: run([{"a": 0.2, "b": 0.1}, {"a": 0.2, "b": 0.1}],
+                           [{}, {"a L1": 25, "b L2": 25}])},
+    }
+    summary = learning_summary.summarize(runs, 1, reference="bandit")
+    tasks = summary["arms"]["bandit"]["tasks"]
+    assert tasks["a"]["accuracy_per_round"][1]["mean"] == pytest.approx(0.45)
+    assert tasks["a"]["gain"]["mean"] == pytest.approx(0.3)  # 0.2 and 0.4
+    low, high = tasks["a"]["gain"]["ci95"]
+    assert low < 0.3 < high
+    assert tasks["b"]["gain"]["mean"] == pytest.approx(0.0)
+    assert summary["arms"]["bandit"]["task_draws_per_round"] == [
+        pytest.approx({"a": (0.75 + 0.5) / 2, "b": (0.25 + 0.5) / 2})]
+    difference = summary["paired_gain_difference"]["bandit-uniform"]
+    assert difference["mean"] == pytest.approx((0.1 - 0.05 + 0.2) / 2) and difference["wins"] == 2
+    assert "uniform-bandit" not in summary["paired_gain_difference"]
+
+
+def test_report_prints_task_curves_and_the_pre_registered_comparison(capsys):
+    runs = {arm: {s: run([{"a": 0.1}, {"a": 0.1 + g * (s + 1)}], [{}, {"a L1": 4}])
+                  for s in (0, 1)} for arm, g in (("bandit", 0.2), ("uniform", 0.1))}
+    summary = learning_summary.summarize(runs, 1, reference="bandit")
+    learning_summary.report(summary, 1)
+    committed = {"plan_commit": "c" * 40, "head": "d" * 40, "uncommitted": []}
+    learning_summary.report_primary(summary, reference="bandit", primary="uniform",
+                                    plan="p.toml", split="test", record=committed)
+    out = capsys.readouterr().out
+    assert "held-out accuracy per task" in out and "gain 0.300 [" in out
+    assert "PRIMARY (p.toml, test seeds [0, 1]; plan committed in cccccccccccc" in out
+    assert "final-gain difference bandit-uniform: 0.150" in out
+    assert "bandit higher in 2/2 seeds" in out
+    learning_summary.report_primary(summary, reference="bandit", primary="uniform",
+                                    plan="p.toml", split="tuning",
+                                    record={**committed, "uncommitted": ["p.toml"]})
+    assert "NOT pre-registered: uncommitted p.toml" in capsys.readouterr().out
+
+
+def test_wide_summary_gives_per_task_finals_and_differences():
+    wide = {"accuracy": {f"learning-{a}-s{s}": 0.5 for a in ("bandit", "uniform") for s in (0, 1)},
+            "items_per_task": {"a": 10, "b": 10},
+            "accuracy_per_task": {"learning-bandit-s0": {"a": 0.6, "b": 0.2},
+                                  "learning-bandit-s1": {"a": 0.8, "b": 0.2},
+                                  "learning-uniform-s0": {"a": 0.5, "b": 0.3},
+                                  "learning-uniform-s1": {"a": 0.5, "b": 0.3}}}
+    out = learning_summary.wide_summary(wide, ["bandit", "uniform"], [0, 1], reference="bandit")
+    assert out["final_accuracy_per_task"]["bandit"]["a"]["mean"] == pytest.approx(0.7)
+    per_task = out["paired_difference_per_task"]["bandit-uniform"]
+    assert per_task["a"]["mean"] == pytest.approx(0.2) and per_task["a"]["wins"] == 2
+    assert per_task["b"]["mean"] == pytest.approx(-0.1) and per_task["b"]["wins"] == 0
