@@ -1,7 +1,7 @@
 """Does the flywheel's curriculum beat a uniform curriculum and plain SFT, at equal compute?
 
-Three arms, each run for every seed (`seed` config key) on one base config, warm-up plus
---rounds self-improvement rounds, in-process one after another:
+Arms, each run for every seed (`seed` config key) on one base config, warm-up plus --rounds
+self-improvement rounds, in-process one after another (default: the first three):
 
     default        the config as given: the proposer writes problems, the solver trains on its
                    verified answers to the kept ones and on the references of too-hard ones
@@ -13,8 +13,15 @@ Three arms, each run for every seed (`seed` config key) on one base config, warm
                    SFT on the same kind of generator problems with their executed references,
                    every problem kept (like the warm-up); rollouts still run (pass rates are
                    recorded) but are not trained on
+    bandit         for a reasoning_gym task mix: synthesize.source = "generator" with the
+                   (task, level) bandit (synthesize.level_scheduler = "bandit",
+                   synthesize.bandit.arms = "task_level"): each round's generator problems are
+                   drawn per (task, level) from softmax(Q / temperature), Q the mean |advantage|
+                   of that pair's problems in earlier rounds (SEC)
+    fixed_schedule synthesize.source = "generator", synthesize.level_scheduler = "fixed": round r
+                   draws level min_level + r - 1 only (capped at max_level), tasks uniform
 
-Both baselines set curate.proposer_rows = false (they have no proposer, so every trained token
+The generator arms set curate.proposer_rows = false (they have no proposer, so every trained token
 of rounds >= 1 goes to the solver: the stronger baseline); curate.warmup_proposer_rows stays
 on, so the warm-up is identical in every arm for a seed (checked: the JSON's round-0
 accuracies match). Equal compute:
@@ -29,16 +36,29 @@ accuracies match). Equal compute:
   Printed per arm:
   rollout tokens (the rollout stage's `generated_tokens`) and proposer tokens (tokens of the
   proposer samples, from the proposals files, + 1 for the end token when it fit).
-The warm-up (round 0) is the same in every arm for a given seed.
+The warm-up (round 0) is the same in every arm for a given seed. --shared-warmup runs it once per
+seed (run `learning-warmup-s<seed>`, the base config with rounds = 0) and starts every arm from
+its promoted checkpoint (model.path = that folder, warmup.mode = "none"): the arms' round 0 is
+then that checkpoint's held-out accuracy, and their rounds do not deduplicate against the
+warm-up's seed problems (the same for every arm).
+
+--reference ARM (default: default) is the arm whose gain every other arm's is subtracted from,
+seed by seed. --plan FILE --split tuning|test runs a pre-registered plan (bench/learning_plan.py:
+config, overrides, arms, rounds, reference and primary arm, tuning and test seeds, shared warm-up,
+wide set, all fixed in the file); its test seeds run only while the plan and this bench's files
+are committed and unmodified, and the report ends with the primary comparison (reference -
+primary final gain, paired by seed, 95 % t-interval) and the commit it ran at.
 
 Printed: held-out accuracy after every round per arm (the incumbent after the promotion gate,
 mean and sample standard deviation over seeds; the candidates' accuracy is in the JSON), the
 last round's accuracy per difficulty level (where the gains come from), the problems rolled
 out and kept per level (what each curriculum offered and what the band let through), each
 arm's final gain = accuracy after the last round - accuracy after the warm-up, the ratios of
-mean final gains default/uniform and default/no_self_play, and the paired differences of gains
-(same seed) with their spread and the 95% t-interval of their mean. JSON:
-bench/results/learning.json (--out).
+mean final gains reference/other, and the paired differences of gains (same seed) with their
+spread and the 95% t-interval of their mean; for a task mix also each task's accuracy after
+every round and its gain (95% intervals over seeds), and each arm's share of problems per task
+per round (how the bandit moved its draws). JSON: bench/results/learning.json (--out; with
+--plan bench/results/<plan>-<split>.json).
 
 Prefect: PREFECT_API_URL when set, else Prefect's temporary server, started once for the
 process and shared by every run. Runs are named `learning-<arm>-s<seed>` under --data-root
@@ -50,9 +70,11 @@ seconds) instead of training again.
 
     python bench/learning.py [--seeds 0 1 2] [--rounds 3] [--arms default uniform no_self_play]
                              [--config configs/tiny-cpu.toml] [--overrides key=value ...]
+                             [--reference ARM] [--shared-warmup]
                              [--data-root DIR] [--arm-root ARM=DIR ...] [--no-equal-steps]
                              [--report-only]
                              [--out bench/results/learning.json]
+    python bench/learning.py --plan bench/plans/reasoning-gym-curriculum.toml --split tuning
 
 --report-only runs nothing and measures the runs already in --data-root (e.g. after changing
 what the report prints).
