@@ -1,7 +1,8 @@
 """A pre-registered plan for bench/learning.py (`--plan FILE`): the config, the arms, the rounds
 and the analysis are fixed in a committed TOML file on the tuning seeds, before the test seeds
-run; the bench runs a plan's test seeds only while the plan and the bench's own code are
-committed and unmodified, and records the commit it ran.
+run; the bench runs a plan's test seeds only while the plan, its base config and the bench's
+own code are committed, unmodified and unchanged since the plan's commit, and records the
+commit it ran.
 
     config = "configs/reasoning-gym-tiny.toml"   # the base config (relative to the repository)
     rounds = 3                                   # self-improvement rounds after the warm-up
@@ -95,18 +96,21 @@ def _git(*args: str) -> str:
 
 
 def registration(plan: Plan) -> dict[str, Any]:
-    """The commit the plan was last committed in, and the plan's and the bench's files (and the
-    base config) that differ from HEAD or are not committed ({} outside a git checkout)."""
+    """The commit the plan was last committed in; the plan's and the bench's files (and the
+    base config) that differ from HEAD or are not committed; and those committed again since the
+    plan was ({} outside a git checkout)."""
     files = [str(plan.path.resolve()), str(plan.config.resolve()),
              *(str(ROOT / f) for f in BENCH_FILES)]
     try:
         commit = _git("log", "-1", "--format=%H", "--", str(plan.path.resolve()))
         changed = _git("status", "--porcelain", "--untracked-files=all", "--", *files)
         head = _git("rev-parse", "HEAD")
+        since = _git("diff", "--name-only", commit, "HEAD", "--", *files) if commit else ""
     except (OSError, subprocess.CalledProcessError):
         return {}
     return {"plan_commit": commit or None, "head": head,
-            "uncommitted": [line[3:] for line in changed.splitlines()]}
+            "uncommitted": [line[3:] for line in changed.splitlines()],
+            "changed_since_plan": since.splitlines()}
 
 
 def check_registered(plan: Plan, split: str, record: dict[str, Any]) -> None:
@@ -120,3 +124,8 @@ def check_registered(plan: Plan, split: str, record: dict[str, Any]) -> None:
         missing = record["uncommitted"] or [str(plan.path)]
         raise SystemExit(f"--plan {plan.path}: the test seeds run only against a committed plan;"
                          f" commit {', '.join(missing)} first (or run --split tuning)")
+    if record.get("changed_since_plan"):
+        raise SystemExit(f"--plan {plan.path}: {', '.join(record['changed_since_plan'])} changed"
+                         f" after the plan was committed ({record['plan_commit'][:12]}): the test"
+                         " seeds run only with the analysis the plan was registered with; commit"
+                         " the plan again to register the change")

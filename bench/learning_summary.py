@@ -264,11 +264,15 @@ def report_primary(summary: dict[str, Any], *, reference: str, primary: str, pla
     """The pre-registered comparison: `reference` - `primary` final gain, paired by seed."""
     label = f"{reference}-{primary}"
     d = summary["paired_gain_difference"][label]
-    if record and record.get("plan_commit") and not record.get("uncommitted"):
-        status = f"plan committed in {record['plan_commit'][:12]}, run at {record['head'][:12]}"
+    record = record or {}
+    if record.get("uncommitted") or not record.get("plan_commit"):
+        status = "NOT pre-registered: uncommitted " + ", ".join(record.get("uncommitted")
+                                                               or [plan])
+    elif record.get("changed_since_plan"):
+        status = ("NOT pre-registered: changed since the plan's commit "
+                  + ", ".join(record["changed_since_plan"]))
     else:
-        status = ("NOT pre-registered: uncommitted "
-                  + ", ".join((record or {}).get("uncommitted") or [plan]))
+        status = f"plan committed in {record['plan_commit'][:12]}, run at {record['head'][:12]}"
     print(f"\nPRIMARY ({plan}, {split} seeds {d['seeds']}; {status})")
     print(f"  final-gain difference {label}: {_fmt_paired(d, label)}")
     wide = summary.get("wide_eval", {}).get("paired_difference", {}).get(label)

@@ -96,12 +96,24 @@ def test_test_seeds_run_only_against_a_committed_unmodified_plan(tmp_path):
     check_registered(plan, "tuning", outside)  # tuning seeds may run on a draft
     with pytest.raises(SystemExit, match="committed plan"):
         check_registered(plan, "test", outside)
-    committed = {"plan_commit": "a" * 40, "head": "b" * 40, "uncommitted": []}
+    committed = {"plan_commit": "a" * 40, "head": "b" * 40, "uncommitted": [],
+                 "changed_since_plan": []}
     check_registered(plan, "test", committed)
     with pytest.raises(SystemExit, match="commit bench/learning_summary.py first"):
         check_registered(plan, "test", {**committed, "uncommitted": ["bench/learning_summary.py"]})
     with pytest.raises(SystemExit, match="commit .*plan.toml first"):
         check_registered(plan, "test", {**committed, "plan_commit": None})
+    with pytest.raises(SystemExit, match="bench/learning.py changed after the plan was committed"
+                                         " .aaaaaaaaaaaa."):
+        check_registered(plan, "test", {**committed, "changed_since_plan": ["bench/learning.py"]})
+
+
+def test_the_committed_plan_is_registered_in_this_checkout():
+    record = registration(load_plan(PLAN, ARMS))
+    if not record:
+        pytest.skip("not a git checkout")
+    assert record["plan_commit"] and len(record["head"]) == 40
+    assert isinstance(record["changed_since_plan"], list)
     assert "bench/learning_summary.py" in BENCH_FILES
 
 
@@ -172,6 +184,10 @@ def test_report_prints_task_curves_and_the_pre_registered_comparison(capsys):
                                     plan="p.toml", split="tuning",
                                     record={**committed, "uncommitted": ["p.toml"]})
     assert "NOT pre-registered: uncommitted p.toml" in capsys.readouterr().out
+    learning_summary.report_primary(summary, reference="bandit", primary="uniform",
+                                    plan="p.toml", split="test",
+                                    record={**committed, "changed_since_plan": ["b.py"]})
+    assert "NOT pre-registered: changed since the plan's commit b.py" in capsys.readouterr().out
 
 
 def test_wide_summary_gives_per_task_finals_and_differences():
