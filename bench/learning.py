@@ -36,16 +36,15 @@ accuracies match). Equal compute:
   Printed per arm:
   rollout tokens (the rollout stage's `generated_tokens`) and proposer tokens (tokens of the
   proposer samples, from the proposals files, + 1 for the end token when it fit).
-The warm-up (round 0) is the same in every arm for a given seed. --shared-warmup runs it once per
-seed (run `learning-warmup-s<seed>`, the base config with rounds = 0) and starts every arm from
-its promoted checkpoint (model.path = that folder, warmup.mode = "none"): the arms' round 0 is
-then that checkpoint's held-out accuracy, and their rounds do not deduplicate against the
-warm-up's seed problems (the same for every arm).
+The warm-up (round 0) is the same in every arm for a given seed. Every arm runs its own: an arm
+started from another run's warm-up checkpoint (model.path, warmup.mode = "none") would replay
+none of the warm-up's rows in its rounds (train.replay_ratio), unlike the flywheel, and forget
+more.
 
 --reference ARM (default: default) is the arm whose gain every other arm's is subtracted from,
 seed by seed. --plan FILE --split tuning|test runs a pre-registered plan (bench/learning_plan.py:
-config, overrides, arms, rounds, reference and primary arm, tuning and test seeds, shared warm-up,
-wide set, all fixed in the file); its test seeds run only while the plan and this bench's files
+config, overrides, arms, rounds, reference and primary arm, tuning and test seeds, wide set, all
+fixed in the file); its test seeds run only while the plan and this bench's files
 are committed and unmodified, and the report ends with the primary comparison (reference -
 primary final gain, paired by seed, 95 % t-interval) and the commit it ran at.
 
@@ -70,7 +69,7 @@ seconds) instead of training again.
 
     python bench/learning.py [--seeds 0 1 2] [--rounds 3] [--arms default uniform no_self_play]
                              [--config configs/tiny-cpu.toml] [--overrides key=value ...]
-                             [--reference ARM] [--shared-warmup]
+                             [--reference ARM]
                              [--data-root DIR] [--arm-root ARM=DIR ...] [--no-equal-steps]
                              [--report-only]
                              [--out bench/results/learning.json]
@@ -147,20 +146,11 @@ def parse_arm_roots(items: list[str], arms: list[str]) -> dict[str, Path]:
 
 
 def arm_overrides(arm: str, base: dict[str, Any], *, seed: int, rounds: int,
-                  equal_steps: bool, warm: Path | None = None) -> dict[str, Any]:
-    """The config keys of `arm`'s run for `seed`; `warm`: the shared warm-up's checkpoint, which
-    the run then starts from (`model.path`) instead of warming up itself."""
+                  equal_steps: bool) -> dict[str, Any]:
     out = {**base, **ARMS[arm], "seed": seed, "rounds": rounds}
     if equal_steps:
         out["train.epochs"] = MAX_EPOCHS
-    if warm is not None:
-        out |= {"model.path": str(warm), "warmup.mode": "none"}
     return out
-
-
-def warmup_overrides(base: dict[str, Any], *, seed: int) -> dict[str, Any]:
-    """The shared warm-up's run: the base config's round 0 alone (no arm changes round 0)."""
-    return {**base, "seed": seed, "rounds": 0}
 
 
 def proposer_tokens(config: Any, texts: list[str]) -> int:
@@ -294,11 +284,10 @@ def wide_items(domain: Any, per_level: int, *, seen: set[str], gate: list[Any],
     return items
 
 
-def wide_eval(runs: list[tuple[Path, str]], config: Any, per_level: int,
-              also_seen: list[tuple[Path, str]] = ()) -> dict[str, Any]:
+def wide_eval(runs: list[tuple[Path, str]], config: Any, per_level: int) -> dict[str, Any]:
     """Every run's final incumbent on a wider held-out set (wide_items: up to `per_level` items
-    per level that no run saw, so no arm was trained on an item; `also_seen`: runs whose problems
-    count as seen too, the shared warm-ups). `runs`: (data root, run id) pairs. Greedy answers,
+    per level that no run saw, so no arm was trained on an item). `runs`: (data root, run id)
+    pairs. Greedy answers,
     as the evaluate stage gives; accuracy overall and, for a task mix, per task. The set's size
     cuts the evaluation noise of the set the gate uses."""
     from domains import get_domain
@@ -310,8 +299,6 @@ def wide_eval(runs: list[tuple[Path, str]], config: Any, per_level: int,
     for data_root, run_id in runs:
         finals[run_id], texts = final_checkpoint_and_problems(data_root, run_id)
         seen |= texts
-    for data_root, run_id in also_seen:
-        seen |= final_checkpoint_and_problems(data_root, run_id)[1]
     items = wide_items(domain, per_level, seen=seen,
                        gate=domain.heldout(config.domain.heldout_per_level))
     prompts = [domain.solver_prompt(p.text) for p in items]
@@ -342,7 +329,7 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--plan", type=Path, default=None,
                         help="a pre-registered plan (bench/learning_plan.py): it fixes the config,"
-                             " overrides, arms, rounds, reference arm, warm-up and wide set")
+                             " overrides, arms, rounds, reference arm and wide set")
     parser.add_argument("--split", choices=["tuning", "test"], default=None,
                         help="with --plan: run its tuning seeds or its test seeds")
     parser.add_argument("--seeds", type=int, nargs="+", default=None,
@@ -359,9 +346,6 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--overrides", nargs="*", default=None, metavar="KEY=VALUE",
                         help="dotted config keys applied to every arm,"
                              " e.g. domain.seed_problems=500")
-    parser.add_argument("--shared-warmup", action="store_true", default=None,
-                        help="warm up once per seed (run learning-warmup-s<seed>) and start every"
-                             " arm's run from that checkpoint (model.path, warmup.mode = none)")
     parser.add_argument("--data-root", type=Path, default=None)
     parser.add_argument("--arm-root", nargs="*", default=[], metavar="ARM=DIR",
                         help="keep an arm's runs in another data root,"
@@ -379,13 +363,12 @@ def parse_args() -> argparse.Namespace:
                         help="JSON (default bench/results/learning.json, with --plan"
                              " bench/results/<plan>-<split>.json)")
     args = parser.parse_args()
-    fixed = ("seeds", "rounds", "arms", "reference", "config", "overrides", "shared_warmup",
-             "wide_eval")
+    fixed = ("seeds", "rounds", "arms", "reference", "config", "overrides", "wide_eval")
     if args.plan is None:
         if args.split is not None:
             parser.error("--split needs --plan")
         defaults = {"seeds": [0, 1, 2], "rounds": 3, "arms": DEFAULT_ARMS, "overrides": [],
-                    "shared_warmup": False, "wide_eval": 400}
+                    "wide_eval": 400}
         for key, value in defaults.items():
             if getattr(args, key) is None:
                 setattr(args, key, value)
@@ -408,8 +391,7 @@ def parse_args() -> argparse.Namespace:
         check_registered(plan, args.split, args.registration)
     args.seeds, args.rounds, args.arms = plan.seeds(args.split), plan.rounds, plan.arms
     args.reference, args.config, args.overrides = plan.reference, plan.config, plan.overrides
-    args.shared_warmup, args.wide_eval, args.primary = (plan.shared_warmup, plan.wide_eval,
-                                                         plan.primary)
+    args.wide_eval, args.primary = plan.wide_eval, plan.primary
     args.out = args.out or ROOT / "bench" / "results" / f"{args.plan.stem}-{args.split}.json"
     return args
 
@@ -427,15 +409,14 @@ def main() -> None:
 
     base = args.overrides
 
-    def config_of(arm: str | None, seed: int, warm: Path | None = None) -> Any:
-        overrides = (warmup_overrides(base, seed=seed) if arm is None else arm_overrides(
-            arm, base, seed=seed, rounds=args.rounds, equal_steps=args.equal_steps, warm=warm))
-        try:
-            return load_config(args.config, overrides)
-        except ConfigError as exc:
-            raise SystemExit(str(exc)) from None
-
-    configs = {(arm, seed): config_of(arm, seed) for arm in args.arms for seed in args.seeds}
+    configs = {}
+    try:
+        for arm in args.arms:
+            for seed in args.seeds:
+                configs[arm, seed] = load_config(args.config, arm_overrides(
+                    arm, base, seed=seed, rounds=args.rounds, equal_steps=args.equal_steps))
+    except ConfigError as exc:
+        raise SystemExit(str(exc)) from None
 
     from flows.environment import set_defaults
 
@@ -450,23 +431,10 @@ def main() -> None:
           f" Prefect API {os.environ.get('PREFECT_API_URL') or 'temporary server'}")
     runs: dict[str, dict[int, dict[str, Any]]] = {arm: {} for arm in args.arms}
     seconds: dict[str, float] = {}
-    warmups: list[tuple[Path, str]] = []
     started = time.time()
     for seed in args.seeds:  # seed-major: a partial benchmark still compares the arms
-        warm = None
-        if args.shared_warmup:
-            run_id = f"learning-warmup-s{seed}"
-            t0 = time.time()
-            if not args.report_only:
-                flywheel_flow(RunSpec(data_root=str(data_root), run_id=run_id,
-                                      config=config_of(None, seed)))
-            seconds[run_id] = round(time.time() - t0, 1)
-            warm = final_checkpoint_and_problems(data_root, run_id)[0]
-            warmups.append((data_root, run_id))
-            print(f"{run_id}: {seconds[run_id]:.0f} s, checkpoint {warm}", flush=True)
         for arm in args.arms:
             run_id = f"learning-{arm}-s{seed}"
-            configs[arm, seed] = config_of(arm, seed, warm)
             t0 = time.time()
             if not args.report_only:
                 flywheel_flow(RunSpec(data_root=str(roots[arm]), run_id=run_id,
@@ -481,8 +449,7 @@ def main() -> None:
     if args.wide_eval:
         wide = wide_eval([(roots[arm], f"learning-{arm}-s{seed}")
                           for arm in args.arms for seed in args.seeds],
-                         config_of(args.arms[0], args.seeds[0]), args.wide_eval,
-                         also_seen=warmups)
+                         configs[args.arms[0], args.seeds[0]], args.wide_eval)
         summary["wide_eval"] = {**wide, **wide_summary(wide, args.arms, args.seeds,
                                                        reference=args.reference)}
         report_wide(summary["wide_eval"])
@@ -497,7 +464,6 @@ def main() -> None:
             **(args.registration or {})},
         "overrides": base, "equal_steps": args.equal_steps, "seeds": args.seeds,
         "rounds": args.rounds, "reference": args.reference,
-        "shared_warmup": args.shared_warmup,
         "arms": {arm: ARMS[arm] for arm in args.arms}, "data_root": str(data_root),
         "arm_roots": {arm: str(root) for arm, root in roots.items() if root != data_root},
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},

@@ -11,7 +11,6 @@ commit it ran.
     primary = "uniform"                          # the comparison the plan stands or falls on
     tuning_seeds = [0, 1, 2, 3]                  # where the method was chosen
     test_seeds = [4, 5, 6, 7, 8, 9, 10, 11]      # reported alone
-    shared_warmup = true                         # one warm-up per seed, every arm starts from it
     wide_eval = 400                              # items per level of the wider held-out set
 
     [overrides]                                  # dotted config keys applied to every arm
@@ -30,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # The files whose committed state a test-seed run must match: the plan and the analysis.
 BENCH_FILES = ("bench/learning.py", "bench/learning_summary.py", "bench/learning_plan.py")
 KEYS = {"config": str, "rounds": int, "arms": list, "reference": str, "primary": str,
-        "tuning_seeds": list, "test_seeds": list, "shared_warmup": bool, "wide_eval": int,
+        "tuning_seeds": list, "test_seeds": list, "wide_eval": int,
         "overrides": dict}
 
 
@@ -44,7 +43,6 @@ class Plan:
     primary: str
     tuning_seeds: list[int]
     test_seeds: list[int]
-    shared_warmup: bool
     wide_eval: int
     overrides: dict[str, Any]
 
@@ -86,8 +84,8 @@ def load_plan(path: Path, known_arms: list[str]) -> Plan:
     return Plan(path=path, config=config if config.is_absolute() else ROOT / config,
                 rounds=data["rounds"], arms=arms, reference=data["reference"],
                 primary=data["primary"], tuning_seeds=data["tuning_seeds"],
-                test_seeds=data["test_seeds"], shared_warmup=data["shared_warmup"],
-                wide_eval=data["wide_eval"], overrides=data["overrides"])
+                test_seeds=data["test_seeds"], wide_eval=data["wide_eval"],
+                overrides=data["overrides"])
 
 
 def _git(*args: str) -> str:

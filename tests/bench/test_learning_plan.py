@@ -1,5 +1,5 @@
-"""bench/learning.py's pre-registered plans (bench/learning_plan.py), its task-mix arms and shared
-warm-up, and the per-task figures of its summary (bench/learning_summary.py)."""
+"""bench/learning.py's pre-registered plans (bench/learning_plan.py), its task-mix arms, and the
+per-task figures of its summary (bench/learning_summary.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 from bench import learning_summary
 from bench.learning_plan import BENCH_FILES, check_registered, load_plan, registration
 from configs import ConfigError, load_config
+from configs.settings import stage_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAN = ROOT / "bench" / "plans" / "reasoning-gym-curriculum.toml"
@@ -27,7 +28,6 @@ reference = "bandit"
 primary = "uniform"
 tuning_seeds = [0, 1]
 test_seeds = [4, 5]
-shared_warmup = true
 wide_eval = 0
 
 [overrides]
@@ -45,15 +45,16 @@ def test_the_committed_plan_loads_and_every_arm_of_it_is_a_valid_config():
     plan = load_plan(PLAN, ARMS)
     assert plan.reference == "bandit" and plan.primary == "uniform"
     assert not set(plan.tuning_seeds) & set(plan.test_seeds)
+    warmups = set()
     for arm in plan.arms:
-        for warm in (None, Path("/models/warm")):
-            config = load_config(plan.config, learning.arm_overrides(
-                arm, plan.overrides, seed=4, rounds=plan.rounds, equal_steps=True, warm=warm))
-            assert config.rounds == plan.rounds and config.seed == 4
-            assert (config.model.path, config.warmup.mode) == (
-                (None, "references") if warm is None else ("/models/warm", "none"))
-    warmup = load_config(plan.config, learning.warmup_overrides(plan.overrides, seed=4))
-    assert warmup.rounds == 0 and warmup.warmup.mode == "references"
+        config = load_config(plan.config, learning.arm_overrides(
+            arm, plan.overrides, seed=4, rounds=plan.rounds, equal_steps=True))
+        assert config.rounds == plan.rounds and config.seed == 4
+        assert config.domain.reasoning_gym.tasks == plan.overrides["domain.reasoning_gym.tasks"]
+        if arm != "no_self_play":  # its curate settings hold solver_targets = reference
+            warmups.add(tuple(stage_settings(config, stage, 0, dtype="float32").model_dump_json()
+                              for stage in ("synthesize", "rollout", "verify", "curate", "train")))
+    assert len(warmups) == 1  # the generator arms' warm-ups are the same stages
     assert load_config(plan.config, learning.arm_overrides(
         "bandit", plan.overrides, seed=4, rounds=3, equal_steps=True)).synthesize.bandit.arms \
         == "task_level"
@@ -71,7 +72,7 @@ def test_the_bandit_arm_needs_a_task_mix():
 @pytest.mark.parametrize(("edit", "needle"), [
     (lambda t: 'colour = "red"\n' + t, "unknown key 'colour'"),
     (lambda t: t.replace("rounds = 3", 'rounds = "3"'), "rounds must be a int"),
-    (lambda t: t.replace("shared_warmup = true\n", ""), "missing key 'shared_warmup'"),
+    (lambda t: t.replace("wide_eval = 0\n", ""), "missing key 'wide_eval'"),
     (lambda t: t.replace('"bandit", "uniform"]', '"bandit", "uniformm"]'),
      "primary = 'uniform' is not one of arms"),
     (lambda t: t.replace('primary = "uniform"', 'primary = "bandit"').replace(
@@ -129,7 +130,7 @@ def test_a_plan_fixes_the_arms_and_needs_a_split(monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["learning.py", "--plan", str(PLAN), "--split", "tuning",
                                       "--report-only", "--data-root", "/nowhere"])
     args = learning.parse_args()
-    assert args.seeds == [0, 1, 2, 3] and args.reference == "bandit" and args.shared_warmup
+    assert args.seeds == [0, 1, 2, 3] and args.reference == "bandit" and args.wide_eval
     assert args.out.name == "reasoning-gym-curriculum-tuning.json"
 
 
