@@ -90,6 +90,7 @@ import sys
 import tempfile
 import time
 import tomllib
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -284,6 +285,25 @@ def wide_items(domain: Any, per_level: int, *, seen: set[str], gate: list[Any],
     return items
 
 
+def constant_answer_accuracy(items: list[Any]) -> dict[str, float]:
+    """Per task, the accuracy of a model that gives every item of the task the task's most
+    common reference: what answering one constant scores. A task's accuracy at or below it
+    says nothing of learning it (a model that answers "1" to every letter_counting item
+    scores the share of items whose count is 1)."""
+    by_task: dict[str, Counter[str]] = {}
+    for p in items:
+        if getattr(p, "task", None) and p.reference is not None:
+            by_task.setdefault(p.task, Counter())[p.reference.strip()] += 1
+    return {task: refs.most_common(1)[0][1] / refs.total()
+            for task, refs in sorted(by_task.items())}
+
+
+def modal_answer_share(answers: list[str | None]) -> float:
+    """The share of `answers` that are the most common one (1.0: one constant answer)."""
+    counts = Counter(a for a in answers)
+    return counts.most_common(1)[0][1] / len(answers) if answers else 0.0
+
+
 def wide_eval(runs: list[tuple[Path, str]], config: Any, per_level: int) -> dict[str, Any]:
     """Every run's final incumbent on a wider held-out set (wide_items: up to `per_level` items
     per level that no run saw, so no arm was trained on an item). `runs`: (data root, run id)
@@ -306,7 +326,8 @@ def wide_eval(runs: list[tuple[Path, str]], config: Any, per_level: int) -> dict
     out: dict[str, Any] = {"items_per_level": {str(lv): sum(p.level == lv for p in items)
                                                for lv in domain.levels},
                            "items_per_task": {t: sum(p.task == t for p in items) for t in tasks},
-                           "accuracy": {}, "accuracy_per_task": {}}
+                           "constant_answer_accuracy": constant_answer_accuracy(items),
+                           "accuracy": {}, "accuracy_per_task": {}, "modal_answer_share": {}}
     for run_id, path in finals.items():
         backend = make_backend("transformers", path)
         try:
@@ -315,13 +336,17 @@ def wide_eval(runs: list[tuple[Path, str]], config: Any, per_level: int) -> dict
                 max_new_tokens=config.evaluate.max_new_tokens))
         finally:
             backend.close()
-        scores = domain.score([domain.cut(o[0].text) for o in outputs],
-                              [problem_row(p) for p in items])
+        completions = [domain.cut(o[0].text) for o in outputs]
+        scores = domain.score(completions, [problem_row(p) for p in items])
         right = [s == 1.0 for s in scores]
         out["accuracy"][run_id] = sum(right) / len(items)
         out["accuracy_per_task"][run_id] = {
             t: sum(r for r, p in zip(right, items, strict=True) if p.task == t)
             / out["items_per_task"][t] for t in tasks}
+        out["modal_answer_share"][run_id] = {
+            t: modal_answer_share([domain.extract(c) for c, p in zip(completions, items,
+                                                                      strict=True) if p.task == t])
+            for t in tasks}
     return out
 
 
@@ -421,6 +446,7 @@ def main() -> None:
     from flows.environment import set_defaults
 
     set_defaults()  # the CLI's kernel pins, before the runs import torch
+    from domains import get_domain
     from flows.run import RunSpec, flywheel_flow
 
     if args.report_only and args.data_root is None:
@@ -445,6 +471,9 @@ def main() -> None:
             print(f"{run_id}: {seconds[run_id]:.0f} s, accuracy per round {acc}", flush=True)
 
     summary = summarize(runs, args.rounds, reference=args.reference)
+    first = configs[args.arms[0], args.seeds[0]]
+    summary["constant_answer_accuracy"] = constant_answer_accuracy(
+        get_domain(first.domain.name, first).heldout(first.domain.heldout_per_level))
     report(summary, args.rounds)
     if args.wide_eval:
         wide = wide_eval([(roots[arm], f"learning-{arm}-s{seed}")

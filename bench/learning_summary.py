@@ -140,10 +140,14 @@ def wide_summary(wide: dict[str, Any], arms: list[str], seeds: list[int], *,
                 else wide["accuracy_per_task"][run_id][task])
 
     tasks = sorted(wide.get("items_per_task", {}))
+    modal = wide.get("modal_answer_share", {})
     out: dict[str, Any] = {
         "final_accuracy": {arm: interval([of(arm, s) for s in seeds]) for arm in arms},
         "final_accuracy_per_task": {arm: {t: interval([of(arm, s, t) for s in seeds])
                                           for t in tasks} for arm in arms},
+        "modal_answer_share_per_task": {} if not modal else {
+            arm: {t: interval([modal[f"learning-{arm}-s{s}"][t] for s in seeds]) for t in tasks}
+            for arm in arms},
         "paired_difference": {}, "paired_difference_per_task": {}}
     for other in (a for a in arms if a != reference and reference in arms):
         label = f"{reference}-{other}"
@@ -174,6 +178,15 @@ def report_wide(wide: dict[str, Any]) -> None:
         for arm, by_task in per_task.items():
             print("  " + arm.ljust(16) + "".join(_fmt_ci(by_task[t]).rjust(width + 12)
                                                  for t in tasks))
+        constant = wide.get("constant_answer_accuracy", {})
+        print("  " + "one constant".ljust(16) + "".join(
+            (f"{constant[t]:.3f}" if t in constant else "-").rjust(width + 12) for t in tasks))
+        modal = wide.get("modal_answer_share_per_task", {})
+        if modal:
+            print("  share of the model's most common answer (1.000: it answers one constant)")
+            for arm, by_task in modal.items():
+                print("  " + arm.ljust(16) + "".join(_fmt_ci(by_task[t]).rjust(width + 12)
+                                                     for t in tasks))
 
 
 def _fmt_ci(stat: dict[str, Any]) -> str:
@@ -232,11 +245,13 @@ def report(summary: dict[str, Any], rounds: int) -> None:
               + ("n/a (denominator gain <= 0)" if value is None else f"{value:.2f}"))
     for label, d in summary["paired_gain_difference"].items():
         print(f"paired gain difference {label}: {_fmt_paired(d, label)}")
-    report_tasks(arms, rounds)
+    report_tasks(arms, rounds, summary.get("constant_answer_accuracy"))
 
 
-def report_tasks(arms: dict[str, Any], rounds: int) -> None:
-    """Per task: accuracy after each round and the gain per arm, and each arm's draws."""
+def report_tasks(arms: dict[str, Any], rounds: int,
+                 constant: dict[str, float] | None = None) -> None:
+    """Per task: accuracy after each round and the gain per arm (beside what one constant answer
+    scores on the same items, `constant`), and each arm's draws."""
     tasks = sorted({t for s in arms.values() for t in s["tasks"]})
     if not tasks:
         return
@@ -244,7 +259,9 @@ def report_tasks(arms: dict[str, Any], rounds: int) -> None:
     print("\nheld-out accuracy per task after each round (incumbent after the gate;"
           " mean [95% CI] over seeds)")
     for task in tasks:
-        print(f"  {task}")
+        floor = (constant or {}).get(task)
+        print(f"  {task}" + ("" if floor is None
+                             else f" (one constant answer scores {floor:.3f} on these items)"))
         for arm, s in arms.items():
             curve = s["tasks"].get(task)
             if curve is None:

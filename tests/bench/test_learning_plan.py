@@ -203,3 +203,35 @@ def test_wide_summary_gives_per_task_finals_and_differences():
     per_task = out["paired_difference_per_task"]["bandit-uniform"]
     assert per_task["a"]["mean"] == pytest.approx(0.2) and per_task["a"]["wins"] == 2
     assert per_task["b"]["mean"] == pytest.approx(-0.1) and per_task["b"]["wins"] == 0
+
+
+def test_a_constant_answer_scores_the_share_of_its_tasks_most_common_reference():
+    from domains.base import Problem
+
+    items = [Problem(text=f"q{i}", reference=ref, level=1, task=task)
+             for i, (task, ref) in enumerate([("count", "1"), ("count", "1 "), ("count", "2"),
+                                              ("count", "3"), ("day", "Sunday"),
+                                              ("day", "Monday")])]
+    assert learning.constant_answer_accuracy(items) == {"count": 0.5, "day": 0.5}
+    assert learning.modal_answer_share(["1", "1", "1", "2"]) == 0.75
+    assert learning.modal_answer_share([]) == 0.0
+
+
+def test_reports_put_the_constant_answer_beside_each_task(capsys):
+    runs = {arm: {s: run([{"count": 0.56}, {"count": 0.56}], [{}, {"count L1": 4}])
+                  for s in (0, 1)} for arm in ("bandit", "uniform")}
+    summary = learning_summary.summarize(runs, 1, reference="bandit")
+    summary["constant_answer_accuracy"] = {"count": 0.56}
+    learning_summary.report(summary, 1)
+    wide = {"accuracy": {f"learning-{a}-s{s}": 0.5 for a in ("bandit", "uniform") for s in (0, 1)},
+            "items_per_level": {"1": 4}, "items_per_task": {"count": 4},
+            "constant_answer_accuracy": {"count": 0.5},
+            "accuracy_per_task": {f"learning-{a}-s{s}": {"count": 0.5}
+                                  for a in ("bandit", "uniform") for s in (0, 1)},
+            "modal_answer_share": {f"learning-{a}-s{s}": {"count": 1.0}
+                                   for a in ("bandit", "uniform") for s in (0, 1)}}
+    learning_summary.report_wide({**wide, **learning_summary.wide_summary(
+        wide, ["bandit", "uniform"], [0, 1], reference="bandit")})
+    out = capsys.readouterr().out
+    assert "count (one constant answer scores 0.560 on these items)" in out
+    assert "one constant" in out and "it answers one constant" in out
