@@ -12,6 +12,7 @@ commit it ran.
     tuning_seeds = [0, 1, 2, 3]                  # where the method was chosen
     test_seeds = [4, 5, 6, 7, 8, 9, 10, 11]      # reported alone
     wide_eval = 400                              # items per level of the wider held-out set
+    registered = false                           # true once the tuning seeds fixed the method
 
     [overrides]                                  # dotted config keys applied to every arm
     "train.max_length" = 160
@@ -29,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # The files whose committed state a test-seed run must match: the plan and the analysis.
 BENCH_FILES = ("bench/learning.py", "bench/learning_summary.py", "bench/learning_plan.py")
 KEYS = {"config": str, "rounds": int, "arms": list, "reference": str, "primary": str,
-        "tuning_seeds": list, "test_seeds": list, "wide_eval": int,
+        "tuning_seeds": list, "test_seeds": list, "wide_eval": int, "registered": bool,
         "overrides": dict}
 
 
@@ -44,6 +45,7 @@ class Plan:
     tuning_seeds: list[int]
     test_seeds: list[int]
     wide_eval: int
+    registered: bool
     overrides: dict[str, Any]
 
     def seeds(self, split: str) -> list[int]:
@@ -85,7 +87,7 @@ def load_plan(path: Path, known_arms: list[str]) -> Plan:
                 rounds=data["rounds"], arms=arms, reference=data["reference"],
                 primary=data["primary"], tuning_seeds=data["tuning_seeds"],
                 test_seeds=data["test_seeds"], wide_eval=data["wide_eval"],
-                overrides=data["overrides"])
+                registered=data["registered"], overrides=data["overrides"])
 
 
 def _git(*args: str) -> str:
@@ -112,9 +114,14 @@ def registration(plan: Plan) -> dict[str, Any]:
 
 
 def check_registered(plan: Plan, split: str, record: dict[str, Any]) -> None:
-    """A plan's test seeds run only on a committed, unmodified plan and bench."""
+    """A plan's test seeds run only on a plan marked `registered = true`, committed, and with
+    the plan, its config and the bench unmodified since that commit."""
     if split != "test":
         return
+    if not plan.registered:
+        raise SystemExit(f"--plan {plan.path}: registered = false: the method is still being"
+                         " fixed on the tuning seeds; set registered = true and commit the plan"
+                         " before its test seeds run")
     if not record:
         raise SystemExit(f"--plan {plan.path}: the test seeds need a git checkout that holds the"
                          " committed plan")

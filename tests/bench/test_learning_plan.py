@@ -29,6 +29,7 @@ primary = "uniform"
 tuning_seeds = [0, 1]
 test_seeds = [4, 5]
 wide_eval = 0
+registered = true
 
 [overrides]
 "train.max_steps" = 10
@@ -91,6 +92,11 @@ def test_a_bad_plan_exits_naming_the_file_and_the_key(tmp_path, edit, needle):
 
 
 def test_test_seeds_run_only_against_a_committed_unmodified_plan(tmp_path):
+    draft = load_plan(write(tmp_path, VALID.replace("registered = true", "registered = false")),
+                      ARMS)
+    with pytest.raises(SystemExit, match="registered = false: the method is still being fixed"):
+        check_registered(draft, "test", {"plan_commit": "a" * 40, "head": "b" * 40,
+                                         "uncommitted": [], "changed_since_plan": []})
     plan = load_plan(write(tmp_path, VALID), ARMS)
     outside = registration(plan)  # a plan outside the repository has no commit
     assert not outside.get("plan_commit")
