@@ -106,3 +106,14 @@ def test_without_the_key_the_generator_round_is_the_uniform_curriculum(tmp_path)
     assert Counter(p["level"] for p in proposals) == {1: 30, 2: 30}  # levels in equal shares
     flat = {arm: [0.5, 0.5] for arm in EDGE_AT_SPELL_2}
     assert _round(tmp_path / "b", uniform, flat)[0].fingerprint == out.fingerprint
+
+
+def test_the_fixed_schedule_draws_its_rounds_level_only(tmp_path):
+    fixed = _config(**{"synthesize.source": "generator", "synthesize.level_scheduler": "fixed"})
+    out, metrics, proposals = _round(tmp_path / "a", fixed, EDGE_AT_SPELL_2)
+    assert Counter(p["level"] for p in proposals) == {2: 60}  # round 2: min_level + 1
+    assert {split_text(p["text"])[1] for p in proposals} == {2}
+    assert {split_text(p["text"])[0] for p in proposals} == {"basic_arithmetic", "spell_backward"}
+    assert not any(name.startswith(("bandit_", "requested_")) for name in metrics)
+    uniform = _config(**{"synthesize.source": "generator"})
+    assert _round(tmp_path / "b", uniform, EDGE_AT_SPELL_2)[0].fingerprint != out.fingerprint
