@@ -113,7 +113,7 @@ def scheduled_levels(synth: SynthesizeConfig, *, min_level: int, max_level: int,
     """The levels a round >= 1 draws from: min_level..max_level, or under `level_scheduler =
     "fixed"` the timetable's one level, min_level + round_index - 1 capped at max_level."""
     if synth.level_scheduler == "fixed":
-        return [min(max_level, min_level + max(round_index, 1) - 1)]
+        return [min(max_level, min_level + round_index - 1)]
     return list(range(min_level, max_level + 1))
 
 

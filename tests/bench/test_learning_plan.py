@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from bench import learning_summary
+from bench import learning_measure, learning_summary
 from bench.learning_plan import BENCH_FILES, check_registered, load_plan, registration
 from configs import ConfigError, load_config
 from configs.settings import stage_settings
+from tasks.curriculum.votes import majority_vote
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAN = ROOT / "bench" / "plans" / "reasoning-gym-curriculum.toml"
@@ -218,9 +219,10 @@ def test_a_constant_answer_scores_the_share_of_its_tasks_most_common_reference()
              for i, (task, ref) in enumerate([("count", "1"), ("count", "1 "), ("count", "2"),
                                               ("count", "3"), ("day", "Sunday"),
                                               ("day", "Monday")])]
-    assert learning.constant_answer_accuracy(items) == {"count": 0.5, "day": 0.5}
-    assert learning.modal_answer_share(["1", "1", "1", "2"]) == 0.75
-    assert learning.modal_answer_share([]) == 0.0
+    assert learning_measure.constant_answer_accuracy(items) == {"count": 0.5, "day": 0.5}
+    # the wide set's share of the model's most common answer: the answers' majority vote
+    assert majority_vote(["1", "1", "1", "2"]).agreement == 0.75
+    assert majority_vote([]).agreement == 0.0
 
 
 def test_reports_put_the_constant_answer_beside_each_task(capsys):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import learning_summary
+from bench import learning_measure, learning_summary
 
 _SPEC = importlib.util.spec_from_file_location(
     "learning_bench", Path(__file__).resolve().parents[2] / "bench" / "learning.py")
@@ -66,14 +66,14 @@ def test_wide_eval_items_are_unseen_distinct_and_start_with_the_gate_set():
     domain = ArithmeticDomain()
     gate = domain.heldout(5)
     seen = {p.text for p in domain.heldout(200) if p.level != 1} | {gate[0].text}
-    items = learning.wide_items(domain, 30, seen=seen, gate=gate)
+    items = learning_measure.wide_items(domain, 30, seen=seen, gate=gate)
     texts = [p.text for p in items]
     assert len(texts) == len(set(texts)) and not set(texts) & seen
     per_level = {level: [p for p in items if p.level == level] for level in domain.levels}
     assert all(len(v) == 30 for v in per_level.values())
     assert [p.text for p in per_level[1][:4]] == [p.text for p in gate if p.level == 1][1:]
     everything_seen = {f"{a}{op}{b}" for a in range(10) for b in range(10) for op in "+-"}
-    assert not [p for p in learning.wide_items(domain, 30, seen=everything_seen, gate=gate,
+    assert not [p for p in learning_measure.wide_items(domain, 30, seen=everything_seen, gate=gate,
                                                attempts=3)
                 if p.level == 1]  # a level with nothing left ends, however many were asked for
 
