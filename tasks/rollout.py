@@ -38,8 +38,8 @@ from configs.settings import RolloutSettings, WarmupRolloutSettings, stage_setti
 from domains.base import Domain
 from models.backends import ProgressCallback, RolloutBackend, SamplingParams
 from storage.datasets import DatasetWriter, dataset_path, read_rows
-from storage.fingerprint import row_id
 from tasks.context import Checkpoint, RunContext
+from tasks.curriculum.columns import row_ids
 from tasks.progress import progress_bar
 from tasks.retry import TRANSIENT
 from tasks.shards import batch_aligned_ranges, map_shards
@@ -66,15 +66,23 @@ def rollout_rows(
     prompts = [domain.solver_prompt(p["text"]) for p in problems]
     outputs = backend.generate(prompts, params, progress=progress)
     cut = domain.cut  # [prompt] stop strings
+    problem_ids = [p["problem_id"] for p, samples in zip(problems, outputs, strict=True)
+                   for _ in samples]
+    indices = [index for samples in outputs for index in range(len(samples))]
+    # row_id("rollout", run_id, round, problem_id, sample_index, checkpoint), over columns
+    ids = iter(row_ids("rollout", [
+        pl.Series([run_id] * len(indices), dtype=pl.String),
+        pl.Series([round_index] * len(indices), dtype=pl.Int64),
+        pl.Series(problem_ids, dtype=pl.String), pl.Series(indices, dtype=pl.Int64),
+        pl.Series([checkpoint] * len(indices), dtype=pl.String)]).to_list())
     rows = []
     for problem, prompt, samples in zip(problems, prompts, outputs, strict=True):
         for index, sample in enumerate(samples):
             rows.append({
-                "rollout_id": row_id("rollout", run_id, round_index, problem["problem_id"], index,
-                                     checkpoint),
-                "run_id": run_id, "round": round_index, "problem_id": problem["problem_id"],
-                "sample_index": index, "prompt": prompt, "completion": cut(sample.text),
-                "completion_tokens": sample.tokens, "checkpoint": checkpoint,
+                "rollout_id": next(ids), "run_id": run_id, "round": round_index,
+                "problem_id": problem["problem_id"], "sample_index": index, "prompt": prompt,
+                "completion": cut(sample.text), "completion_tokens": sample.tokens,
+                "checkpoint": checkpoint,
             })
     return rows
 

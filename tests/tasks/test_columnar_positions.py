@@ -97,6 +97,29 @@ def test_row_ids_over_columns_equal_row_id_per_row():
     assert row_ids("train_row", []).to_list() == []
 
 
+@pytest.mark.parametrize("run_id", ["demo", 'run "quoted" \\ ü'])
+def test_rollout_rows_ids_are_row_id_per_rollout(run_id):
+    """The rollout stage hashes its rows' ids over columns: the id of each sample is
+    row_id("rollout", run_id, round, problem_id, sample_index, checkpoint)."""
+    from domains.arithmetic import ArithmeticDomain
+    from models.backends import Completion, SamplingParams
+    from tasks.rollout import rollout_rows
+
+    class Backend:
+        def generate(self, prompts, params, progress=None):
+            return [[Completion(text=f"{i}", tokens=1) for i in range(j % 3 + 1)]
+                    for j, _ in enumerate(prompts)]
+
+    problems = [{"problem_id": f"p{j}", "text": f"{j}+1"} for j in range(5)]
+    rows = rollout_rows(Backend(), ArithmeticDomain(), problems,
+                        params=SamplingParams(n=3, temperature=1.0, max_new_tokens=4, seed=0),
+                        checkpoint="ck", run_id=run_id, round_index=2)
+    assert [(r["problem_id"], r["sample_index"]) for r in rows] == [
+        (f"p{j}", i) for j in range(5) for i in range(j % 3 + 1)]
+    assert [r["rollout_id"] for r in rows] == [
+        row_id("rollout", run_id, 2, r["problem_id"], r["sample_index"], "ck") for r in rows]
+
+
 def test_row_ids_of_many_rows_are_hashed_in_slices_in_row_order():
     count = 3 * 65536 + 5  # one slice per polars thread, up to three
     ids = pl.Series([f"r{i}" for i in range(count)], dtype=pl.String)
