@@ -126,11 +126,12 @@ class ArithmeticDomain(Domain):
     def judge(self, completions: list[str], problems: list[ProblemRow]) -> list[Judgement]:
         """1 when the leading integer is the reference, else 0 (no integer is a wrong answer);
         None ("none") where there is no reference."""
+        answers = {text: self.extract(text) for text in dict.fromkeys(completions)}
         out = []
         for completion, problem in zip(completions, problems, strict=True):
             reference = problem["reference"]
             out.append(Judgement(None, "none") if reference is None
-                       else Judgement(1.0 if self.extract(completion) == reference else 0.0))
+                       else Judgement(1.0 if answers[completion] == reference else 0.0))
         return out
 
     def heldout(self, per_level: int) -> list[Problem]:

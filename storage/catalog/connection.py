@@ -198,6 +198,7 @@ class CatalogFile:
         self._given_root = Path(os.path.abspath(data_root))  # as named, links not followed
         self.path = self.data_root / "catalog.duckdb"
         self._format_checked = False  # set once a connection found the format readable
+        self._tables_ensured = False  # set once a writable connection ran SCHEMA and migrations
 
     def state(self) -> tuple[Any, ...]:
         """What tells whether the catalog changed since an earlier read: this process's count of
@@ -317,9 +318,10 @@ class CatalogFile:
                 if not self._format_checked:  # before any write: a refused catalog stays as it was
                     check_format(con, self.data_root)
                     self._format_checked = True
-                if not read_only:
+                if not read_only and not self._tables_ensured:  # once, as the format check
                     con.execute(SCHEMA)
                     migrate_paths(con)
+                    self._tables_ensured = True
                 yield con
         finally:
             con.close()
