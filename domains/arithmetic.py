@@ -26,6 +26,8 @@ from domains.checking import Judgement
 
 _EXPRESSION = re.compile(r"^(0|[1-9]\d{0,2})([+\-*](0|[1-9]\d{0,2})){1,2}$")
 _ANSWER = re.compile(r"^\s*(-?\d+)")
+# the three verdicts there are (Judgement is frozen: shared by every row that gets one)
+_RIGHT, _WRONG, _UNREFERENCED = Judgement(1.0), Judgement(0.0), Judgement(None, "none")
 _OPERATORS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
               ast.Mult: lambda a, b: a * b}
 
@@ -127,12 +129,9 @@ class ArithmeticDomain(Domain):
         """1 when the leading integer is the reference, else 0 (no integer is a wrong answer);
         None ("none") where there is no reference."""
         answers = {text: self.extract(text) for text in dict.fromkeys(completions)}
-        out = []
-        for completion, problem in zip(completions, problems, strict=True):
-            reference = problem["reference"]
-            out.append(Judgement(None, "none") if reference is None
-                       else Judgement(1.0 if answers[completion] == reference else 0.0))
-        return out
+        return [_UNREFERENCED if problem["reference"] is None
+                else _RIGHT if answers[completion] == problem["reference"] else _WRONG
+                for completion, problem in zip(completions, problems, strict=True)]
 
     def heldout(self, per_level: int) -> list[Problem]:
         rng = random.Random(f"{self.name}-heldout-v1")
