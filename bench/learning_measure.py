@@ -6,6 +6,7 @@ with what one constant answer scores per task beside it.
 
 from __future__ import annotations
 
+import itertools
 import random
 from pathlib import Path
 from typing import Any
@@ -123,13 +124,14 @@ def final_checkpoint_and_problems(data_root: Path, run_id: str) -> tuple[Path, s
 def wide_items(domain: Any, per_level: int, *, seen: set[str], gate: list[Any],
                attempts: int = 50) -> list[Any]:
     """Up to `per_level` distinct problems per level that are not in `seen`: the gate's held-out
-    items first (no run trains on them), then fresh generator draws (seeded; `attempts` draws per
+    items first (no run trains on them; a task mix's tasks taken in turn, so that a small
+    `per_level` still holds every task), then fresh generator draws (seeded; `attempts` draws per
     wanted item at most, since a small level such as one-digit sums runs out)."""
     rng = random.Random("learning-bench-wide-eval")
     items, taken = [], set(seen)
     for level in domain.levels:
         chosen: list[Any] = []
-        for p in (q for q in gate if q.level == level):
+        for p in in_turn([q for q in gate if q.level == level]):
             if p.text not in taken and len(chosen) < per_level:
                 chosen.append(p)
                 taken.add(p.text)
@@ -142,6 +144,16 @@ def wide_items(domain: Any, per_level: int, *, seen: set[str], gate: list[Any],
                 taken.add(p.text)
         items += chosen
     return items
+
+
+def in_turn(items: list[Any]) -> list[Any]:
+    """`items` with their tasks taken in turn (the first of each task, then the second, ...),
+    each task's in their order; items without a task count as one task."""
+    by_task: dict[Any, list[Any]] = {}
+    for p in items:
+        by_task.setdefault(getattr(p, "task", None), []).append(p)
+    return [p for group in itertools.zip_longest(*by_task.values()) for p in group
+            if p is not None]
 
 
 def constant_answer_accuracy(items: list[Any]) -> dict[str, float]:

@@ -65,7 +65,7 @@ from configs.settings import (
     benchmark_digest,
     stage_settings,
 )
-from domains.base import EXECUTION_REASONS, Domain, Problem, problem_row
+from domains.base import EXECUTION_REASONS, Domain, Problem, Rejected, problem_row
 from models.backends import SamplingParams, backend_for
 from storage.datasets import read_table
 from storage.fingerprint import row_id
@@ -155,8 +155,11 @@ def admit(
     seen = set(seen)
     checked = []
     domain.prepare([text for _, text in pairs])  # an executing domain runs the batch at once
+    parses: dict[str, Problem | Rejected] = {}  # parse is pure: a repeated sample is parsed once
     for index, (prompt, text) in enumerate(pairs):
-        parsed = domain.parse(text)
+        parsed = parses.get(text)
+        if parsed is None:
+            parsed = parses[text] = domain.parse(text)
         if not isinstance(parsed, Problem):
             reason = parsed.reason if parsed.reason in EXECUTION_REASONS else "invalid"
         elif parsed.text in heldout:

@@ -78,6 +78,18 @@ def test_wide_eval_items_are_unseen_distinct_and_start_with_the_gate_set():
                 if p.level == 1]  # a level with nothing left ends, however many were asked for
 
 
+def test_wide_eval_items_take_a_mixs_tasks_in_turn():
+    """A small wide set still holds every task of a mix: the gate's items are taken a task at
+    a time, in turn (they are stored task by task)."""
+    from types import SimpleNamespace
+
+    gate = [SimpleNamespace(text=f"{task}{i}", level=1, task=task)
+            for task in ("count_bits", "gcd", "spell_backward") for i in range(4)]
+    domain = SimpleNamespace(levels=(1,))
+    items = learning_measure.wide_items(domain, 4, seen={"gcd0"}, gate=gate)
+    assert [p.text for p in items] == ["count_bits0", "spell_backward0", "count_bits1", "gcd1"]
+
+
 def test_wide_summary_pairs_final_accuracy_by_seed():
     accuracy = {"learning-default-s0": 0.30, "learning-default-s1": 0.20,
                 "learning-uniform-s0": 0.25, "learning-uniform-s1": 0.22}
