@@ -1,14 +1,16 @@
 """Great Expectations' pure per-expectation work, done once instead of dozens of times.
 
 A gate's time is almost all GX's bookkeeping around each expectation, not the data: a suite of
-27 expectations on 200 rows costs about as much as on 40,000. Three pieces of it are
+27 expectations on 200 rows costs about as much as on 40,000. Four pieces of it are
 recomputed from the same inputs over and over within one validation:
 
 - an expectation's class name turned into its type (`camel_to_snake`, about 90 calls per
   expectation), pure: memoised for the process;
 - an expectation's `configuration`, a pydantic `dict()` of all its fields rebuilt on every read
-  (about 60 reads per expectation): built once per expectation object while `built_once()` is
-  active, around one validation, during which GX reads its expectations and never changes them;
+  (about 60 reads per expectation), and the expectation object a configuration describes
+  (`to_domain_obj`, a validated pydantic model built again for each of the expectation's
+  metrics): each built once per object while `built_once()` is active, around one validation,
+  during which GX reads its expectations and their configurations and never changes them;
 - a metric's id (`IDDict.to_id`: the md5 of the sorted JSON of its keyword arguments, two per
   metric, about 20 metrics per expectation), pure: memoised for the process by the arguments'
   literal values (str, int, float, bool, None, tuples of them); any other value is computed as
@@ -27,10 +29,10 @@ import functools
 from collections.abc import Iterator
 from typing import Any
 
-# The configurations built during the current `built_once()` scope: id(expectation) ->
-# (expectation, its configuration); the object is kept so that its id is not reused meanwhile.
-_BUILT: contextvars.ContextVar[dict[int, tuple[Any, Any]] | None] = contextvars.ContextVar(
-    "gx_configurations_built", default=None)
+# What the current `built_once()` scope built: (what, id(object)) -> (the object, the result);
+# the object is kept so that its id is not reused meanwhile.
+Built = dict[tuple[str, int], tuple[Any, Any]]
+_BUILT: contextvars.ContextVar[Built | None] = contextvars.ContextVar("gx_built", default=None)
 _LITERALS = (str, int, float, bool, type(None))
 MAX_IDS = 100_000  # distinct metric arguments remembered (a few dozen per suite in practice)
 
@@ -46,29 +48,38 @@ ORIGINALS: dict[str, Any] = {}
 
 @functools.cache
 def install() -> None:
-    """Memoise the three pieces in GX's classes (once per process)."""
+    """Memoise the four pieces in GX's classes (once per process)."""
     from great_expectations.core.id_dict import IDDict
     from great_expectations.expectations import expectation
+    from great_expectations.expectations.expectation_configuration import (
+        ExpectationConfiguration,
+    )
 
     ORIGINALS.update(camel_to_snake=expectation.camel_to_snake,
-                     configuration=expectation.Expectation.configuration, to_id=IDDict.to_id)
+                     configuration=expectation.Expectation.configuration,
+                     to_domain_obj=ExpectationConfiguration.to_domain_obj, to_id=IDDict.to_id)
     expectation.camel_to_snake = functools.cache(expectation.camel_to_snake)
-    expectation.Expectation.configuration = _configuration_built_once(
-        expectation.Expectation.configuration)
+    expectation.Expectation.configuration = property(
+        _built_once_per_object(expectation.Expectation.configuration.fget, "configuration"))
+    ExpectationConfiguration.to_domain_obj = _built_once_per_object(
+        ExpectationConfiguration.to_domain_obj, "to_domain_obj")
     IDDict.to_id = _id_by_value(IDDict.to_id)
 
 
-def _configuration_built_once(original: property) -> property:
-    def configuration(self: Any) -> Any:
+def _built_once_per_object(original: Any, name: str) -> Any:
+    """`original(self)`, remembered per object (and `name`) inside a `built_once()` scope."""
+    def once(self: Any) -> Any:
         built = _BUILT.get()
         if built is None:
-            return original.fget(self)
-        hit = built.get(id(self))
+            return original(self)
+        key = (name, id(self))
+        hit = built.get(key)
         if hit is None or hit[0] is not self:
-            hit = built[id(self)] = (self, original.fget(self))
+            hit = built[key] = (self, original(self))
         return hit[1]
 
-    return property(configuration, doc=original.__doc__)
+    once.__doc__ = original.__doc__
+    return once
 
 
 def _id_by_value(original: Any) -> Any:

@@ -24,11 +24,16 @@ def rounds():
 def _without_memos(monkeypatch):
     from great_expectations.core.id_dict import IDDict
     from great_expectations.expectations import expectation
+    from great_expectations.expectations.expectation_configuration import (
+        ExpectationConfiguration,
+    )
 
     _batch_definition()  # installs the memos, so that there is something to take out
     monkeypatch.setattr(expectation, "camel_to_snake", gx_memo.ORIGINALS["camel_to_snake"])
     monkeypatch.setattr(expectation.Expectation, "configuration",
                         gx_memo.ORIGINALS["configuration"])
+    monkeypatch.setattr(ExpectationConfiguration, "to_domain_obj",
+                        gx_memo.ORIGINALS["to_domain_obj"])
     monkeypatch.setattr(IDDict, "to_id", gx_memo.ORIGINALS["to_id"])
 
 
@@ -79,7 +84,7 @@ def test_metric_ids_keep_apart_values_json_keeps_apart():
     assert len({IDDict(c).to_id() for c in cases[:3]}) == 3
 
 
-def test_configurations_are_built_once_only_inside_the_scope():
+def test_configurations_and_expectations_are_built_once_only_inside_the_scope():
     import great_expectations as gx
 
     _batch_definition()
@@ -90,4 +95,7 @@ def test_configurations_are_built_once_only_inside_the_scope():
         assert expectation.configuration is first
         assert first.to_json_dict() == gx_memo.ORIGINALS["configuration"].fget(
             expectation).to_json_dict()
+        rebuilt = first.to_domain_obj()
+        assert first.to_domain_obj() is rebuilt and rebuilt == expectation
     assert expectation.configuration is not first
+    assert first.to_domain_obj() is not first.to_domain_obj()
