@@ -9,8 +9,9 @@ recomputed from the same inputs over and over within one validation:
 - an expectation's `configuration`, a pydantic `dict()` of all its fields rebuilt on every read
   (about 60 reads per expectation), and the expectation object a configuration describes
   (`to_domain_obj`, a validated pydantic model built again for each of the expectation's
-  metrics): each built once per object while `built_once()` is active, around one validation,
-  during which GX reads its expectations and their configurations and never changes them;
+  metrics): each built once per object while `built_once()` is active, around one validation.
+  There GX only reads them; the one configuration it changes (a copy given the batch id) it
+  changes before building anything from it;
 - a metric's id (`IDDict.to_id`: the md5 of the sorted JSON of its keyword arguments, two per
   metric, about 20 metrics per expectation), pure: memoised for the process by the arguments'
   literal values (str, int, float, bool, None, tuples of them); any other value is computed as
