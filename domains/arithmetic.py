@@ -128,10 +128,9 @@ class ArithmeticDomain(Domain):
     def judge(self, completions: list[str], problems: list[ProblemRow]) -> list[Judgement]:
         """1 when the leading integer is the reference, else 0 (no integer is a wrong answer);
         None ("none") where there is no reference."""
-        answers = {text: self.extract(text) for text in dict.fromkeys(completions)}
         return [_UNREFERENCED if problem["reference"] is None
-                else _RIGHT if answers[completion] == problem["reference"] else _WRONG
-                for completion, problem in zip(completions, problems, strict=True)]
+                else _RIGHT if answer == problem["reference"] else _WRONG
+                for answer, problem in zip(self.answers(completions), problems, strict=True)]
 
     def heldout(self, per_level: int) -> list[Problem]:
         rng = random.Random(f"{self.name}-heldout-v1")

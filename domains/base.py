@@ -203,6 +203,12 @@ class Domain(ABC):
         """The final answer in a solver completion, or None when there is none (majority votes
         count these)."""
 
+    def answers(self, completions: list[str]) -> list[str | None]:
+        """`extract` of each completion, each distinct text extracted once (`extract` is pure,
+        and k samples of an easy problem often repeat one text)."""
+        extracted = {text: self.extract(text) for text in dict.fromkeys(completions)}
+        return [extracted[text] for text in completions]
+
     def training_target(self, reference: str) -> str:
         """The solver completion a reference teaches (the warm-up, too-hard problems): the
         reference itself unless the domain's references are no answers (python_io)."""

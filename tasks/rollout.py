@@ -66,24 +66,20 @@ def rollout_rows(
     prompts = [domain.solver_prompt(p["text"]) for p in problems]
     outputs = backend.generate(prompts, params, progress=progress)
     cut = domain.cut  # [prompt] stop strings
-    problem_ids = [p["problem_id"] for p, samples in zip(problems, outputs, strict=True)
-                   for _ in samples]
-    indices = [index for samples in outputs for index in range(len(samples))]
+    rows = [{"run_id": run_id, "round": round_index, "problem_id": problem["problem_id"],
+             "sample_index": index, "prompt": prompt, "completion": cut(sample.text),
+             "completion_tokens": sample.tokens, "checkpoint": checkpoint}
+            for problem, prompt, samples in zip(problems, prompts, outputs, strict=True)
+            for index, sample in enumerate(samples)]
     # row_id("rollout", run_id, round, problem_id, sample_index, checkpoint), over columns
-    ids = iter(row_ids("rollout", [
-        pl.Series([run_id] * len(indices), dtype=pl.String),
-        pl.Series([round_index] * len(indices), dtype=pl.Int64),
-        pl.Series(problem_ids, dtype=pl.String), pl.Series(indices, dtype=pl.Int64),
-        pl.Series([checkpoint] * len(indices), dtype=pl.String)]).to_list())
-    rows = []
-    for problem, prompt, samples in zip(problems, prompts, outputs, strict=True):
-        for index, sample in enumerate(samples):
-            rows.append({
-                "rollout_id": next(ids), "run_id": run_id, "round": round_index,
-                "problem_id": problem["problem_id"], "sample_index": index, "prompt": prompt,
-                "completion": cut(sample.text), "completion_tokens": sample.tokens,
-                "checkpoint": checkpoint,
-            })
+    ids = row_ids("rollout", [
+        pl.Series([run_id] * len(rows), dtype=pl.String),
+        pl.Series([round_index] * len(rows), dtype=pl.Int64),
+        pl.Series([row["problem_id"] for row in rows], dtype=pl.String),
+        pl.Series([row["sample_index"] for row in rows], dtype=pl.Int64),
+        pl.Series([checkpoint] * len(rows), dtype=pl.String)])
+    for row, rollout_id in zip(rows, ids.to_list(), strict=True):
+        row["rollout_id"] = rollout_id
     return rows
 
 

@@ -119,8 +119,7 @@ def verdict_frame(domain: Domain, rollouts: Any, problems: Any,
         raise ValueError(msg)
     table = lazy_frame(rollouts, VERDICT_INPUTS).collect()
     completions = table["completion"].to_list()
-    extracted = {text: domain.extract(text) for text in dict.fromkeys(completions)}  # pure
-    answers = pl.Series("answer", [extracted[c] for c in completions], dtype=pl.String)
+    answers = pl.Series("answer", domain.answers(completions), dtype=pl.String)
     keyed = table.select("rollout_id", "run_id", "round", "problem_id").with_columns(answers)
     votes = majority_frame(keyed.lazy()).collect().select("problem_id", "label", "agreement")
     known = lazy_frame(problems, PROBLEM_INPUTS).collect().unique(

@@ -104,8 +104,8 @@ def _id_by_value(original: Any) -> Any:
 
 @contextlib.contextmanager
 def built_once() -> Iterator[None]:
-    """Within the block, each expectation object's `configuration` is built on its first read
-    and reused after (GX validating a suite reads it about 60 times)."""
+    """Within the block, each expectation's `configuration` and each configuration's
+    expectation object are built on their first use and reused after (one validation)."""
     token = _BUILT.set({})
     try:
         yield
