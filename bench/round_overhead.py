@@ -9,7 +9,9 @@ training), Prefect's task and flow runs, log forwarding, the round's artifact an
 What no span covers is the round flow's own steps between its task calls.
 
 With `--resume`, the same run is then resumed (every stage reused) by `flywheel resume` in a
-fresh process, and that process is recorded whole.
+fresh process, and that process is recorded whole: once with its own temporary server, as a
+plain `flywheel resume` runs, and once with PREFECT_API_URL naming a running server (the one
+this process's run used, warm from it, as a `make server` is).
 
     python bench/round_overhead.py [--config F] [--resume] [--out F]
     python bench/round_overhead.py --against ../before --repeats 3   # A B A B ... side by side
@@ -192,17 +194,21 @@ def measure(config_path: Path, resume: bool) -> dict[str, Any]:
     result: dict[str, Any] = {"config": str(config_path), "run_wall_s": round(run_wall, 2),
                               "round_1": split(recording, wall, collections)}
     if resume:
-        result["resume"] = resumed_elsewhere(data_root)
+        result["resume"] = resumed_elsewhere(data_root, USER_API_URL)
+        # the server this process's run used, warm from it: as `make server` after a few runs
+        result["resume_running_server"] = resumed_elsewhere(data_root,
+                                                            os.environ["PREFECT_API_URL"])
     return result
 
 
-def resumed_elsewhere(data_root: Path) -> dict[str, Any]:
+def resumed_elsewhere(data_root: Path, api_url: str | None) -> dict[str, Any]:
     """`flywheel resume bench` in a fresh process, as a user runs it, split by that process
-    (`--resumed`); what it spends before the command (interpreter, imports) is measured here."""
+    (`--resumed`); what it spends before the command (interpreter, imports) is measured here.
+    `api_url`: the running server it uses (PREFECT_API_URL); None: it starts its own."""
     out = Path(tempfile.mkstemp(suffix=".json")[1])
     env = {key: value for key, value in os.environ.items() if key != "PREFECT_API_URL"}
-    if USER_API_URL is not None:
-        env["PREFECT_API_URL"] = USER_API_URL
+    if api_url is not None:
+        env["PREFECT_API_URL"] = api_url
     start = time.perf_counter()
     subprocess.run([sys.executable, str(Path(__file__).resolve()), "--resumed", str(data_root),
                     "--out", str(out)], check=True, stdout=subprocess.DEVNULL, env=env)
@@ -226,18 +232,21 @@ def resume_here(data_root: Path) -> dict[str, Any]:
     from flows import cli, execution, prefect_server
     from tasks import spans
 
-    start_server = execution._start_server
+    start_server = execution.start_server
+    instrumented = []
 
     def started_then_instrumented(data_root: Any) -> Any:
-        # the wrappers import Prefect and flows.run, which the command imports right after it
-        # starts the server: installed here, they cost the command nothing it would not pay
+        # the wrappers import Prefect and flows.run, which the command imports while the server
+        # starts: installed at its first call, they cost the command nothing it would not pay
         server = start_server(data_root)
-        with spans.spent("imports (the server starting)"):
-            instrument(-1, {})  # no round recorded on its own: the whole command is
-            wrap(prefect_server.TemporaryServer, "wait_ready", "waiting for the server")
+        if not instrumented:
+            with spans.spent("imports (the server starting)"):
+                instrument(-1, {})  # no round recorded on its own: the whole command is
+                wrap(prefect_server.TemporaryServer, "wait_ready", "waiting for the server")
+            instrumented.append(True)
         return server
 
-    execution._start_server = started_then_instrumented
+    execution.start_server = started_then_instrumented
     wrap(cli, "_check_before_start", "checks before start")
     with spans.recording() as whole:
         start = time.perf_counter()
@@ -328,7 +337,9 @@ def main() -> None:
     args.out.write_text(json.dumps(result, indent=2))
     print(table("round 1", result["round_1"]))
     if "resume" in result:
-        print(table("resume (every stage reused)", result["resume"]))
+        print(table("resume (every stage reused), its own temporary server", result["resume"]))
+        print(table("resume (every stage reused), a running server",
+                    result["resume_running_server"]))
 
 
 if __name__ == "__main__":

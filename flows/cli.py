@@ -153,6 +153,20 @@ def _quit_on_signals() -> None:
         signal.signal(sig, quit_now)
 
 
+def _launch_server_early(data_root: Path) -> None:
+    """Launch the run's temporary Prefect server now when `data_root` already holds a catalog
+    (flows/execution.py `start_server`): its start overlaps the checks and the imports that
+    follow. Only there: nothing is created in a data root before the checks pass, and the
+    server's log goes to `<data-root>/logs/`. Elsewhere `execute` launches it, after them."""
+    from storage.paths import CATALOG_FILE
+
+    if (data_root / CATALOG_FILE).is_file():
+        _quiet_environment()  # the server inherits them
+        from flows.execution import start_server
+
+        start_server(data_root)
+
+
 def _check_before_start(data_root: Path, config: Any) -> Any:
     """What can be checked before anything is written, each failure one line (exit 2): the
     data root and its catalog, the model, the rollout backend, the task runner, the domain's
@@ -252,6 +266,7 @@ def run(
     _quit_on_signals()
     if run_id is not None:  # `--run-id ''` is an error, not a timestamped run
         check_run_id(run_id, "--run-id")
+    _launch_server_early(data_root)
     from configs import load_config
     from configs.presets import config_file
 
@@ -279,6 +294,7 @@ def resume(
     """Finish a run with its recorded config: done stages are skipped, the rest recomputed."""
     _quit_on_signals()
     check_run_id(run_id)
+    _launch_server_early(data_root)
     from configs import ConfigError, apply_overrides, load_config, validate_config
     from configs.presets import config_file
     from flows.config_cli import recorded_config

@@ -123,15 +123,28 @@ def stopped_line(exc: BaseException, run_id: str, log: Path | None) -> tuple[str
             "continues once the cause is fixed", exit_codes.STAGE_FAILED)
 
 
-def _start_server(data_root: Path) -> Any:
-    """Our own temporary Prefect server, unless PREFECT_API_URL names one (flows/prefect_server.py).
-    Returns it (not yet answering), or None."""
+_own_server: Any = None  # the TemporaryServer this process launched (start_server)
+
+
+def start_server(data_root: Path) -> Any:
+    """The run's own temporary Prefect server, unless PREFECT_API_URL names one
+    (flows/prefect_server.py): launched on the first call, returned (not yet answering, maybe)
+    on every later one in this process while it runs; None when PREFECT_API_URL names another.
+
+    The CLI calls it as early as it can (`flywheel run`/`resume` on an existing data root, before
+    their checks): the server's start, about 3 s of imports in its own process, then overlaps
+    the checks and this process's imports instead of following them. `execute` calls it again
+    for the server, and launches it there for a data root that the run creates."""
+    global _own_server
+    if _own_server is not None and _own_server.process is not None:
+        return _own_server
     if os.environ.get("PREFECT_API_URL"):
         return None
     from flows.prefect_server import TemporaryServer
 
     server = TemporaryServer(log_path=Path(data_root) / "logs" / "prefect-server.log")
     os.environ["PREFECT_API_URL"] = server.start()
+    _own_server = server
     return server
 
 
@@ -200,7 +213,7 @@ def execute(data_root: Path, run_id: str, config: Any, *, command: str, echo: Ec
                 write_run_config(data_root, run_id, config.model_dump_json())
                 pause_point("run:recorded")  # test hook: the config is recorded, no catalog yet
                 start_log(log, command)
-                server = _start_server(data_root)
+                server = start_server(data_root)
                 from flows.run import RunSpec, run_flywheel  # torch, Prefect: while it starts
 
                 freeze_imports()

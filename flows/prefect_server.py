@@ -163,6 +163,8 @@ class TemporaryServer:
         env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
                "PREFECT_API_LOG_RETRYABLE_ERRORS": "1"}
         env.pop("PREFECT_API_URL", None)
+        if self.log_path:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         try:
             self.process = subprocess.Popen(

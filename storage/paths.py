@@ -27,6 +27,7 @@ RUN_ID_PATTERN = rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{RUN_ID_MAX_LENGTH - 1}}}"
 RUN_ID_RULE = (f"use 1 to {RUN_ID_MAX_LENGTH} letters, digits, '.', '_' or '-', starting with "
                "a letter or digit")
 RUNS_FOLDER = "runs"
+CATALOG_FILE = "catalog.duckdb"  # <data-root>/catalog.duckdb (storage/catalog/connection.py)
 
 
 class InvalidRunId(ValueError):

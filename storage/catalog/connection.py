@@ -37,6 +37,7 @@ import duckdb
 from storage.catalog.errors import CatalogDamaged, CatalogLocked, DataRootUnusable
 from storage.catalog.schema import SCHEMA, check_format, in_run_folder, migrate_paths
 from storage.catalog.views import refresh_views
+from storage.paths import CATALOG_FILE
 
 T = TypeVar("T")
 
@@ -196,7 +197,7 @@ class CatalogFile:
     def __init__(self, data_root: Path | str):
         self.data_root = Path(data_root).resolve()
         self._given_root = Path(os.path.abspath(data_root))  # as named, links not followed
-        self.path = self.data_root / "catalog.duckdb"
+        self.path = self.data_root / CATALOG_FILE
         self._format_checked = False  # set once a connection found the format readable
         self._tables_ensured = False  # set once a writable connection ran SCHEMA and migrations
 

@@ -162,3 +162,38 @@ def test_a_resume_that_recomputes_nothing_is_never_told_to_retry(small_run_root,
     assert ": started (fingerprint" not in resumed.stderr
     server_log = (root / "logs" / "prefect-server.log").read_text()
     assert "Encountered retryable exception" not in server_log, server_log[-3000:]
+
+
+def _servers_of(owner: int) -> list[int]:
+    """Pids of live `python -m flows.prefect_server OWNER ...` processes."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            args = cmdline.read_bytes().split(b"\0")
+            if b"flows.prefect_server" in args and args[args.index(b"flows.prefect_server") + 1:
+                                                        ][:1] == [str(owner).encode()]:
+                found.append(int(cmdline.parent.name))
+    return found
+
+
+@pytest.mark.parametrize("args", [["resume", "nosuch"], ["resume", "nosuch", "--set", "x"],
+                                  ["run", "--set", "rounds=-1"]])
+def test_a_command_refused_after_its_early_server_started_leaves_no_server(tmp_path, args):
+    """On a data root that holds a catalog, `run`/`resume` launch their server before their
+    checks (flows/execution.py `start_server`); one refused by a check exits 2 with its line,
+    and its server is gone with it: no process, no record."""
+    from storage.catalog.connection import CatalogFile
+
+    root = tmp_path / "data"
+    root.mkdir()
+    with CatalogFile(root).connect():  # an empty catalog: a data root Flywheel wrote
+        pass
+    env = child_env(tmp_path, None)
+    proc = subprocess.Popen([sys.executable, "-m", "flows.cli", *args, "--data-root", str(root)],
+                            env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 2, stderr
+    assert "error:" in stderr and "Traceback" not in stderr
+    assert (root / "logs" / "prefect-server.log").exists()  # it was launched, early
+    assert not _servers_of(proc.pid)
+    assert not list((tmp_path / "prefect-home-own" / "flywheel-servers").glob("*.json"))
