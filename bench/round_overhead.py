@@ -67,11 +67,14 @@ def wrap(owner: Any, name: str, part: str, *, per_task: bool = False) -> None:
     setattr(owner, name, spanned)
 
 
-def full_collections() -> list[float]:
-    """The seconds of every full (generation 2) collection of Python's cyclic collector from
-    now on, appended as each ends: they pause whatever runs, so they hide inside the other
-    parts (and inside the model's), and are reported beside them, not added."""
-    seconds: list[float] = []
+def full_collections() -> list[tuple[float, str]]:
+    """Every full (generation 2) collection of Python's cyclic collector from now on, appended
+    as each ends: its seconds and the span it paused ("stage/part", "-" outside every span).
+    They hide inside the other parts (and inside the model's), so they are reported beside
+    them, not added."""
+    from tasks.spans import current
+
+    seen: list[tuple[float, str]] = []
     began: list[float] = []
 
     def timed(phase: str, info: dict[str, int]) -> None:
@@ -80,10 +83,11 @@ def full_collections() -> list[float]:
         if phase == "start":
             began.append(time.perf_counter())
         elif began:
-            seconds.append(time.perf_counter() - began.pop())
+            where = current()
+            seen.append((time.perf_counter() - began.pop(), "/".join(where) if where else "-"))
 
     gc.callbacks.append(timed)
-    return seconds
+    return seen
 
 
 def instrument(record_round: int, recordings: dict[int, Any]) -> None:
@@ -126,7 +130,8 @@ def instrument(record_round: int, recordings: dict[int, Any]) -> None:
     run_module.observed_round = recorded_round
 
 
-def split(recording: Any, wall: float, collections: list[float] | None = None) -> dict[str, Any]:
+def split(recording: Any, wall: float,
+          collections: list[tuple[float, str]] | None = None) -> dict[str, Any]:
     """The recorded seconds as model / between stages / inside stages, and their shares; with
     `collections` (None: not counted, as in a resumed process), the full collections' count and
     seconds beside them."""
@@ -145,7 +150,9 @@ def split(recording: Any, wall: float, collections: list[float] | None = None) -
                   "share": round((wall - covered) / wall, 4)})
     other = wall - model
     counted = {} if collections is None else {
-        "full_collections": len(collections), "full_collections_s": round(sum(collections), 2)}
+        "full_collections": len(collections),
+        "full_collections_s": round(sum(seconds for seconds, _ in collections), 2),
+        "full_collections_in": [f"{where} {seconds:.2f} s" for seconds, where in collections]}
     return {"wall_s": round(wall, 2), "model_compute_s": round(model, 2),
             "sampling_s": round(sum(s for (_, p), s in seconds.items() if p == "sampling"), 2),
             "training_s": round(sum(s for (_, p), s in seconds.items() if p == "training"), 2),
@@ -165,7 +172,8 @@ def table(title: str, result: dict[str, Any]) -> str:
                          f"{100 * p['share']:6.2f}% {p['calls']:6d}")
     if "full_collections" in result:
         lines.append(f"  inside the parts above: {result['full_collections']} full collections of "
-                     f"Python's cyclic collector, {result['full_collections_s']:.2f} s")
+                     f"Python's cyclic collector, {result['full_collections_s']:.2f} s: "
+                     + ", ".join(result["full_collections_in"]))
     return "\n".join(lines)
 
 

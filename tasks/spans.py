@@ -110,3 +110,9 @@ def spent(part: str) -> Iterator[None]:
         spans.add(mine.key, elapsed - mine.inner)
         if outer is not None and outer.thread == mine.thread:
             outer.inner += elapsed
+
+
+def current() -> tuple[str, str] | None:
+    """The (stage, part) of the innermost span open in this context; None outside every span."""
+    mine = _open.get()
+    return None if mine is None else mine.key
