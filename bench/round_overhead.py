@@ -11,7 +11,8 @@ What no span covers is the round flow's own steps between its task calls.
 With `--resume`, the same run is then resumed (every stage reused) by `flywheel resume` in a
 fresh process, and that process is recorded whole: once with its own temporary server, as a
 plain `flywheel resume` runs, and once with PREFECT_API_URL naming a running server (the one
-this process's run used, warm from it, as a `make server` is).
+this process's run used, warm from it; the flow runs then send heartbeats, as to any server a
+user names).
 
     python bench/round_overhead.py [--config F] [--resume] [--out F]
     python bench/round_overhead.py --against ../before --repeats 3   # A B A B ... side by side
@@ -203,7 +204,7 @@ def measure(config_path: Path, resume: bool) -> dict[str, Any]:
                               "round_1": split(recording, wall, collections)}
     if resume:
         result["resume"] = resumed_elsewhere(data_root, USER_API_URL)
-        # the server this process's run used, warm from it: as `make server` after a few runs
+        # the server this process's run used, warm from it
         result["resume_running_server"] = resumed_elsewhere(data_root,
                                                             os.environ["PREFECT_API_URL"])
     return result
