@@ -157,14 +157,19 @@ def _launch_server_early(data_root: Path) -> None:
     """Launch the run's temporary Prefect server now when `data_root` already holds a catalog
     (flows/execution.py `start_server`): its start overlaps the checks and the imports that
     follow. Only there: nothing is created in a data root before the checks pass, and the
-    server's log goes to `<data-root>/logs/`. Elsewhere `execute` launches it, after them."""
+    server's log goes to `<data-root>/logs/`. Elsewhere `execute` launches it, after them; so
+    it does when this launch fails (a data root or Prefect home it cannot write: the checks
+    that follow name the cause)."""
+    import contextlib
+
     from storage.paths import CATALOG_FILE
 
     if (data_root / CATALOG_FILE).is_file():
         _quiet_environment()  # the server inherits them
         from flows.execution import start_server
 
-        start_server(data_root)
+        with contextlib.suppress(OSError):
+            start_server(data_root)
 
 
 def _check_before_start(data_root: Path, config: Any) -> Any:

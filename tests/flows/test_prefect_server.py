@@ -197,3 +197,21 @@ def test_a_command_refused_after_its_early_server_started_leaves_no_server(tmp_p
     assert (root / "logs" / "prefect-server.log").exists()  # it was launched, early
     assert not _servers_of(proc.pid)
     assert not list((tmp_path / "prefect-home-own" / "flywheel-servers").glob("*.json"))
+
+
+def test_an_early_server_that_cannot_start_leaves_the_checks_to_say_why(tmp_path):
+    """`logs` is a file in the data root: the early launch cannot open the server's log, and the
+    command goes on to its own checks (here: no such run, one line, exit 2), no traceback."""
+    from storage.catalog.connection import CatalogFile
+
+    root = tmp_path / "data"
+    root.mkdir()
+    with CatalogFile(root).connect():
+        pass
+    (root / "logs").write_text("not a folder")
+    result = subprocess.run([sys.executable, "-m", "flows.cli", "resume", "nosuch",
+                             "--data-root", str(root)], env=child_env(tmp_path, None),
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 2, result.stderr
+    assert "unknown run id 'nosuch'" in result.stderr and "Traceback" not in result.stderr
+    assert (root / "logs").read_text() == "not a folder"
