@@ -20,6 +20,14 @@ self-improvement rounds, in-process one after another (default: the first three)
                    of that pair's problems in earlier rounds (SEC)
     fixed_schedule synthesize.source = "generator", synthesize.level_scheduler = "fixed": round r
                    draws level min_level + r - 1 only (capped at max_level), tasks uniform
+    proposer       for a config whose default is the generator (a reasoning_gym mix): the
+                   model writes the problems (synthesize.source = "proposer") and, since its
+                   problems have no reference, their labels are the majority of the k samples
+                   (verify.labels = "majority"), so the solver trains on answers that agree with
+                   it (curate.solver_targets = "verified": there is no reference to rationalize);
+                   it trains proposer rows (curate.proposer_rows).
+                   Its warm-up must teach the proposer role too: the plan sets
+                   curate.warmup_proposer_rows = true for every arm, so warm-ups stay identical
 
 The generator arms set curate.proposer_rows = false (they have no proposer, so every trained token
 of rounds >= 1 goes to the solver: the stronger baseline); curate.warmup_proposer_rows stays
@@ -113,6 +121,8 @@ ARMS: dict[str, dict[str, Any]] = {
                "synthesize.bandit.arms": "task_level", "curate.proposer_rows": False},
     "fixed_schedule": {"synthesize.source": "generator", "synthesize.level_scheduler": "fixed",
                        "curate.proposer_rows": False},
+    "proposer": {"synthesize.source": "proposer", "verify.labels": "majority",
+                 "curate.solver_targets": "verified", "curate.proposer_rows": True},
 }
 DEFAULT_ARMS = ["default", "uniform", "no_self_play"]
 MAX_EPOCHS = 1000.0  # train.epochs' upper bound: with it, train.max_steps always binds

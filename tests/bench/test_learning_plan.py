@@ -65,6 +65,28 @@ def test_the_committed_plan_loads_and_every_arm_of_it_is_a_valid_config():
         equal_steps=True)).synthesize.level_scheduler == "fixed"
 
 
+def test_the_proposer_arm_writes_majority_labelled_problems_after_the_same_warmup():
+    """On a reasoning-gym mix the proposer arm's problems have no reference (majority labels);
+    with curate.warmup_proposer_rows on for every arm, its warm-up draws, samples and trains
+    as the generator arms' do (its verify and curate carry the arm's labels and targets; the
+    warm-up's solver rows are the seed references either way)."""
+    plan = load_plan(PLAN, ARMS)
+    overrides = {**plan.overrides, "curate.warmup_proposer_rows": True}
+    configs = {arm: load_config(plan.config, learning.arm_overrides(
+        arm, overrides, seed=4, rounds=plan.rounds, equal_steps=True))
+        for arm in ("proposer", "uniform", "bandit")}
+    proposer = configs["proposer"]
+    assert proposer.synthesize.source == "proposer" and proposer.verify.labels == "majority"
+    assert proposer.curate.proposer_rows and proposer.curate.warmup_proposer_rows
+    warmups = {tuple(stage_settings(config, stage, 0, dtype="float32").model_dump_json()
+                     for stage in ("synthesize", "rollout", "train"))
+               for config in configs.values()}
+    assert len(warmups) == 1
+    rounds = {arm: stage_settings(config, "verify", 1, dtype="float32").model_dump_json()
+              for arm, config in configs.items()}
+    assert rounds["proposer"] != rounds["uniform"]  # majority labels from round 1 on
+
+
 def test_the_bandit_arm_needs_a_task_mix():
     with pytest.raises(ConfigError, match="domain.name is 'arithmetic'"):
         load_config(None, learning.arm_overrides("bandit", {}, seed=0, rounds=2,
