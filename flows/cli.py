@@ -38,7 +38,7 @@ import os
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -160,15 +160,13 @@ def _launch_server_early(data_root: Path) -> None:
     server's log goes to `<data-root>/logs/`. Elsewhere `execute` launches it, after them; so
     it does when this launch fails (a data root or Prefect home it cannot write: the checks
     that follow name the cause)."""
-    import contextlib
-
     from storage.paths import CATALOG_FILE
 
     if (data_root / CATALOG_FILE).is_file():
         _quiet_environment()  # the server inherits them
         from flows.execution import start_server
 
-        with contextlib.suppress(OSError):
+        with suppress(OSError):
             start_server(data_root)
 
 

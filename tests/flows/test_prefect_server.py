@@ -170,9 +170,10 @@ def _servers_of(owner: int) -> list[int]:
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         with contextlib.suppress(OSError):
             args = cmdline.read_bytes().split(b"\0")
-            if b"flows.prefect_server" in args and args[args.index(b"flows.prefect_server") + 1:
-                                                        ][:1] == [str(owner).encode()]:
-                found.append(int(cmdline.parent.name))
+            if b"flows.prefect_server" in args:
+                at = args.index(b"flows.prefect_server")
+                if args[at + 1:at + 2] == [str(owner).encode()]:
+                    found.append(int(cmdline.parent.name))
     return found
 
 
