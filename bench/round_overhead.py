@@ -8,11 +8,13 @@ writes, checkpoint hashing, gates, catalog rows) and, wrapped here, the model (s
 training), Prefect's task and flow runs, log forwarding, the round's artifact and the tracker.
 What no span covers is the round flow's own steps between its task calls.
 
-With `--resume`, the same run is then resumed (every stage reused) by `flywheel resume` in a
-fresh process, and that process is recorded whole: once with its own temporary server, as a
-plain `flywheel resume` runs, and once with PREFECT_API_URL naming a running server (the one
-this process's run used, warm from it; the flow runs then send heartbeats, as to any server a
-user names).
+With `--resume`, the same run is then resumed by `flywheel resume` in a fresh process, and
+that process is recorded whole, three times: the completed run (nothing to recompute: the
+command finds every stage done without a flow run, flows/run.py `resume_without_work`); then
+the run marked stopped after its last stage, so that its flows run and every task run reuses its
+stage, on its own temporary server as a plain `flywheel resume` starts, and once more with
+PREFECT_API_URL naming a running server (the one this process's run used, warm from it; the flow
+runs then send heartbeats, as to any server a user names).
 
     python bench/round_overhead.py [--config F] [--resume] [--out F]
     python bench/round_overhead.py --against ../before --repeats 3   # A B A B ... side by side
@@ -203,10 +205,16 @@ def measure(config_path: Path, resume: bool) -> dict[str, Any]:
     result: dict[str, Any] = {"config": str(config_path), "run_wall_s": round(run_wall, 2),
                               "round_1": split(recording, wall, collections)}
     if resume:
+        from storage.catalog import Catalog
+
         result["resume"] = resumed_elsewhere(data_root, USER_API_URL)
+        # a run stopped after its last stage: the flows run, every task run reusing its stage
+        Catalog(data_root).set_run_status("bench", "interrupted")
+        result["resume_flows"] = resumed_elsewhere(data_root, USER_API_URL)
+        Catalog(data_root).set_run_status("bench", "interrupted")
         # the server this process's run used, warm from it
-        result["resume_running_server"] = resumed_elsewhere(data_root,
-                                                            os.environ["PREFECT_API_URL"])
+        result["resume_flows_running_server"] = resumed_elsewhere(
+            data_root, os.environ["PREFECT_API_URL"])
     return result
 
 
@@ -346,9 +354,11 @@ def main() -> None:
     args.out.write_text(json.dumps(result, indent=2))
     print(table("round 1", result["round_1"]))
     if "resume" in result:
-        print(table("resume (every stage reused), its own temporary server", result["resume"]))
-        print(table("resume (every stage reused), a running server",
-                    result["resume_running_server"]))
+        print(table("resume of the completed run (nothing to recompute: no flow runs)",
+                    result["resume"]))
+        print(table("resume of the run stopped after its last stage (flows run, every stage "
+                    "reused), its own temporary server", result["resume_flows"]))
+        print(table("the same, a running server", result["resume_flows_running_server"]))
 
 
 if __name__ == "__main__":

@@ -214,16 +214,23 @@ def execute(data_root: Path, run_id: str, config: Any, *, command: str, echo: Ec
                 pause_point("run:recorded")  # test hook: the config is recorded, no catalog yet
                 start_log(log, command)
                 server = start_server(data_root)
-                from flows.run import RunSpec, run_flywheel  # torch, Prefect: while it starts
+                from flows.run import (  # torch, Prefect: while it starts
+                    RunSpec,
+                    resume_without_work,
+                    run_flywheel,
+                )
 
                 freeze_imports()
-                if server is not None:
-                    server.wait_ready()
                 attach_log_file(log)
                 quiet_gate_tracebacks()
+                spec = RunSpec(data_root=str(Path(data_root).resolve()), run_id=run_id,
+                               config=config)
+                if resume_without_work(spec):  # the server is never waited for
+                    return exit_codes.OK
+                if server is not None:
+                    server.wait_ready()
                 with no_heartbeats_to(server):
-                    run_flywheel(RunSpec(data_root=str(Path(data_root).resolve()),
-                                         run_id=run_id, config=config))
+                    run_flywheel(spec)
         except RunLocked as exc:
             echo(f"error: {exc}")
             return exit_codes.LOCKED

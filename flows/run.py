@@ -44,7 +44,7 @@ from tasks.incumbent import NO_WARMUP, base_model, proposer_base
 from tasks.promote import NO_TRAINING_ROWS, promote
 from tasks.rationalize import rationalize
 from tasks.rollout import rollout
-from tasks.stage import StageOutput
+from tasks.stage import StageNotDone, StageOutput, reuse_only, reusing_only
 from tasks.synthesize import synthesize
 from tasks.tracking import observed_round
 from tasks.train import PROPOSER_STAGE, train, train_proposer, trained_roles
@@ -101,7 +101,7 @@ def named(stage_task: Any, stage: str, round_index: int) -> Any:
         with untagged_task_runs():
             return task(quote(ctx), *args, **kwargs)
 
-    return call
+    return stage_task.fn if reusing_only() else call  # resume_without_work: no task run
 
 
 class FlywheelRecordsToPrefect(APILogHandler):
@@ -152,6 +152,8 @@ def publish_round_artifact(spec: RunSpec, round_index: int,
     last catalog row and this call, over an artifact of an earlier attempt of that round)."""
     import re
 
+    if reusing_only():  # resume_without_work: the completed run published every round's
+        return
     from prefect.artifacts import Artifact, create_markdown_artifact
 
     from storage.audit.markdown import round_markdown
@@ -227,34 +229,14 @@ def run_flywheel(spec: RunSpec) -> Checkpoint:
 
 
 def run_rounds(spec: RunSpec) -> Checkpoint:
-    """The flywheel flow's body: the base model and its baseline, then every round in turn."""
+    """The flywheel flow's body: the run's status around `every_round`."""
     ctx = spec.context()
     check_task_runner(spec.config.scale)  # e.g. Ray without a Prefect server: before anything runs
     ctx.catalog.ensure_run(spec.run_id, spec.config.model_dump_json())
     try:
         with scale_session(spec.config.scale) as runner:  # [scale]: rounds' shards on Ray workers
-            one_round = (round_flow if runner is None
-                         else round_flow.with_options(task_runner=runner))
-            incumbent = named(base_model, "base-model", 0)(ctx)
-            proposer = (named(proposer_base, "proposer-base", 0)(ctx, incumbent)
-                        if spec.config.proposer.separate else None)
-            incumbent_eval = named(evaluate, "baseline", 0)(ctx, 0, incumbent, stage="baseline")
-            problems: list[StageOutput] = []
-            curated: list[StageOutput] = []
-            first = spec.config.warmup.first_round  # 1 under [warmup] mode = "none"
-            if first:  # round 0 only decides: the base model stays the incumbent
-                with observed_round(spec.data_root, spec.run_id, 0, spec.config.train.report_to):
-                    named(promote, "promote", 0)(ctx, 0, incumbent, incumbent_eval,
-                                                 without_candidate=NO_WARMUP)
-            for round_index in range(first, spec.config.rounds + 1):
-                with observed_round(spec.data_root, spec.run_id, round_index,  # progress, tracker
-                                    spec.config.train.report_to):
-                    outcome = one_round(spec, round_index, incumbent, incumbent_eval, problems,
-                                        curated, proposer)
-                incumbent, incumbent_eval = outcome.incumbent, outcome.incumbent_eval
-                proposer = outcome.proposer
-                problems.append(outcome.problems)
-                curated.append(outcome.curated)
+            incumbent = every_round(spec, round_flow if runner is None
+                                    else round_flow.with_options(task_runner=runner))
     except BaseException as exc:
         try:  # interrupted (SIGINT), terminated (SIGTERM, which Prefect raises as its own)
             ctx.catalog.set_run_status(spec.run_id, stop_status(exc))
@@ -263,3 +245,86 @@ def run_rounds(spec: RunSpec) -> Checkpoint:
         raise
     ctx.catalog.set_run_status(spec.run_id, "completed")
     return incumbent
+
+
+def every_round(spec: RunSpec, one_round: Any) -> Checkpoint:
+    """The base model and its baseline, then every round in turn (`one_round`: the round flow);
+    returns the last round's incumbent."""
+    ctx = spec.context()
+    incumbent = named(base_model, "base-model", 0)(ctx)
+    proposer = (named(proposer_base, "proposer-base", 0)(ctx, incumbent)
+                if spec.config.proposer.separate else None)
+    incumbent_eval = named(evaluate, "baseline", 0)(ctx, 0, incumbent, stage="baseline")
+    problems: list[StageOutput] = []
+    curated: list[StageOutput] = []
+    first = spec.config.warmup.first_round  # 1 under [warmup] mode = "none"
+    if first:  # round 0 only decides: the base model stays the incumbent
+        with observed_round(spec.data_root, spec.run_id, 0, spec.config.train.report_to):
+            named(promote, "promote", 0)(ctx, 0, incumbent, incumbent_eval,
+                                         without_candidate=NO_WARMUP)
+    for round_index in range(first, spec.config.rounds + 1):
+        with observed_round(spec.data_root, spec.run_id, round_index,  # progress, tracker
+                            spec.config.train.report_to):
+            outcome = one_round(spec, round_index, incumbent, incumbent_eval, problems,
+                                curated, proposer)
+        incumbent, incumbent_eval = outcome.incumbent, outcome.incumbent_eval
+        proposer = outcome.proposer
+        problems.append(outcome.problems)
+        curated.append(outcome.curated)
+    return incumbent
+
+
+class _Held(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@contextmanager
+def held_back(logger: logging.Logger) -> Iterator[list[logging.LogRecord]]:
+    """The records `logger` (and its children) gets inside, kept from every handler and
+    listed instead; `logger.handle` each one to let it through."""
+    held, handlers, propagate = _Held(), logger.handlers, logger.propagate
+    logger.handlers, logger.propagate = [held], False
+    try:
+        yield held.records
+    finally:
+        logger.handlers, logger.propagate = handlers, propagate
+
+
+def resume_without_work(spec: RunSpec) -> bool:
+    """Resume a completed run without Prefect when none of its stages would compute.
+
+    `every_round` runs under `reuse_only` (tasks/stage.py) with each task's and the round flow's
+    own function, so every stage's done check is the one a flow run makes: the same
+    fingerprints, integrity checks and lines. When every stage is found done, the lines are let
+    through, the run's row records this config (`ensure_run`, as a run does) and stays
+    `completed`, and there is no flow run to start: `flywheel resume` of a finished run needs no
+    Prefect server (docs/operations.md). The first stage that would compute, or whose output is
+    damaged or gate-failed, ends the check: its lines are dropped, the catalog is as it was, and
+    the caller runs the flows. A run that is not `completed` (interrupted, failed, or stopped
+    between its last stage and its status) always runs them, so a round artifact its flow never
+    published is published.
+
+    Returns
+    -------
+    Whether the resume is finished.
+    """
+    ctx = spec.context()
+    if ctx.catalog.run_status(spec.run_id) != "completed":
+        return False
+    logger = logging.getLogger("flywheel")
+    with held_back(logger) as lines:
+        try:
+            with reuse_only():
+                every_round(spec, round_flow.fn)
+        except StageNotDone:
+            return False
+    for line in lines:
+        logger.handle(line)
+    ctx.catalog.ensure_run(spec.run_id, spec.config.model_dump_json())
+    ctx.catalog.set_run_status(spec.run_id, "completed")
+    return True

@@ -26,7 +26,9 @@ import logging
 import shutil
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,6 +125,35 @@ def settings_fingerprint(stage: str, version: int, settings: BaseModel, seed: in
     return stage_fingerprint(stage, version, dumped, seed, inputs)
 
 
+class StageNotDone(Exception):  # noqa: N818 - a finding, not an error
+    """Raised by `run_stage` inside `reuse_only()` instead of computing the stage."""
+
+    def __init__(self, stage: str, round_index: int) -> None:
+        super().__init__(f"round {round_index} {stage} is not done")
+        self.stage, self.round = stage, round_index
+
+
+_reuse_only: ContextVar[bool] = ContextVar("flywheel_reuse_only", default=False)
+
+
+@contextmanager
+def reuse_only() -> Iterator[None]:
+    """Inside, a stage found done and intact is reused as always; one that would compute, or
+    whose recorded output is damaged or failed its gate, raises StageNotDone instead, having
+    written nothing (flows/run.py `resume_without_work`: a resume with nothing to recompute).
+    The run that follows discards or re-gates such an output, as ever."""
+    token = _reuse_only.set(True)
+    try:
+        yield
+    finally:
+        _reuse_only.reset(token)
+
+
+def reusing_only() -> bool:
+    """Whether this runs inside `reuse_only()`."""
+    return _reuse_only.get()
+
+
 def run_stage(
     ctx: RunContext,
     *,
@@ -178,6 +209,8 @@ def run_stage_parts(ctx: RunContext, *, stage: str, version: int, round_index: i
                                fingerprint=fingerprint)
     if stored is not None:
         return stored
+    if reusing_only():
+        raise StageNotDone(stage, round_index)
     started = time.time()
     log_stage(round_index, stage, f"started (fingerprint {fingerprint[:12]})")
     try:
@@ -273,6 +306,8 @@ def stored_output(ctx: RunContext, *, stage: str, round_index: int, fingerprint:
     recorded = ctx.catalog.recorded_stage(ctx.run_id, fingerprint)
     if recorded is None:
         return None
+    if recorded.status == "gate_failed" and reusing_only():
+        raise StageNotDone(stage, round_index)
     if recorded.status == "gate_failed":
         regated = regate_stored(ctx, stage=stage, round_index=round_index,
                                 fingerprint=fingerprint, recorded=recorded.datasets)
@@ -284,6 +319,8 @@ def stored_output(ctx: RunContext, *, stage: str, round_index: int, fingerprint:
     with spent("integrity check"):
         damage = (check_recorded(recorded.datasets)
                   or lost_rows(ctx, round_index, recorded.outputs, recorded.datasets))
+    if damage is not None and reusing_only():
+        raise StageNotDone(stage, round_index)
     if damage is not None:
         notice(str(Discarded(*damage)))
         discard_dependents(ctx.catalog, ctx.run_id, fingerprint)

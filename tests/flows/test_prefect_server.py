@@ -149,11 +149,16 @@ def test_the_servers_transactions_take_the_write_lock_when_they_begin(monkeypatc
 
 @pytest.mark.slow
 def test_a_resume_that_recomputes_nothing_is_never_told_to_retry(small_run_root, tmp_path):
-    """`flywheel resume` of a finished run on its own server: every stage is reused, a burst of
-    quick task runs, and the server answers no request with 503 (which its log would show, and
-    which cost the resume ~2 s of Prefect's client backing off)."""
+    """`flywheel resume` on its own server of a run stopped after its last stage (so the flows
+    run: flows/run.py `resume_without_work` finishes a `completed` one without them): every
+    stage is reused, a burst of quick task runs, and the server answers no request with 503
+    (which its log would show, and which cost the resume ~2 s of Prefect's client backing
+    off)."""
+    from storage.catalog import Catalog
+
     root = tmp_path / "data"
     shutil.copytree(small_run_root, root, symlinks=True)
+    Catalog(root).set_run_status("small", "interrupted")
     resumed = subprocess.run(
         [sys.executable, "-m", "flows.cli", "resume", "small", "--data-root", str(root)],
         env=child_env(tmp_path, None), capture_output=True, text=True, timeout=300, check=False)
@@ -162,6 +167,7 @@ def test_a_resume_that_recomputes_nothing_is_never_told_to_retry(small_run_root,
     assert ": started (fingerprint" not in resumed.stderr
     server_log = (root / "logs" / "prefect-server.log").read_text()
     assert "Encountered retryable exception" not in server_log, server_log[-3000:]
+    assert Catalog(root).run_status("small") == "completed"
 
 
 def _servers_of(owner: int) -> list[int]:
