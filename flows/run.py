@@ -9,7 +9,8 @@ the `rounds` table sees a decided round 0, and round 1 starts from the model as 
 proposer, the solver's train stage trains the solver rows only, and `train-proposer` trains the
 proposer rows into the next round's proposer (`proposer-base` is round 0's). Every
 stage is skipped when its fingerprint is already done in the catalog, so running the same flow
-again resumes it.
+again resumes it; a completed run with nothing to recompute is resumed without a flow run
+(`resume_without_work`: the same round bodies, each stage only checked).
 
 What the Prefect UI shows of a run `demo` (`run_flywheel`):
 
@@ -325,6 +326,5 @@ def resume_without_work(spec: RunSpec) -> bool:
             return False
     for line in lines:
         logger.handle(line)
-    ctx.catalog.ensure_run(spec.run_id, spec.config.model_dump_json())
-    ctx.catalog.set_run_status(spec.run_id, "completed")
+    ctx.catalog.ensure_run(spec.run_id, spec.config.model_dump_json(), status="completed")
     return True

@@ -12,11 +12,11 @@ from storage.fingerprint import stable_hash
 class RunRecords(CatalogFile):
     """What the catalog records of runs: config, status, and each round's promotion decision."""
 
-    def ensure_run(self, run_id: str, config_json: str) -> None:
-        """Record `run_id` as running with this config, adding its row on the first call.
+    def ensure_run(self, run_id: str, config_json: str, status: str = "running") -> None:
+        """Record `run_id` with this config and status, adding its row on the first call.
 
-        An existing row gets the new config, its hash and the current time; `created_at` is
-        kept.
+        An existing row gets the new config, its hash, the status and the current time;
+        `created_at` is kept.
 
         Parameters
         ----------
@@ -24,6 +24,9 @@ class RunRecords(CatalogFile):
             The run.
         config_json
             The run's config as JSON; its `stable_hash` is stored next to it.
+        status
+            "running" (a run starting), or "completed" (a resume that found every stage done,
+            flows/run.py `resume_without_work`).
         """
         now = time.time()
         with self.connect() as con:
@@ -31,13 +34,13 @@ class RunRecords(CatalogFile):
             if row:
                 con.execute(
                     "UPDATE runs SET config_json = ?, config_hash = ?, updated_at = ?,"
-                    " status = 'running' WHERE run_id = ?",
-                    [config_json, stable_hash(config_json), now, run_id],
+                    " status = ? WHERE run_id = ?",
+                    [config_json, stable_hash(config_json), now, status, run_id],
                 )
             else:
                 con.execute(
-                    "INSERT INTO runs VALUES (?, ?, ?, ?, ?, 'running')",
-                    [run_id, config_json, stable_hash(config_json), now, now],
+                    "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?)",
+                    [run_id, config_json, stable_hash(config_json), now, now, status],
                 )
 
     def set_run_status(self, run_id: str, status: str) -> None:
