@@ -77,8 +77,11 @@ def synthetic_rows(kind: str, n: int, round_index: int = 1, seed: int = 0) -> li
                              "prompt": f"<solve>{i // samples}+7=", "completion": answer,
                              "completion_tokens": len(answer) + 1, "checkpoint": "c" * 16})
             else:
+                reward = float(rng.random() < 0.5)
                 rows.append({**base, "rollout_id": rid, "problem_id": pid, "answer": answer,
-                             "reward": float(rng.random() < 0.5), "method": "reference"})
+                             "reward": reward, "method": "reference",
+                             "label": answer if reward else str(int(answer) + 1),
+                             "agreement": 0.5})
     elif kind == "curriculum":
         for i in range(n):
             judged = samples
@@ -97,7 +100,7 @@ def synthetic_rows(kind: str, n: int, round_index: int = 1, seed: int = 0) -> li
                          "completion": str(i + 7) if solver else f"{i}+7",
                          "weight": 1.0 if solver else rng.random(), "problem_id": _id("problem", i),
                          "rollout_id": _id("rollout", i) if solver else None,
-                         "proposal_id": _id("proposal", i)})
+                         "proposal_id": _id("proposal", i), "rejected": None})
     elif kind == "evals":
         for i in range(n):
             answer = str(rng.randint(0, 20))
@@ -105,6 +108,17 @@ def synthetic_rows(kind: str, n: int, round_index: int = 1, seed: int = 0) -> li
                          "level": 1 + i % 5, "prompt": f"<solve>{i}+7=", "completion": answer,
                          "answer": answer, "reference": str(i + 7),
                          "correct": answer == str(i + 7)})
+    elif kind == "judgements":
+        for i in range(n):
+            score = rng.randint(1, 10)
+            rows.append({**base, "judgement_id": _id("judgement", i),
+                         "rollout_id": _id("rollout", i),
+                         "problem_id": _id("problem", i // samples),
+                         "judge": "judge[/models/judge:1-10]@1", "question": f"{i}+7",
+                         "rubric": None,
+                         "prompt": f"Rate the answer {i + 7} to {i}+7 from 1 to 10:",
+                         "reply": f" {score}", "prompt_swapped": None, "reply_swapped": None,
+                         "position_consistent": None, "reward": (score - 1) / 9, "reason": None})
     else:
         raise KeyError(kind)
     return rows
