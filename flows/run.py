@@ -24,8 +24,10 @@ What the Prefect UI shows of a run `demo` (`run_flywheel`):
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from logging.handlers import BufferingHandler
 from pathlib import Path
 from typing import Any
 
@@ -96,13 +98,15 @@ def named(stage_task: Any, stage: str, round_index: int) -> Any:
     `quote`d. Prefect walks every task parameter for upstream results (the UI's edges between
     task runs); the context (the whole run config, the catalog, the domain) is never one, and
     walking it took about 10 ms a task run (bench/round_overhead.py)."""
+    if reusing_only():  # resume_without_work: the task's own function, no task run
+        return stage_task.fn
     task = stage_task.with_options(task_run_name=f"{stage}-r{round_index}")
 
     def call(ctx: RunContext, *args: Any, **kwargs: Any) -> Any:
         with untagged_task_runs():
             return task(quote(ctx), *args, **kwargs)
 
-    return stage_task.fn if reusing_only() else call  # resume_without_work: no task run
+    return call
 
 
 class FlywheelRecordsToPrefect(APILogHandler):
@@ -275,23 +279,15 @@ def every_round(spec: RunSpec, one_round: Any) -> Checkpoint:
     return incumbent
 
 
-class _Held(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__()
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-
 @contextmanager
 def held_back(logger: logging.Logger) -> Iterator[list[logging.LogRecord]]:
     """The records `logger` (and its children) gets inside, kept from every handler and
     listed instead; `logger.handle` each one to let it through."""
-    held, handlers, propagate = _Held(), logger.handlers, logger.propagate
+    held = BufferingHandler(capacity=sys.maxsize)  # never flushes: it only lists
+    handlers, propagate = logger.handlers, logger.propagate
     logger.handlers, logger.propagate = [held], False
     try:
-        yield held.records
+        yield held.buffer
     finally:
         logger.handlers, logger.propagate = handlers, propagate
 

@@ -130,7 +130,6 @@ class StageNotDone(Exception):  # noqa: N818 - a finding, not an error
 
     def __init__(self, stage: str, round_index: int) -> None:
         super().__init__(f"round {round_index} {stage} is not done")
-        self.stage, self.round = stage, round_index
 
 
 _reuse_only: ContextVar[bool] = ContextVar("flywheel_reuse_only", default=False)
@@ -306,9 +305,9 @@ def stored_output(ctx: RunContext, *, stage: str, round_index: int, fingerprint:
     recorded = ctx.catalog.recorded_stage(ctx.run_id, fingerprint)
     if recorded is None:
         return None
-    if recorded.status == "gate_failed" and reusing_only():
-        raise StageNotDone(stage, round_index)
     if recorded.status == "gate_failed":
+        if reusing_only():
+            raise StageNotDone(stage, round_index)
         regated = regate_stored(ctx, stage=stage, round_index=round_index,
                                 fingerprint=fingerprint, recorded=recorded.datasets)
         if regated is None:
@@ -319,9 +318,9 @@ def stored_output(ctx: RunContext, *, stage: str, round_index: int, fingerprint:
     with spent("integrity check"):
         damage = (check_recorded(recorded.datasets)
                   or lost_rows(ctx, round_index, recorded.outputs, recorded.datasets))
-    if damage is not None and reusing_only():
-        raise StageNotDone(stage, round_index)
     if damage is not None:
+        if reusing_only():
+            raise StageNotDone(stage, round_index)
         notice(str(Discarded(*damage)))
         discard_dependents(ctx.catalog, ctx.run_id, fingerprint)
         discard_outputs(recorded.datasets)
