@@ -129,9 +129,12 @@ def attach_dataset(con: duckdb.DuckDBPyConnection, path: Path | str) -> int:
 def gate_frame(con: duckdb.DuckDBPyConnection, frame: str, limit: int | None = None) -> Any:
     """One named frame of the attached dataset, as a pandas frame.
 
-    DuckDB gives int64/bool columns numpy dtypes without nulls and nullable Int64/boolean with
-    them; an all-null text column comes back as object and is made `str` like every other text
-    column.
+    int64/bool columns have numpy dtypes without nulls and nullable Int64/boolean with them,
+    text columns (an all-null one too) pandas' `str`. A frame whose columns are all of the four
+    types the datasets use (VARCHAR, BIGINT, DOUBLE, BOOLEAN) is converted through Arrow, about
+    five times faster than DuckDB's own conversion (`relation.df()`) on text; any other column
+    type takes DuckDB's, so an odd file reaches the gate as DuckDB gives it.
+    tests/storage/test_gate_data.py checks that both give the same frame.
 
     Parameters
     ----------
@@ -153,6 +156,31 @@ def gate_frame(con: duckdb.DuckDBPyConnection, frame: str, limit: int | None = N
         raise KeyError(msg)
     sql = FRAME_SQL[frame] if limit is None else f"{FRAME_SQL[frame]} LIMIT {int(limit)}"
     relation = con.sql(sql)
+    if {str(t) for t in relation.types} <= ARROW_TYPES:
+        return arrow_frame(relation.to_arrow_table())
+    return duckdb_frame(relation)
+
+
+ARROW_TYPES = {"VARCHAR", "BIGINT", "DOUBLE", "BOOLEAN"}
+
+
+def arrow_frame(table: Any) -> Any:
+    """An Arrow table of `ARROW_TYPES` columns as `duckdb_frame` gives it: int64 and bool
+    columns nullable (Int64, boolean) only where they hold a null."""
+    import pandas as pd
+    import pyarrow as pa
+
+    nullable = {pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype()}
+    df = table.to_pandas(types_mapper=nullable.get)
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        if column.type in nullable and column.null_count == 0:
+            df[name] = df[name].to_numpy(dtype=nullable[column.type].numpy_dtype)
+    return df
+
+
+def duckdb_frame(relation: Any) -> Any:
+    """A relation as DuckDB converts it; an all-null text column (object) made `str` like
+    every other text column."""
     df = relation.df()
     for column, duck_type in zip(relation.columns, relation.types, strict=True):
         if (str(df[column].dtype) == "object" and str(duck_type) == "VARCHAR"

@@ -13,8 +13,10 @@ import pytest
 from storage.catalog import Catalog
 from storage.datasets import SCHEMAS, WrittenDataset, dataset_path, write_atomic
 from storage.gate_data import (
+    FRAME_SQL,
     FRAMES,
     attach_dataset,
+    duckdb_frame,
     gate_connection,
     gate_frame,
     max_samples_per_problem,
@@ -61,6 +63,56 @@ def test_an_all_null_text_column_is_made_str_like_every_other_text_column(tmp_pa
         rows = gate_frame(con, "rows")
     assert str(raw["label"].dtype) == "object"
     assert rows["label"].tolist() == raw["label"].astype("str").tolist()
+
+
+def _sample_value(field: pa.Field, index: int):
+    """Row `index` of a column: a value, a null where the column allows one (row 1), or one
+    that repeats (row 2)."""
+    if index == 1 and field.nullable:
+        return None
+    value = {"string": f"v{index % 2}", "int64": index % 2, "double": index / 4,
+             "bool": index % 2 == 0}
+    return value[str(field.type)]
+
+
+@pytest.mark.parametrize("kind", sorted(SCHEMAS))
+def test_every_frame_is_the_frame_duckdb_converts(kind, tmp_path):
+    """The Arrow conversion gives, column for column, the dtypes and values DuckDB's own does:
+    with and without nulls, with a limit, empty, and for the aggregated frames."""
+    from pandas.testing import assert_frame_equal
+
+    schema = SCHEMAS[kind]
+    rows = [{f.name: _sample_value(f, i) for f in schema} for i in range(3)]
+    files = {"rows": tmp_path / "rows.parquet", "empty": tmp_path / "empty.parquet"}
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), files["rows"])
+    pq.write_table(pa.Table.from_pylist([], schema=schema), files["empty"])
+    needs = {"rows": set(), "per_problem": {"problem_id", "reward", "answer"},
+             "lengths": {"problem_id", "text", "level"}}
+    frames = [frame for frame in FRAMES if needs[frame] <= set(schema.names)]
+    checked = 0
+    for path in files.values():
+        with gate_connection() as con:
+            attach_dataset(con, path)
+            for frame in frames:
+                for limit in (None, 1):
+                    sql = FRAME_SQL[frame] + ("" if limit is None else f" LIMIT {limit}")
+                    assert_frame_equal(gate_frame(con, frame, limit=limit),
+                                       duckdb_frame(con.sql(sql)))
+                    checked += 1
+    assert checked == 4 * len(frames)
+
+
+def test_a_column_of_another_type_reaches_the_gate_as_duckdb_converts_it(tmp_path):
+    from pandas.testing import assert_frame_equal
+
+    path = tmp_path / "odd.parquet"
+    pq.write_table(pa.table({"rollout_id": ["a", None], "round": pa.array([1, None], pa.int32()),
+                             "at": pa.array([0, 1], pa.timestamp("s"))}), path)
+    with gate_connection() as con:
+        attach_dataset(con, path)
+        rows = gate_frame(con, "rows")
+        assert_frame_equal(rows, duckdb_frame(con.sql("SELECT * FROM data")))
+    assert str(rows["round"].dtype) == "Int32"  # as DuckDB gives it, for the dtype check to fail
 
 
 def test_per_problem_frame_aggregates_each_problem(tmp_path):
