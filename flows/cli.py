@@ -156,13 +156,15 @@ def _quit_on_signals() -> None:
 def _launch_server_early(data_root: Path) -> None:
     """Launch the run's temporary Prefect server now when `data_root` already holds a catalog
     (flows/execution.py `start_server`): its start overlaps the checks and the imports that
-    follow. Only there: nothing is created in a data root before the checks pass, and the
-    server's log goes to `<data-root>/logs/`. Elsewhere `execute` launches it, after them; so
-    it does when this launch fails (a data root or Prefect home it cannot write: the checks
-    that follow name the cause)."""
+    follow. Only there, and only once the data root and its catalog pass their check (a damaged,
+    foreign or locked catalog is its one-line error now): nothing is created in a data root
+    before the checks pass, and the server's log goes to `<data-root>/logs/`. Elsewhere
+    `execute` launches it, after them; so it does when this launch fails (a data root or
+    Prefect home it cannot write: the checks that follow name the cause)."""
     from storage.paths import CATALOG_FILE
 
     if (data_root / CATALOG_FILE).is_file():
+        check_data_root(data_root)
         _quiet_environment()  # the server inherits them
         from flows.execution import start_server
 

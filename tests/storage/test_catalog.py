@@ -1,6 +1,7 @@
 import time
 
 import duckdb
+import pytest
 
 from storage.catalog import Catalog, stages
 from storage.datasets import dataset_path, write_atomic
@@ -149,13 +150,18 @@ def test_recorded_stage_says_completed_or_gate_failed_with_the_datasets(tmp_path
 
 
 def _connections(monkeypatch):
-    """A list that grows by one for every DuckDB connection the catalog opens."""
+    """A list that grows by one every time the catalog attaches its file (one operation, or
+    operations nested in it)."""
     import storage.catalog.connection as connection
 
     opened = []
-    original = connection.duckdb.connect
-    monkeypatch.setattr(connection.duckdb, "connect",
-                        lambda *args, **kwargs: (opened.append(1), original(*args, **kwargs))[1])
+    original = connection._ATTACHMENTS.database
+
+    def database():
+        opened.append(1)
+        return original()
+
+    monkeypatch.setattr(connection._ATTACHMENTS, "database", database)
     return opened
 
 
@@ -193,3 +199,69 @@ def test_recorded_stages_see_another_process_s_write(tmp_path):
                     "Catalog(sys.argv[1]).discard_stage('r', 'a' * 32, 'damaged')",
                     str(tmp_path)], check=True)
     assert catalog.recorded_stage("r", "a" * 32) is None
+
+
+def test_each_operation_attaches_the_catalog_and_releases_it_after(tmp_path):
+    """While an operation runs another process cannot open the catalog; after it, it can, and
+    what it wrote is checkpointed into the file (no write-ahead log left)."""
+    import subprocess
+    import sys
+
+    catalog = Catalog(tmp_path)
+    catalog.ensure_run("r", "{}")
+    probe = ("import duckdb, sys\ntry:\n    duckdb.connect(sys.argv[1]).close()\n"
+             "    print('opened')\nexcept duckdb.Error as exc:\n    print(exc)")
+
+    def other_process() -> str:
+        return subprocess.run([sys.executable, "-c", probe, str(catalog.path)], check=True,
+                              capture_output=True, text=True).stdout.strip()
+
+    with catalog.connect() as con:
+        con.execute("UPDATE runs SET status = 'completed' WHERE run_id = 'r'")
+        assert "Could not set lock" in other_process()
+    assert other_process() == "opened"
+    assert not catalog.path.with_name(catalog.path.name + ".wal").exists()
+    assert catalog.run_status("r") == "completed"
+
+
+def test_an_operation_inside_another_shares_its_attachment(tmp_path):
+    import storage.catalog.connection as connection
+
+    catalog = Catalog(tmp_path)
+    catalog.ensure_run("r", "{}")
+    with catalog.connect() as outer:
+        assert catalog.run_status("r") is not None  # a read inside a write: the same file
+        assert len(connection._ATTACHMENTS.attached) == 1
+        outer.execute("SELECT 1")
+    assert connection._ATTACHMENTS.attached == {}
+    with catalog.connect(read_only=True), pytest.raises(RuntimeError, match="inside a read-only"):
+        catalog.ensure_run("s", "{}")
+    assert catalog.run_status("s") is None
+
+
+def test_threads_record_and_read_the_catalog_at_once(tmp_path):
+    import threading
+
+    catalog = Catalog(tmp_path)
+    errors = []
+
+    def work(index: int) -> None:
+        try:
+            for round_index in range(5):
+                run = f"r{index}"
+                Catalog(tmp_path).ensure_run(run, "{}")
+                catalog.record_completed(
+                    run_id=run, round_index=round_index, stage="synthesize",
+                    fingerprint=f"{index}-{round_index}", started_at=time.time(), outputs=[],
+                    inputs={}, metrics={"m": float(index)})
+                assert catalog.recorded_stage(run, f"{index}-{round_index}") is not None
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert catalog.query("SELECT count(*) AS n FROM stages")[0]["n"] == 30
