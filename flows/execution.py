@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import gc
 import logging
 import os
 import time
@@ -148,50 +147,6 @@ def start_server(data_root: Path) -> Any:
     return server
 
 
-# What a round's stages import (the model, the gates) and, when the run has rounds after the
-# warm-up, its training (TRL, with datasets and peft): imported before the rounds start
-# (`import_stage_libraries`), so that `freeze_imports` keeps them out of full collections.
-STAGE_LIBRARIES = ("transformers.models.auto.modeling_auto", "validators.gx_results",
-                   "great_expectations.expectations")
-TRAINING_LIBRARIES = ("trl",)
-_frozen_at: list[int] = []  # how many modules were imported at the last freeze
-
-
-def freeze_imports() -> None:
-    """Keep what this process imported out of the cyclic collector's full collections.
-
-    A full collection scans every tracked object of the oldest generation: with torch and
-    Prefect imported that is some 160,000 objects before the run made any (transformers, Great
-    Expectations and TRL add 550,000 when the stages import them), 0.2-0.45 s a collection. A
-    round's row dicts set off several, and the interpreter runs one more at exit (0.4 s of a
-    resume). `gc.freeze()` moves the objects that exist now (modules, classes, constants: alive
-    until exit anyway) out of the collector's sight, after one collection so that no garbage is
-    kept with them; what the run creates later is collected as before. `execute` calls it while
-    the server starts (the collection costs nothing then): once the run's own modules are
-    imported, and again once the stages' libraries are (`import_stage_libraries`). A call with
-    no module imported since the last one does nothing.
-    """
-    import sys
-
-    if _frozen_at and _frozen_at[-1] == len(sys.modules):
-        return
-    gc.collect()
-    gc.freeze()
-    _frozen_at.append(len(sys.modules))
-
-
-def import_stage_libraries(config: Any) -> None:
-    """Import what the rounds' stages will (`STAGE_LIBRARIES`, and `TRAINING_LIBRARIES` when
-    the run has rounds after the warm-up), before they start: the seconds are the same, spent
-    while the server starts, and `freeze_imports` can keep them out of full collections (a
-    full collection of round 1 of tests/flows/small.toml: 0.3 s without, 0.02-0.03 s with;
-    bench/round_overhead.py)."""
-    import importlib
-
-    for name in STAGE_LIBRARIES + (TRAINING_LIBRARIES if config.rounds else ()):
-        importlib.import_module(name)
-
-
 @contextlib.contextmanager
 def no_heartbeats_to(server: Any) -> Iterator[None]:
     """Flow runs send no heartbeats to the run's own temporary server (`server` not None).
@@ -246,16 +201,15 @@ def execute(data_root: Path, run_id: str, config: Any, *, command: str, echo: Ec
                     resume_without_work,
                     run_flywheel,
                 )
+                from tasks.libraries import freeze_imports
 
-                freeze_imports()
+                freeze_imports()  # and the stages' libraries before their first computation
                 attach_log_file(log)
                 quiet_gate_tracebacks()
                 spec = RunSpec(data_root=str(Path(data_root).resolve()), run_id=run_id,
                                config=config)
                 if resume_without_work(spec):  # the server is never waited for
                     return exit_codes.OK
-                import_stage_libraries(config)
-                freeze_imports()
                 if server is not None:
                     server.wait_ready()
                 with no_heartbeats_to(server):

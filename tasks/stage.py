@@ -50,6 +50,7 @@ from storage.recovery import (
 from tasks.context import RunContext
 from tasks.gates import failed_gate, gate_outputs, gate_rows, regate_stored
 from tasks.judgements import cost_text
+from tasks.libraries import import_for
 from tasks.spans import spent
 from tasks.spans import stage as stage_span
 
@@ -210,6 +211,7 @@ def run_stage_parts(ctx: RunContext, *, stage: str, version: int, round_index: i
         return stored
     if reusing_only():
         raise StageNotDone(stage, round_index)
+    import_for(stage)  # its libraries, frozen out of full collections (tasks/libraries.py)
     started = time.time()
     log_stage(round_index, stage, f"started (fingerprint {fingerprint[:12]})")
     try:
