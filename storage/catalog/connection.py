@@ -107,7 +107,18 @@ class _Attachments:
 
 
 _ATTACHMENTS = _Attachments()
-os.register_at_fork(after_in_child=_ATTACHMENTS.__init__)  # a fresh lock and database
+_INHERITED: list[Any] = []  # a forked child's copy of the parent's database: never freed there
+
+
+def _after_fork_in_child() -> None:
+    """A fresh lock and database in a forked child. The parent's database object is kept, not
+    freed: DuckDB's destructor in a child that did not inherit its threads crashes (a fork
+    before exec runs this too, as Ray's launches do)."""
+    _INHERITED.append(_ATTACHMENTS._database)
+    _ATTACHMENTS.__init__()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _is_lock(exc: duckdb.Error) -> bool:

@@ -265,3 +265,23 @@ def test_threads_record_and_read_the_catalog_at_once(tmp_path):
         thread.join()
     assert errors == []
     assert catalog.query("SELECT count(*) AS n FROM stages")[0]["n"] == 30
+
+
+def test_a_forked_child_uses_a_database_of_its_own(tmp_path):
+    """After a fork the child attaches the catalog to a new database; the parent's copy is
+    never freed there (DuckDB's destructor crashes in a child without its threads), also in a
+    fork that runs Python before exec (`preexec_fn`, as Ray's launches do)."""
+    import os
+    import subprocess
+
+    catalog = Catalog(tmp_path)
+    catalog.ensure_run("r", "{}")  # the parent's database exists now
+    pid = os.fork()
+    if pid == 0:  # the child: exit status 0 only if its own catalog read works
+        try:
+            os._exit(0 if Catalog(tmp_path).run_status("r") == "running" else 1)
+        except BaseException:  # noqa: BLE001 - any failure is the child's exit status
+            os._exit(2)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    assert subprocess.run(["true"], preexec_fn=lambda: None, check=False).returncode == 0
+    assert catalog.run_status("r") == "running"
