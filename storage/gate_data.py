@@ -50,6 +50,8 @@ FROM data GROUP BY problem_id ORDER BY problem_id
     "lengths": "SELECT problem_id, text, length(text) AS text_length, level FROM data",
 }
 FRAMES = tuple(FRAME_SQL)
+# The column types a frame converted through Arrow may have (gate_frame): the datasets' four
+ARROW_TYPES = {"VARCHAR", "BIGINT", "DOUBLE", "BOOLEAN"}
 
 _ROW_COUNT_SQL = "SELECT count(*) FROM data"
 _MAX_SAMPLES_PER_PROBLEM_SQL = (
@@ -160,8 +162,6 @@ def gate_frame(con: duckdb.DuckDBPyConnection, frame: str, limit: int | None = N
         return arrow_frame(relation.to_arrow_table())
     return duckdb_frame(relation)
 
-
-ARROW_TYPES = {"VARCHAR", "BIGINT", "DOUBLE", "BOOLEAN"}
 
 
 def arrow_frame(table: Any) -> Any:
