@@ -44,10 +44,14 @@ accuracies match). Equal compute:
   Printed per arm:
   rollout tokens (the rollout stage's `generated_tokens`) and proposer tokens (tokens of the
   proposer samples, from the proposals files, + 1 for the end token when it fit).
-The warm-up (round 0) is the same in every arm for a given seed. Every arm runs its own: an arm
-started from another run's warm-up checkpoint (model.path, warmup.mode = "none") would replay
-none of the warm-up's rows in its rounds (train.replay_ratio), unlike the flywheel, and forget
-more.
+The warm-up (round 0) is the same in every arm for a given seed, and it is computed once: the
+seed's first arm runs it, and every later arm of that seed (in the same data root) starts as a
+fork of that run (storage/fork.py), given each of its round-0 stages whose fingerprint its own
+config gives too (tasks/fingerprints.py), data and catalog rows, so its rounds replay the
+warm-up's rows as their own; a stage whose settings differ in the arm (no_self_play's curate
+holds curate.solver_targets) and those after it compute as usual. A forked arm ends where it
+would have alone (tests/storage/test_fork.py: the same round-1 checkpoint). The JSON's
+`shared_warmup` names, per run, the run it forked and the stages it was given.
 
 --reference ARM (default: default) is the arm whose gain every other arm's is subtracted from,
 seed by seed. --plan FILE --split tuning|test runs a pre-registered plan (bench/learning_plan.py:
@@ -163,6 +167,25 @@ def arm_overrides(arm: str, base: dict[str, Any], *, seed: int, rounds: int,
     return out
 
 
+def share_warmup(data_root: Path, source: str, target: str, config: Any) -> dict[str, Any]:
+    """Start `target` as a fork of `source` (storage/fork.py): its round-0 stages whose
+    fingerprints `config` gives too. A target already started (an interrupted benchmark run
+    again) is left to resume as it is."""
+    from storage.catalog import Catalog
+    from storage.fork import fork_stages
+    from storage.paths import run_folder
+    from tasks.fingerprints import stage_fingerprints
+
+    if Catalog(data_root).has_rows(target) or run_folder(data_root, target).exists():
+        return {"from": None, "stages": []}
+    stages = fork_stages(data_root, source=source, target=target,
+                         fingerprints=stage_fingerprints(config, rounds=0).values())
+    names = [stage for _, stage, _ in stages]
+    print(f"{target}: starts with {len(names)} warm-up stages of {source}"
+          f" ({', '.join(names) or 'none alike'})", flush=True)
+    return {"from": source, "stages": names}
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--plan", type=Path, default=None,
@@ -271,11 +294,16 @@ def main() -> None:
     runs: dict[str, dict[int, dict[str, Any]]] = {arm: {} for arm in args.arms}
     seconds: dict[str, float] = {}
     started = time.time()
+    shared: dict[str, dict[str, Any]] = {}
     for seed in args.seeds:  # seed-major: a partial benchmark still compares the arms
         for arm in args.arms:
             run_id = f"learning-{arm}-s{seed}"
             t0 = time.time()
             if not args.report_only:
+                first = args.arms[0]
+                if arm != first and roots[arm] == roots[first]:
+                    shared[run_id] = share_warmup(roots[arm], f"learning-{first}-s{seed}",
+                                                  run_id, configs[arm, seed])
                 flywheel_flow(RunSpec(data_root=str(roots[arm]), run_id=run_id,
                                       config=configs[arm, seed]))
             seconds[run_id] = round(time.time() - t0, 1)
@@ -310,6 +338,7 @@ def main() -> None:
         "arm_roots": {arm: str(root) for arm, root in roots.items() if root != data_root},
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
         "wall_s": round(time.time() - started, 1), "run_wall_s": seconds,
+        "shared_warmup": shared,
         "summary": summary,
         "runs": {arm: {str(seed): r for seed, r in by_seed.items()}
                  for arm, by_seed in runs.items()},

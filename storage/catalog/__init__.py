@@ -22,6 +22,7 @@ Modules
     stages      stage attempts, their datasets and metrics
     gates       gate results and the stage rows they decide
     views       the Parquet views over every completed stage's files
+    forks       a run's finished stages given to a new run (storage/fork.py)
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from storage.catalog.connection import (
     retry_while_locked,
 )
 from storage.catalog.errors import DataRootFormatError, DataRootUnusable
+from storage.catalog.forks import ForkRecords
 from storage.catalog.gates import GateRecords
 from storage.catalog.runs import RunRecords
 from storage.catalog.schema import FORMAT_VERSION, check_format
@@ -44,7 +46,7 @@ __all__ = ["FORMAT_VERSION", "LOCK_WAIT_SECONDS", "STORAGE_CONFIG", "Catalog", "
            "readable_parquet", "retry_while_locked"]
 
 
-class Catalog(RunRecords, StageRecords, GateRecords):
+class Catalog(RunRecords, StageRecords, GateRecords, ForkRecords):
     """The catalog of one data root; every method opens its own short-lived connection.
 
     Parameters
