@@ -14,6 +14,7 @@ from bench.learning_plan import BENCH_FILES, check_registered, load_plan, regist
 from configs import ConfigError, load_config
 from configs.settings import stage_settings
 from tasks.curriculum.votes import majority_vote
+from tasks.fingerprints import stage_fingerprints
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAN = ROOT / "bench" / "plans" / "reasoning-gym-curriculum.toml"
@@ -85,6 +86,23 @@ def test_the_proposer_arm_writes_majority_labelled_problems_after_the_same_warmu
     rounds = {arm: stage_settings(config, "verify", 1, dtype="float32").model_dump_json()
               for arm, config in configs.items()}
     assert rounds["proposer"] != rounds["uniform"]  # majority labels from round 1 on
+
+
+def test_the_plans_arms_share_their_warm_up_stages_by_fingerprint():
+    """What bench/learning.py forks from a seed's first arm into the others (storage/fork.py):
+    every round-0 stage whose fingerprint the arm's config gives too. The generator arms share
+    all of round 0; no_self_play, whose [curate] holds solver_targets = reference, shares the
+    stages before its warm-up's curate."""
+    plan = load_plan(PLAN, ARMS)
+    warmups = {arm: stage_fingerprints(load_config(plan.config, learning.arm_overrides(
+        arm, plan.overrides, seed=4, rounds=plan.rounds, equal_steps=True)), rounds=0)
+        for arm in plan.arms}
+    first = warmups[plan.arms[0]]
+    for arm in ("uniform", "fixed_schedule"):
+        assert warmups[arm] == first, arm
+    alike = {stage for (stage, _), fingerprint in warmups["no_self_play"].items()
+             if first[stage, 0] == fingerprint}
+    assert alike == {"base", "baseline", "synthesize", "rollout", "verify"}
 
 
 def test_the_bandit_arm_needs_a_task_mix():
