@@ -26,6 +26,7 @@ import os
 import shutil
 from collections.abc import Collection
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -65,7 +66,8 @@ def fork_stages(data_root: Path, *, source: str, target: str,
     ForkError
         `target` has catalog rows or a folder, or a shared file does not match its checksum.
     """
-    check_run_id(source), check_run_id(target)
+    check_run_id(source)
+    check_run_id(target)
     catalog = Catalog(data_root)
     folder = run_folder(data_root, target)
     if catalog.has_rows(target) or os.path.lexists(folder):
@@ -89,7 +91,7 @@ def fork_stages(data_root: Path, *, source: str, target: str,
 
 
 def _copy(data_root: Path, target: str, round_index: int, kind: str,
-          dataset: dict) -> WrittenDataset:
+          dataset: dict[str, Any]) -> WrittenDataset:
     """One shared output written under `target`'s round folder, checked against its record."""
     path = Path(dataset["path"])
     destination = round_dir(data_root, target, round_index) / path.name
