@@ -171,15 +171,14 @@ def share_warmup(data_root: Path, source: str, target: str, config: Any) -> dict
     """Start `target` as a fork of `source` (storage/fork.py): its round-0 stages whose
     fingerprints `config` gives too. A target already started (an interrupted benchmark run
     again) is left to resume as it is."""
-    from storage.catalog import Catalog
-    from storage.fork import fork_stages
-    from storage.paths import run_folder
+    from storage.fork import RunExists, fork_stages
     from tasks.fingerprints import stage_fingerprints
 
-    if Catalog(data_root).has_rows(target) or run_folder(data_root, target).exists():
+    try:
+        stages = fork_stages(data_root, source=source, target=target,
+                             fingerprints=stage_fingerprints(config, rounds=0).values())
+    except RunExists:
         return {"from": None, "stages": []}
-    stages = fork_stages(data_root, source=source, target=target,
-                         fingerprints=stage_fingerprints(config, rounds=0).values())
     names = [stage for _, stage, _ in stages]
     print(f"{target}: starts with {len(names)} warm-up stages of {source}"
           f" ({', '.join(names) or 'none alike'})", flush=True)

@@ -15,9 +15,10 @@ other computes. Pass the fingerprints the target's own config gives its stages
 (tasks/fingerprints.py `stage_fingerprints`), so that only stages it would compute alike are
 shared.
 
-The target must be new: no catalog row and no folder (`ForkError` otherwise, nothing written).
-A source file that no longer matches its recorded checksum is refused the same way; a fork that
-fails part-way removes the target's folder and records nothing.
+The target must be new: no catalog row and no folder (`RunExists` otherwise, nothing written).
+A shared output that is not as recorded (`storage/recovery.py check_recorded`, the rule resume
+applies) is refused with `ForkError` before anything is written; a fork that fails part-way
+removes the target's folder and records nothing.
 """
 
 from __future__ import annotations
@@ -31,15 +32,19 @@ from typing import Any
 import pyarrow as pa
 
 from storage.catalog import Catalog
-from storage.datasets import WrittenDataset, read_table, round_dir, write_atomic
-from storage.fingerprint import checkpoint_checksum, file_checksum
+from storage.datasets import WrittenDataset, read_table, write_atomic
 from storage.paths import check_run_id, run_folder
+from storage.recovery import check_recorded
 
 RUN_ID_COLUMN = "run_id"
 
 
 class ForkError(ValueError):
     """A fork that cannot be made; the message is one line naming the run or file."""
+
+
+class RunExists(ForkError):
+    """The target run already has catalog rows or a folder."""
 
 
 def fork_stages(data_root: Path, *, source: str, target: str,
@@ -63,49 +68,50 @@ def fork_stages(data_root: Path, *, source: str, target: str,
 
     Raises
     ------
+    RunExists
+        `target` has catalog rows or a folder.
     ForkError
-        `target` has catalog rows or a folder, or a shared file does not match its checksum.
+        A shared output is not as recorded (storage/recovery.py `check_recorded`).
     """
     check_run_id(source)
     check_run_id(target)
     catalog = Catalog(data_root)
     folder = run_folder(data_root, target)
     if catalog.has_rows(target) or os.path.lexists(folder):
-        raise ForkError(f"run {target!r} already exists in {data_root} (catalog rows or"
+        raise RunExists(f"run {target!r} already exists in {data_root} (catalog rows or"
                         f" {folder}): a fork starts a new run; pick another run id")
-    shared = catalog.completed_stage_rows(source, set(fingerprints))
+    wanted = set(fingerprints)
+    shared = {fingerprint: recorded.datasets
+              for fingerprint, recorded in catalog.recorded_stages(source).items()
+              if fingerprint in wanted and recorded.status == "completed"}
+    for datasets in shared.values():
+        if (damage := check_recorded(datasets)) is not None:
+            path, why = damage
+            raise ForkError(f"{path}: changed since it was recorded ({why}); resume run"
+                            f" {source!r} to recompute it, then fork")
     if not shared:
         return []
     folder.mkdir(parents=True)
     try:
-        outputs = [(fingerprint, _copy(data_root, target, round_index, kind, dataset))
-                   for round_index, _, fingerprint in shared
-                   for kind, dataset in catalog.completed_datasets(source, fingerprint).items()]
-        catalog.record_fork(source=source, target=target,
-                            fingerprints=[fingerprint for *_, fingerprint in shared],
-                            outputs=outputs)
+        outputs = [(fingerprint, _copy(Path(info["path"]), folder, target, kind, info))
+                   for fingerprint, datasets in shared.items()
+                   for kind, info in datasets.items()]
+        return catalog.record_fork(source=source, target=target, fingerprints=list(shared),
+                                   outputs=outputs)
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
-    return shared
 
 
-def _copy(data_root: Path, target: str, round_index: int, kind: str,
-          dataset: dict[str, Any]) -> WrittenDataset:
-    """One shared output written under `target`'s round folder, checked against its record."""
-    path = Path(dataset["path"])
-    destination = round_dir(data_root, target, round_index) / path.name
+def _copy(path: Path, folder: Path, target: str, kind: str,
+          info: dict[str, Any]) -> WrittenDataset:
+    """One shared output at the same place under `target`'s folder (`round-NNN/<name>`)."""
+    destination = folder / path.parent.name / path.name
     if kind == "checkpoint":
-        if not path.is_dir() or checkpoint_checksum(path) != dataset["checksum"]:
-            raise ForkError(f"{path}: the checkpoint is missing or changed since it was recorded;"
-                            " resume its run first")
         temp = destination.with_name(f".{path.name}.tmp-{os.getpid()}")
         shutil.copytree(path, temp, copy_function=_link)
         os.replace(temp, destination)
-        return WrittenDataset(kind, destination, dataset["rows"], checkpoint_checksum(destination))
-    if not path.is_file() or file_checksum(path) != dataset["checksum"]:
-        raise ForkError(f"{path}: the file is missing or changed since it was recorded;"
-                        " resume its run first")
+        return WrittenDataset(kind, destination, info["rows"], info["checksum"])
     table = read_table(path)
     if RUN_ID_COLUMN in table.column_names:
         index = table.column_names.index(RUN_ID_COLUMN)

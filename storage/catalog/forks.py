@@ -12,18 +12,6 @@ from storage.datasets import WrittenDataset
 class ForkRecords(CatalogFile):
     """What the catalog records when a run's finished stages are given to a new run."""
 
-    def completed_stage_rows(self, run_id: str,
-                             fingerprints: Collection[str]) -> list[tuple[int, str, str]]:
-        """(round, stage, fingerprint) of the run's completed stages among `fingerprints`,
-        in the order they finished."""
-        if not fingerprints or not self.path.exists():
-            return []
-        with self.connect(read_only=True) as con:
-            return con.execute(
-                "SELECT round, stage, fingerprint FROM stages WHERE run_id = ?"
-                " AND status = 'completed' AND list_contains(?, fingerprint)"
-                " GROUP BY ALL ORDER BY max(finished_at)", [run_id, list(fingerprints)]).fetchall()
-
     def has_rows(self, run_id: str) -> bool:
         """Whether any table holds a row of `run_id`."""
         if not self.path.exists():
@@ -34,7 +22,7 @@ class ForkRecords(CatalogFile):
                        for table in ("runs", "stages", "datasets", "gates", "metrics", "rounds"))
 
     def record_fork(self, *, source: str, target: str, fingerprints: Collection[str],
-                    outputs: Sequence[tuple[str, WrittenDataset]]) -> None:
+                    outputs: Sequence[tuple[str, WrittenDataset]]) -> list[tuple[int, str, str]]:
         """Give `target` the completed stages of `source` with these fingerprints, in one
         transaction: their latest completed stage rows, gate rows and metrics as `source`
         recorded them, their datasets at the copies in `outputs` ((fingerprint, the copy) pairs),
@@ -50,18 +38,22 @@ class ForkRecords(CatalogFile):
             The stages shared, each completed in `source`.
         outputs
             The copies of the stages' files, written under `target`'s folder.
+
+        Returns
+        -------
+        (round, stage, fingerprint) of every stage given, in the order `source` finished them.
         """
         shared = list(fingerprints)
         with self.connect() as con:
             stages = con.execute(
                 f"SELECT {STAGE_COLUMNS} FROM (SELECT *, row_number() OVER (PARTITION BY"
                 " fingerprint ORDER BY finished_at DESC) AS n FROM stages WHERE run_id = ?"
-                " AND status = 'completed' AND list_contains(?, fingerprint)) WHERE n = 1",
-                [source, shared]).fetchall()
-            where = {fingerprint: (round_index, stage)
-                     for _, round_index, stage, fingerprint, *_ in stages}
-            steps = set(where.values())
-            decided = sorted(round_index for round_index, stage in steps if stage == "promote")
+                " AND status = 'completed' AND list_contains(?, fingerprint)) WHERE n = 1"
+                " ORDER BY finished_at", [source, shared]).fetchall()
+            given = [(round_index, stage, fingerprint)
+                     for _, round_index, stage, fingerprint, *_ in stages]
+            where = {fingerprint: (round_index, stage) for round_index, stage, fingerprint in given}
+            decided = [round_index for round_index, stage, _ in given if stage == "promote"]
             con.execute("BEGIN")
             insert_rows(con, "stages", [(target, *row[1:]) for row in stages])
             insert_rows(con, "datasets", [
@@ -70,7 +62,7 @@ class ForkRecords(CatalogFile):
             con.execute(
                 "INSERT INTO gates SELECT ? AS run_id, * EXCLUDE (run_id) FROM gates"
                 " WHERE run_id = ? AND list_contains(?, fingerprint)", [target, source, shared])
-            for round_index, stage in sorted(steps):
+            for round_index, stage in sorted(set(where.values())):
                 con.execute(
                     "INSERT INTO metrics SELECT ? AS run_id, * EXCLUDE (run_id) FROM metrics"
                     " WHERE run_id = ? AND round = ? AND stage = ?",
@@ -81,3 +73,4 @@ class ForkRecords(CatalogFile):
                     " WHERE run_id = ? AND list_contains(?, round)", [target, source, decided])
             con.execute("COMMIT")
             self._refresh_views(con, {out.kind for _, out in outputs})
+        return given
