@@ -92,7 +92,8 @@ def generate(data_root: Path, *, rounds: int, problems: int, samples: int) -> No
             curriculum.append({"problem_id": p["problem_id"], "run_id": RUN_ID, "round": r,
                                "level": p["level"], "samples": samples,
                                "judged": samples, "pass_rate": rate,
-                               "reward_std": (rate * (1 - rate)) ** 0.5, "kept": reason is None,
+                               "reward_std": (rate * (1 - rate)) ** 0.5,
+                               "reward_mad": 2 * rate * (1 - rate), "kept": reason is None,
                                "drop_reason": reason})
             for s in range(min(correct, 2) if reason is None else 0):
                 train_rows.append({"train_row_id": _id("train_row", r, i, s), "run_id": RUN_ID,

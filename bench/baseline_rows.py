@@ -8,9 +8,11 @@ metrics. Nothing in the library imports this module.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import defaultdict
 from collections.abc import Mapping
+from fractions import Fraction
 from typing import Any
 
 from configs import CurateConfig
@@ -40,6 +42,10 @@ def curriculum_rows(problems: list[dict[str, Any]], verdicts: list[dict[str, Any
         judged = [r for r in got if r is not None]
         pass_rate = sum(judged) / len(judged) if judged else None
         std = statistics.pstdev(judged) if judged else 0.0
+        mad = 0.0
+        if judged:
+            mad = (float(sum(abs(Fraction(r) - Fraction(pass_rate)) for r in judged) / len(judged))
+                   if all(map(math.isfinite, judged)) else math.nan)
         if warmup:
             reason = None if p["level"] <= warmup_max_level else "above_warmup_level"
         elif curation.solver_targets == "reference":
@@ -49,7 +55,7 @@ def curriculum_rows(problems: list[dict[str, Any]], verdicts: list[dict[str, Any
         rows.append({
             "problem_id": p["problem_id"], "run_id": p["run_id"], "round": p["round"],
             "level": p["level"], "samples": len(got), "judged": len(judged),
-            "pass_rate": pass_rate, "reward_std": std, "kept": reason is None,
+            "pass_rate": pass_rate, "reward_std": std, "reward_mad": mad, "kept": reason is None,
             "drop_reason": reason,
         })
     if curation.solver_targets == "rationalize" and not warmup:

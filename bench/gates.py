@@ -89,7 +89,8 @@ def synthetic_rows(kind: str, n: int, round_index: int = 1, seed: int = 0) -> li
             kept = 0 < p < 1
             rows.append({**base, "problem_id": _id("problem", i), "level": 1 + i % 5,
                          "samples": samples, "judged": judged, "pass_rate": p,
-                         "reward_std": (p * (1 - p)) ** 0.5, "kept": kept,
+                         "reward_std": (p * (1 - p)) ** 0.5, "reward_mad": 2 * p * (1 - p),
+                         "kept": kept,
                          "drop_reason": None if kept else ("too_easy" if p == 1 else "too_hard")})
     elif kind == "train_rows":
         for i in range(n):

@@ -37,8 +37,10 @@ A sample record per kind (columns beyond these are allowed only by adding them h
                                 # sigmoid(score): domains/reward_model.py), null for every
                                 # other verifier and in files written without the column
     curriculum  {"problem_id": "a1..", "run_id": "demo", "round": 1, "level": 2, "samples": 8,
-                 "judged": 8, "pass_rate": 0.25, "reward_std": 0.43, "kept": True,
-                 "drop_reason": None}          # too_easy | too_hard | zero_variance | unjudged
+                 "judged": 8, "pass_rate": 0.25, "reward_std": 0.43, "reward_mad": 0.375,
+                 "kept": True, "drop_reason": None}
+                                # drop_reason: too_easy | too_hard | zero_variance | unjudged;
+                                # reward_mad: mean |reward - pass_rate|, the bandit's reward
     train_rows  {"train_row_id": "e7..", "run_id": "demo", "round": 1, "role": "solver",
                  "prompt": "<solve>37+5=", "completion": "42", "rejected": None, "weight": 1.0,
                  "problem_id": "a1..", "rollout_id": "c3..", "proposal_id": "9f..",
@@ -109,7 +111,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     "curriculum": pa.schema(
         [("problem_id", STRING), ("run_id", STRING), ("round", INT64), ("level", INT64),
          ("samples", INT64), ("judged", INT64), ("pass_rate", FLOAT64), ("reward_std", FLOAT64),
-         ("kept", BOOL), ("drop_reason", STRING)]
+         ("reward_mad", FLOAT64), ("kept", BOOL), ("drop_reason", STRING)]
     ),
     "train_rows": pa.schema(
         [("train_row_id", STRING), ("run_id", STRING), ("round", INT64), ("role", STRING),

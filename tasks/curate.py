@@ -95,7 +95,7 @@ from tasks.curriculum.selection import (
 )
 from tasks.stage import StageOutput, StageResult, run_stage
 
-VERSION = 3  # 3: solver rows carry their `problem` row (the GRPO reward judges it)
+VERSION = 4  # 4: curriculum rows carry reward_mad, the mean |advantage| the bandit reads
 
 
 def drop_reason(pass_rate: float | None, reward_std: float, curation: CurateConfig) -> str | None:

@@ -228,8 +228,8 @@ def bandit_levels(cfg: SynthesizeConfig, curricula: list[StageOutput], levels: l
                   seed: int) -> tuple[list[int], dict[str, float]]:
     """One requested level per proposer prompt from the level bandit, whose Q values are replayed
     from the earlier rounds' curriculum files in round order -> (levels, metrics)."""
-    rounds = [read_table(o.path("curriculum")).select(["level", "pass_rate", "judged"]).to_pylist()
-              for o in curricula]
+    columns = ["level", "pass_rate", "reward_mad", "judged"]
+    rounds = [read_table(o.path("curriculum")).select(columns).to_pylist() for o in curricula]
     bandit = cfg.bandit
     q = q_values(rounds, levels, alpha=bandit.alpha, initial_q=bandit.initial_q)
     drawn = sample_levels(q, cfg.proposals, temperature=bandit.temperature, seed=seed)
@@ -255,13 +255,13 @@ def reads_curricula(synth: SynthesizeConfig) -> bool:
 
 def arm_rounds(domain: Domain, curricula: list[StageOutput],
                earlier_problems: list[StageOutput]) -> list[list[dict[str, Any]]]:
-    """Each earlier round's curriculum rows (level, pass_rate, judged) with their problem's
-    `task` (read from the problem text by `domain.task_of`), in round order."""
+    """Each earlier round's curriculum rows (level, pass_rate, reward_mad, judged) with their
+    problem's `task` (read from the problem text by `domain.task_of`), in round order."""
     tasks: dict[str, str | None] = {}
     for out in earlier_problems:
         table = read_table(out.path("problems")).select(["problem_id", "text"]).to_pydict()
         tasks.update(zip(table["problem_id"], map(domain.task_of, table["text"]), strict=True))
-    columns = ["problem_id", "level", "pass_rate", "judged"]
+    columns = ["problem_id", "level", "pass_rate", "reward_mad", "judged"]
     return [[{**row, "task": tasks.get(row["problem_id"])}
              for row in read_table(o.path("curriculum")).select(columns).to_pylist()]
             for o in curricula]

@@ -61,7 +61,7 @@ NOT_NULL = {
                  "completion", "completion_tokens", "checkpoint"],
     "verdicts": ["rollout_id", "run_id", "round", "problem_id", "method"],
     "curriculum": ["problem_id", "run_id", "round", "level", "samples", "judged", "reward_std",
-                   "kept"],
+                   "reward_mad", "kept"],
     "train_rows": ["train_row_id", "run_id", "round", "role", "prompt", "completion", "weight",
                    "problem_id"],
     # an eval's reference is null for a held-out prompt without an answer (a judged dataset file)
@@ -306,6 +306,7 @@ def curriculum_checks(gates: GatesConfig, context: SuiteContext) -> KindChecks:
     rows = [
         _between("pass_rate", 0.0, 1.0),
         _between("reward_std", 0.0, 0.5),
+        _between("reward_mad", 0.0, 0.5),
         _not_null("pass_rate", " where judged > 0", row_condition=Column("judged") > 0),
         _check(gxe.ExpectColumnPairValuesAToBeGreaterThanB, "judged <= samples",
                column_A="samples", column_B="judged", or_equal=True),

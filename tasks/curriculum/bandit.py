@@ -2,14 +2,17 @@
 
 In the spirit of SEC (Self-Evolving Curriculum): buckets are the domain's levels in
 [min_level, max_level]; a bucket's reward in a round is the mean absolute advantage of its
-problems' samples; Q is updated by TD(0) for the buckets seen that round,
+problems' samples (each problem's curriculum `reward_mad`, mean |r - mean r| over its judged
+rewards: tasks/curriculum/pass_rates.py); Q is updated by TD(0) for the buckets seen that round,
 
     Q(b) <- Q(b) + alpha (r(b) - Q(b))
 
 and each prompt's level is drawn from softmax(Q / temperature). With binary rewards a problem
 with pass rate p has mean |r - mean r| = 2 p (1 - p) over its samples (0 for a problem always or
 never solved, 1/2 at p = 1/2), so the bandit moves the proposer toward the levels where the
-solver's answers disagree most.
+solver's answers disagree most. Graded rewards (reasoning-gym's partial credit) are measured as
+they are: samples that all score 0.5 have pass rate 0.5 but no advantage, where 2 p (1 - p) would
+say 0.5.
 
 Departures from SEC: SEC updates after every training batch and attributes a problem to the
 bucket it was drawn from; here the update is once per round, and a problem counts for the level
@@ -18,8 +21,8 @@ is never stored: `q_values` recomputes it from the earlier rounds' curriculum ro
 order, so a resumed run draws the same levels. Problems judged on one sample (the warm-up)
 count for nothing: a group of one has no advantage.
 
-    >>> q = q_values([[{"level": 3, "pass_rate": 0.5, "judged": 4}]], [2, 3], alpha=0.5,
-    ...              initial_q=0.0)
+    >>> q = q_values([[{"level": 3, "pass_rate": 0.5, "reward_mad": 0.5, "judged": 4}]], [2, 3],
+    ...              alpha=0.5, initial_q=0.0)
     >>> q
     {2: 0.0, 3: 0.25}
 
@@ -29,8 +32,8 @@ problem's `task` (the caller reads it from the problem text, domains/reasoning_g
 `task_of`), and `sample_arms` draws one arm per generator problem, which the domain's
 `generate_task(rng, task, level)` then writes. The level functions above are the one-task case.
 
-    >>> arm_q_values([[{"task": "lcm", "level": 1, "pass_rate": 0.5, "judged": 4}]],
-    ...              [("lcm", 1), ("lcm", 2)], alpha=0.5, initial_q=0.0)
+    >>> arm_q_values([[{"task": "lcm", "level": 1, "pass_rate": 0.5, "reward_mad": 0.5,
+    ...                  "judged": 4}]], [("lcm", 1), ("lcm", 2)], alpha=0.5, initial_q=0.0)
     {('lcm', 1): 0.25, ('lcm', 2): 0.0}
 """
 
@@ -45,20 +48,21 @@ import numpy as np
 Arm = tuple[str, int]  # (task, level)
 
 
-def mean_abs_advantage(pass_rate: float) -> float:
-    """Mean |r - p| over a group of binary rewards with pass rate p: 2 p (1 - p)."""
-    return 2.0 * pass_rate * (1.0 - pass_rate)
+def judged_group(row: Mapping[str, Any]) -> bool:
+    """Whether a curriculum row's problem has an advantage: >= 2 judged samples (a group of one
+    has none: the warm-up samples one answer per problem, so it moves no Q)."""
+    return row["pass_rate"] is not None and row["judged"] >= 2
 
 
 def bucket_rewards(curriculum: Iterable[Mapping[str, Any]],
                    levels: Sequence[int]) -> dict[int, float]:
-    """Mean |advantage| per level over one round's problems with >= 2 judged samples (a group of
-    one has no advantage: the warm-up samples one answer per problem, so it moves no Q). Levels
-    outside `levels` are ignored; a level with no such problem is absent."""
+    """Mean |advantage| (`reward_mad`) per level over one round's problems with >= 2 judged
+    samples (`judged_group`). Levels outside `levels` are ignored; a level with no such problem
+    is absent."""
     totals: dict[int, list[float]] = defaultdict(list)
     for row in curriculum:
-        if row["level"] in levels and row["pass_rate"] is not None and row["judged"] >= 2:
-            totals[row["level"]].append(mean_abs_advantage(row["pass_rate"]))
+        if row["level"] in levels and judged_group(row):
+            totals[row["level"]].append(row["reward_mad"])
     return {level: sum(values) / len(values) for level, values in sorted(totals.items())}
 
 
@@ -109,8 +113,8 @@ def arm_rewards(curriculum: Iterable[Mapping[str, Any]], arms: Sequence[Arm]) ->
     totals: dict[Arm, list[float]] = defaultdict(list)
     for row in curriculum:
         arm = (row["task"], row["level"])
-        if arm in known and row["pass_rate"] is not None and row["judged"] >= 2:
-            totals[arm].append(mean_abs_advantage(row["pass_rate"]))
+        if arm in known and judged_group(row):
+            totals[arm].append(row["reward_mad"])
     return {arm: sum(values) / len(values) for arm, values in totals.items()}
 
 

@@ -2,19 +2,27 @@
 problem, over verdict columns (tasks/curate.py documents what each value means).
 
     curriculum_frame(problems, verdicts, curation, warmup=False)
-    # problem_id  run_id  round  level  samples  judged  pass_rate  reward_std  kept  drop_reason
-    # "a1.."      "demo"  1      2      8        8       0.25       0.433..     True  null
+    # problem_id  run_id  round  level  samples  judged  pass_rate  reward_std  reward_mad
+    # "a1.."      "demo"  1      2      8        8       0.25       0.433..     0.375
+    # kept  drop_reason
+    # True  null
 
 The values are the row-by-row definitions' to the last bit: p is the left-to-right sum of the
 judged rewards over their count, and the standard deviation is `statistics.pstdev` (exact
-rational arithmetic, then one rounding). With rewards of 0 or 1 (every exact-match domain) a
-problem's p and spread depend only on (judged, passed), so pstdev runs once per distinct pair,
-not once per problem; other rewards go through Python per problem.
+rational arithmetic, then one rounding). `reward_mad` is the mean |reward - pass_rate| over the
+judged rewards (exact too): the mean absolute advantage of the problem's group, which the
+curriculum bandit (tasks/curriculum/bandit.py) reads. With rewards of 0 or 1 it is 2 p (1 - p);
+with graded ones (partial credit) it can be far below that. With rewards of 0 or 1 (every
+exact-match domain) a problem's p and spreads depend only on (judged, passed), so they are
+computed once per distinct pair, not once per problem; other rewards go through Python per
+problem.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -27,12 +35,12 @@ PROBLEM_COLUMNS = {"problem_id": pl.String, "run_id": pl.String, "round": pl.Int
                    "level": pl.Int64}
 VERDICT_COLUMNS = {"problem_id": pl.String, "reward": pl.Float64}
 CURRICULUM_COLUMNS = ["problem_id", "run_id", "round", "level", "samples", "judged", "pass_rate",
-                      "reward_std", "kept", "drop_reason"]
+                      "reward_std", "reward_mad", "kept", "drop_reason"]
 
 
 def reward_stats(verdicts: pl.LazyFrame) -> pl.DataFrame:
     """Per problem_id of the verdicts (first-seen order): samples, judged, pass_rate,
-    reward_std."""
+    reward_std, reward_mad."""
     reward = pl.col("reward")
     binary = verdicts.select(reward.drop_nulls().is_in([0.0, 1.0]).all()).collect().item()
     if not binary:
@@ -40,24 +48,41 @@ def reward_stats(verdicts: pl.LazyFrame) -> pl.DataFrame:
             pl.len().alias("samples"), reward.drop_nulls().alias("judged_rewards")
         ).collect()
         judged = stats["judged_rewards"].to_list()
+        rates = [sum(j) / len(j) if j else None for j in judged]
         return stats.drop("judged_rewards").with_columns(
             pl.Series("judged", [len(j) for j in judged], dtype=pl.Int64),
-            pl.Series("pass_rate", [sum(j) / len(j) if j else None for j in judged],
-                      dtype=pl.Float64),
+            pl.Series("pass_rate", rates, dtype=pl.Float64),
             pl.Series("reward_std", [statistics.pstdev(j) if j else 0.0 for j in judged],
+                      dtype=pl.Float64),
+            pl.Series("reward_mad", [mean_abs_deviation(j, p)
+                                      for j, p in zip(judged, rates, strict=True)],
                       dtype=pl.Float64))
     stats = verdicts.group_by("problem_id", maintain_order=True).agg(
         pl.len().cast(pl.Int64).alias("samples"), reward.count().cast(pl.Int64).alias("judged"),
         (reward == 1.0).sum().cast(pl.Int64).alias("passed")).collect()
     pairs = stats.select("judged", "passed").unique()
-    spreads = pairs.with_columns(pl.Series("reward_std", [
-        statistics.pstdev([1.0] * passed + [0.0] * (judged - passed)) if judged else 0.0
-        for judged, passed in pairs.iter_rows()], dtype=pl.Float64))
+    groups = [[1.0] * passed + [0.0] * (judged - passed) for judged, passed in pairs.iter_rows()]
+    spreads = pairs.with_columns(
+        pl.Series("reward_std", [statistics.pstdev(g) if g else 0.0 for g in groups],
+                  dtype=pl.Float64),
+        pl.Series("reward_mad", [mean_abs_deviation(g, sum(g) / len(g) if g else None)
+                                 for g in groups], dtype=pl.Float64))
     return stats.join(spreads, on=["judged", "passed"], how="left", maintain_order="left").select(
         "problem_id", "samples", "judged",
         pl.when(pl.col("judged") > 0).then(pl.col("passed") / pl.col("judged"))
         .otherwise(None).alias("pass_rate"),
-        "reward_std")
+        "reward_std", "reward_mad")
+
+
+def mean_abs_deviation(rewards: list[float], pass_rate: float | None) -> float:
+    """Mean |reward - pass_rate| over a problem's judged rewards (0.0 when none were judged), in
+    exact rational arithmetic with one rounding, as pstdev: the same in any order of samples."""
+    if not rewards or pass_rate is None:
+        return 0.0
+    if not all(math.isfinite(r) for r in rewards):
+        return math.nan  # as pstdev gives
+    p = Fraction(pass_rate)
+    return float(sum(abs(Fraction(r) - p) for r in rewards) / len(rewards))
 
 
 def drop_reason_expr(curation: CurateConfig, *, warmup: bool,
@@ -115,7 +140,7 @@ def curriculum_frame(problems: Any, verdicts: Any, curation: CurateConfig, *, wa
     frame = lazy_frame(problems, PROBLEM_COLUMNS).join(
         stats.lazy(), on="problem_id", how="left", maintain_order="left").with_columns(
         pl.col("samples").fill_null(0), pl.col("judged").fill_null(0),
-        pl.col("reward_std").fill_null(0.0)).with_columns(
+        pl.col("reward_std").fill_null(0.0), pl.col("reward_mad").fill_null(0.0)).with_columns(
         drop_reason_expr(curation, warmup=warmup,
                          warmup_max_level=warmup_max_level).alias("drop_reason")).collect()
     if curation.solver_targets == "rationalize" and not warmup:

@@ -61,7 +61,8 @@ def _round(tmp_path, config, pass_rates):
                              "level": level, "source": "generator", "proposal_id": f"p{pid}"})
             curriculum.append({"problem_id": pid, "run_id": "arms", "round": 1, "level": level,
                                "samples": 4, "judged": 4, "pass_rate": rate, "reward_std": 0.0,
-                               "kept": True, "drop_reason": None})
+                               "reward_mad": 2 * rate * (1 - rate), "kept": True,
+                               "drop_reason": None})
     write_atomic("problems", problems, tmp_path / "problems-1.parquet")
     write_atomic("curriculum", curriculum, tmp_path / "curriculum-1.parquet")
     earlier_problems = [StageOutput("synthesize", 1, "problems-round-1",

@@ -7,13 +7,20 @@ import pytest
 from tasks.curriculum.bandit import (
     bucket_rewards,
     level_probabilities,
-    mean_abs_advantage,
     q_values,
     sample_levels,
     td_update,
 )
+from tasks.curriculum.columns import lazy_frame
+from tasks.curriculum.pass_rates import VERDICT_COLUMNS, reward_stats
 
 LEVELS = [2, 3, 4]
+
+
+def _row(level, pass_rate, judged=4):
+    """A curriculum row of binary rewards: its mean |advantage| is 2 p (1 - p)."""
+    mad = 0.0 if pass_rate is None else 2 * pass_rate * (1 - pass_rate)
+    return {"level": level, "pass_rate": pass_rate, "judged": judged, "reward_mad": mad}
 
 
 @pytest.mark.parametrize(
@@ -21,25 +28,53 @@ LEVELS = [2, 3, 4]
     [([1, 1, 1, 1], 0.0), ([0, 0, 0, 0], 0.0), ([1, 0, 1, 0], 0.5), ([1, 0, 0, 0], 0.375),
      ([1, 1, 1, 0], 0.375)],
 )
-def test_mean_abs_advantage_of_binary_rewards_is_2p_1_minus_p(rewards, expected):
+def test_reward_mad_of_binary_rewards_is_2p_1_minus_p(rewards, expected):
+    verdicts = [{"problem_id": "a", "reward": float(r)} for r in rewards]
+    stats = reward_stats(lazy_frame(verdicts, VERDICT_COLUMNS)).row(0, named=True)
     mean = sum(rewards) / len(rewards)
-    assert sum(abs(r - mean) for r in rewards) / len(rewards) == pytest.approx(expected)
-    assert mean_abs_advantage(mean) == pytest.approx(expected)
+    assert stats["reward_mad"] == pytest.approx(expected)
+    assert stats["reward_mad"] == pytest.approx(2 * mean * (1 - mean))
+
+
+@pytest.mark.parametrize(
+    ("rewards", "pass_rate", "expected"),
+    [([0.5, 0.5, 0.5, 0.5], 0.5, 0.0),             # partial credit alike: no advantage
+     ([0.25, 0.75, 0.25, 0.75], 0.5, 0.25),
+     ([1.0, 0.5, 0.0, None], 0.5, 1 / 3),          # an unjudged sample counts for nothing
+     ([0.2, 0.4, 0.0, 0.2], 0.2, 0.1)],
+)
+def test_reward_mad_of_graded_rewards_is_their_mean_abs_deviation(rewards, pass_rate, expected):
+    verdicts = [{"problem_id": "a", "reward": r} for r in rewards]
+    stats = reward_stats(lazy_frame(verdicts, VERDICT_COLUMNS)).row(0, named=True)
+    assert stats["pass_rate"] == pytest.approx(pass_rate)
+    assert stats["reward_mad"] == pytest.approx(expected)
+    assert stats["reward_mad"] < 2 * pass_rate * (1 - pass_rate)
+
+
+def test_graded_rewards_that_never_disagree_move_no_level_toward_them():
+    """Level 2 scores 0.5 partial credit on every sample, level 3 is solved half the time: the
+    bandit's reward is the spread of the samples, not the mean credit."""
+    verdicts = ([{"problem_id": "two", "reward": 0.5}] * 8
+                + [{"problem_id": "three", "reward": float(i % 2)} for i in range(8)])
+    stats = reward_stats(lazy_frame(verdicts, VERDICT_COLUMNS))
+    rows = [{**row, "level": 2 if row["problem_id"] == "two" else 3}
+            for row in stats.to_dicts()]
+    assert bucket_rewards(rows, LEVELS) == pytest.approx({2: 0.0, 3: 0.5})
 
 
 @pytest.mark.parametrize(
     ("rows", "expected"),
     [
         ([], {}),
-        ([{"level": 3, "pass_rate": 0.5, "judged": 4},
-          {"level": 3, "pass_rate": 1.0, "judged": 4}], {3: 0.25}),
-        ([{"level": 2, "pass_rate": 0.25, "judged": 4},
-          {"level": 4, "pass_rate": None, "judged": 0}],
+        ([_row(3, 0.5, 4),
+          _row(3, 1.0, 4)], {3: 0.25}),
+        ([_row(2, 0.25, 4),
+          _row(4, None, 0)],
          {2: 0.375}),  # unjudged ignored
         # one sample: no advantage (the warm-up)
-        ([{"level": 2, "pass_rate": 1.0, "judged": 1}], {}),
-        ([{"level": 5, "pass_rate": 0.5, "judged": 4},
-          {"level": 1, "pass_rate": 0.5, "judged": 4}], {}),
+        ([_row(2, 1.0, 1)], {}),
+        ([_row(5, 0.5, 4),
+          _row(1, 0.5, 4)], {}),
     ],
 )
 def test_bucket_rewards(rows, expected):
@@ -72,8 +107,7 @@ def test_temperature_must_be_positive():
 
 
 def _round(pass_rates: dict[int, list[float]]) -> list[dict[str, float]]:
-    return [{"level": level, "pass_rate": p, "judged": 4}
-            for level, rates in pass_rates.items() for p in rates]
+    return [_row(level, p) for level, rates in pass_rates.items() for p in rates]
 
 
 def test_bandit_shifts_toward_the_bucket_with_the_highest_mean_abs_advantage():
@@ -131,7 +165,8 @@ def _synthesize_round_1(tmp_path, monkeypatch, scheduler, curricula_rates):
     for index, rates in enumerate(curricula_rates):
         rows = [{"problem_id": f"{index}-{n}", "run_id": "bandit", "round": index,
                  "level": r["level"], "samples": 4, "judged": 4, "pass_rate": r["pass_rate"],
-                 "reward_std": 0.0, "kept": True, "drop_reason": None}
+                 "reward_std": 0.0, "reward_mad": r["reward_mad"], "kept": True,
+                 "drop_reason": None}
                 for n, r in enumerate(_round(rates))]
         path = tmp_path / f"curriculum-{index}.parquet"
         write_atomic("curriculum", rows, path)

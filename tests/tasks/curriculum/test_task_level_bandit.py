@@ -19,7 +19,9 @@ ARMS = task_level_arms(["spell_backward", "basic_arithmetic"], [2, 1])
 
 
 def _row(task, level, pass_rate, judged=4):
-    return {"task": task, "level": level, "pass_rate": pass_rate, "judged": judged}
+    """A curriculum row of binary rewards: its mean |advantage| is 2 p (1 - p)."""
+    return {"task": task, "level": level, "pass_rate": pass_rate, "judged": judged,
+            "reward_mad": 2 * pass_rate * (1 - pass_rate)}
 
 
 def test_arms_are_every_task_and_level():
