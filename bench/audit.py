@@ -91,7 +91,7 @@ def generate(data_root: Path, *, rounds: int, problems: int, samples: int) -> No
             reason = "too_hard" if correct == 0 else "too_easy" if correct == samples else None
             curriculum.append({"problem_id": p["problem_id"], "run_id": RUN_ID, "round": r,
                                "level": p["level"], "samples": samples,
-                               "judged": samples, "pass_rate": rate,
+                               "judged": samples, "passed": correct, "pass_rate": rate,
                                "reward_std": (rate * (1 - rate)) ** 0.5,
                                "reward_mad": 2 * rate * (1 - rate), "kept": reason is None,
                                "drop_reason": reason})

@@ -24,7 +24,7 @@ from tasks.rows import train_row
 
 
 def rationalized(rows: list[dict[str, Any]], curation: CurateConfig) -> set[str]:
-    verified = sum(min(round(r["pass_rate"] * r["judged"]), curation.max_answers_per_problem)
+    verified = sum(min(r["passed"], curation.max_answers_per_problem)
                    for r in rows if r["drop_reason"] is None)
     too_hard = sorted((r for r in rows if r["drop_reason"] == "too_hard"), key=lambda r: r["level"])
     return {r["problem_id"] for r in too_hard[: int(curation.rationalize_ratio * verified)]}
@@ -40,6 +40,7 @@ def curriculum_rows(problems: list[dict[str, Any]], verdicts: list[dict[str, Any
     for p in problems:
         got = rewards.get(p["problem_id"], [])
         judged = [r for r in got if r is not None]
+        passed = sum(r == 1.0 for r in judged)
         pass_rate = sum(judged) / len(judged) if judged else None
         std = statistics.pstdev(judged) if judged else 0.0
         mad = 0.0
@@ -51,10 +52,10 @@ def curriculum_rows(problems: list[dict[str, Any]], verdicts: list[dict[str, Any
         elif curation.solver_targets == "reference":
             reason = None
         else:
-            reason = drop_reason(pass_rate, std, curation)
+            reason = drop_reason(pass_rate, std, curation, passed)
         rows.append({
             "problem_id": p["problem_id"], "run_id": p["run_id"], "round": p["round"],
-            "level": p["level"], "samples": len(got), "judged": len(judged),
+            "level": p["level"], "samples": len(got), "judged": len(judged), "passed": passed,
             "pass_rate": pass_rate, "reward_std": std, "reward_mad": mad, "kept": reason is None,
             "drop_reason": reason,
         })
@@ -148,7 +149,7 @@ def training_rows(domain: Domain, problems: list[dict[str, Any]], rollouts: list
         if stats is None:
             continue
         too_hard = (curation.solver_targets == "rationalize"
-                    and stats["pass_rate"] <= curation.min_pass_rate)
+                    and (stats["pass_rate"] <= curation.min_pass_rate or stats["passed"] == 0))
         if curation.solver_targets == "reference" or too_hard:
             add("solver", domain.solver_prompt(problem["text"]), problem["reference"], 1.0,
                 problem, None)
@@ -180,13 +181,13 @@ def verdict_metrics(rows: list[dict[str, Any]], problems: list[dict[str, Any]],
         answers[r["problem_id"]].append(r["answer"])
     votes = majority_labels(answers)
     metrics = {"verdicts": len(rows), "unjudged": len(rows) - len(judged),
-               "mean_reward": sum(judged) / len(judged) if judged else 0.0}
+               "mean_reward": math.fsum(judged) / len(judged) if judged else 0.0}
     for r in rows:
         if r["reward"] is None and r["method"] != "none":
             key = f"unjudged_{r['method']}"
             metrics[key] = metrics.get(key, 0) + 1
     if votes:
-        metrics["mean_agreement"] = sum(v.agreement for v in votes.values()) / len(votes)
+        metrics["mean_agreement"] = math.fsum(v.agreement for v in votes.values()) / len(votes)
         metrics["tied_share"] = sum(v.tie for v in votes.values()) / len(votes)
     if labels == "majority":
         reference = {p["problem_id"]: p["reference"] for p in problems}

@@ -85,10 +85,11 @@ def synthetic_rows(kind: str, n: int, round_index: int = 1, seed: int = 0) -> li
     elif kind == "curriculum":
         for i in range(n):
             judged = samples
-            p = rng.randint(0, judged) / judged
+            passed = rng.randint(0, judged)
+            p = passed / judged
             kept = 0 < p < 1
             rows.append({**base, "problem_id": _id("problem", i), "level": 1 + i % 5,
-                         "samples": samples, "judged": judged, "pass_rate": p,
+                         "samples": samples, "judged": judged, "passed": passed, "pass_rate": p,
                          "reward_std": (p * (1 - p)) ** 0.5, "reward_mad": 2 * p * (1 - p),
                          "kept": kept,
                          "drop_reason": None if kept else ("too_easy" if p == 1 else "too_hard")})

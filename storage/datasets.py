@@ -37,9 +37,10 @@ A sample record per kind (columns beyond these are allowed only by adding them h
                                 # sigmoid(score): domains/reward_model.py), null for every
                                 # other verifier and in files written without the column
     curriculum  {"problem_id": "a1..", "run_id": "demo", "round": 1, "level": 2, "samples": 8,
-                 "judged": 8, "pass_rate": 0.25, "reward_std": 0.43, "reward_mad": 0.375,
-                 "kept": True, "drop_reason": None}
+                 "judged": 8, "passed": 2, "pass_rate": 0.25, "reward_std": 0.43,
+                 "reward_mad": 0.375, "kept": True, "drop_reason": None}
                                 # drop_reason: too_easy | too_hard | zero_variance | unjudged;
+                                # passed: judged samples with the full reward (1.0);
                                 # reward_mad: mean |reward - pass_rate|, the bandit's reward
     train_rows  {"train_row_id": "e7..", "run_id": "demo", "round": 1, "role": "solver",
                  "prompt": "<solve>37+5=", "completion": "42", "rejected": None, "weight": 1.0,
@@ -110,8 +111,9 @@ SCHEMAS: dict[str, pa.Schema] = {
     ),
     "curriculum": pa.schema(
         [("problem_id", STRING), ("run_id", STRING), ("round", INT64), ("level", INT64),
-         ("samples", INT64), ("judged", INT64), ("pass_rate", FLOAT64), ("reward_std", FLOAT64),
-         ("reward_mad", FLOAT64), ("kept", BOOL), ("drop_reason", STRING)]
+         ("samples", INT64), ("judged", INT64), ("passed", INT64), ("pass_rate", FLOAT64),
+         ("reward_std", FLOAT64), ("reward_mad", FLOAT64), ("kept", BOOL),
+         ("drop_reason", STRING)]
     ),
     "train_rows": pa.schema(
         [("train_row_id", STRING), ("run_id", STRING), ("round", INT64), ("role", STRING),

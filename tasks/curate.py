@@ -6,7 +6,8 @@ reward standard deviation. Kept when min_pass_rate < p < max_pass_rate (the diff
 and the rewards vary; otherwise dropped with `drop_reason`:
 
     unjudged       no rollout could be scored
-    too_hard       p <= min_pass_rate
+    too_hard       p <= min_pass_rate; with `solver_targets = "rationalize"` also no sample
+                   earned the full reward (partial credit lifts p, yet no answer is right)
     too_easy       p >= max_pass_rate
     zero_variance  every reward equal (no learning signal) although p is inside the band
 
@@ -58,6 +59,7 @@ text is in the round's training rows) and, in rounds with proposer samples, `pro
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -79,7 +81,7 @@ from tasks.alarms import leak_metrics, proposer_novelty
 from tasks.context import RunContext
 from tasks.curriculum.columns import lazy_frame
 from tasks.curriculum.dedup import clusters
-from tasks.curriculum.pass_rates import curriculum_frame  # noqa: F401 - public
+from tasks.curriculum.pass_rates import curriculum_frame, too_hard_expr  # noqa: F401 - public
 from tasks.curriculum.rewards import diversity_penalties, proposer_weight  # noqa: F401 - re-exported
 from tasks.curriculum.selection import (
     SOLVER_PARTS,
@@ -95,13 +97,20 @@ from tasks.curriculum.selection import (
 )
 from tasks.stage import StageOutput, StageResult, run_stage
 
-VERSION = 4  # 4: curriculum rows carry reward_mad, the mean |advantage| the bandit reads
+VERSION = 5  # 5: `passed` (full-reward samples); under rationalize a problem none solved is
+#              too hard although partial credit lifts its p (graded rewards)
 
 
-def drop_reason(pass_rate: float | None, reward_std: float, curation: CurateConfig) -> str | None:
+def drop_reason(pass_rate: float | None, reward_std: float, curation: CurateConfig,
+                passed: int | None = None) -> str | None:
+    """Why a judged problem is dropped (None: kept); `passed` counts its samples with the full
+    reward (None: the rewards are 0 or 1, so p = 0 says it)."""
     if pass_rate is None:
         return "unjudged"
-    if pass_rate <= curation.min_pass_rate:
+    if math.isnan(pass_rate):
+        return None  # NaN compares false with every bound
+    if pass_rate <= curation.min_pass_rate or (passed == 0
+                                               and curation.solver_targets == "rationalize"):
         return "too_hard"
     if pass_rate >= curation.max_pass_rate:
         return "too_easy"
@@ -190,8 +199,8 @@ def training_frame(domain: Domain, problems: Any, rollouts: Any, verdicts: Any, 
         msg = (f"no row builder for train.algorithm = {algorithm!r}; choose 'sft', 'grpo' or "
                "'dpo'")
         raise ValueError(msg)
-    too_hard = (pl.col("pass_rate") <= curation.min_pass_rate
-                if curation.solver_targets == "rationalize" else pl.lit(False))
+    too_hard = (too_hard_expr(curation) if curation.solver_targets == "rationalize"
+                else pl.lit(False))
     rationalized = (reference_rows(domain, kept.filter(too_hard)) if hinted is None else
                     unhinted_rows(domain, verified_rows(*hinted, kept.filter(too_hard),
                                                         curation.max_answers_per_problem), kept))

@@ -25,28 +25,29 @@ import polars as pl
 from prefect import task
 from prefect.cache_policies import NONE
 
+from configs import CurateConfig
 from configs.settings import RationalizeSettings, stage_settings
 from domains.base import Domain
 from models.backends import SamplingParams
 from storage.fingerprint import row_id
 from tasks.context import Checkpoint, RunContext
 from tasks.curate import round_verdicts
-from tasks.curriculum.pass_rates import curriculum_frame
+from tasks.curriculum.pass_rates import curriculum_frame, too_hard_expr
 from tasks.curriculum.selection import kept_problems, positioned_problems
 from tasks.retry import TRANSIENT
 from tasks.rollout import rollout_shard
 from tasks.stage import StageOutput, StageResult, run_stage
 from tasks.verify import verdict_frame
 
-VERSION = 1
+VERSION = 2  # 2: too hard under graded rewards includes problems no sample solved
 
 
 def too_hard_problems(problem_file: Any, curriculum: pl.DataFrame,
-                      min_pass_rate: float) -> list[dict[str, Any]]:
-    """The problem rows curate keeps although they are too hard (p <= min_pass_rate), in
-    problem order."""
+                      curation: CurateConfig) -> list[dict[str, Any]]:
+    """The problem rows curate keeps although they are too hard (tasks/curriculum/pass_rates.py:
+    too_hard_expr), in problem order."""
     kept = kept_problems(positioned_problems(problem_file), curriculum)
-    return kept.filter(pl.col("pass_rate") <= min_pass_rate).drop("pos", "pass_rate").to_dicts()
+    return kept.filter(too_hard_expr(curation)).drop("pos", "pass_rate", "passed").to_dicts()
 
 
 def hinted_text(domain: Domain, template: str, problem: dict[str, Any]) -> str:
@@ -79,7 +80,7 @@ def rationalize_round(ctx: RunContext, settings: RationalizeSettings, round_inde
                                                                problem_file),
                                   curation, warmup=False,
                                   warmup_max_level=settings.domain.domain.seed_max_level)
-    chosen = too_hard_problems(problem_file, curriculum, curation.min_pass_rate)
+    chosen = too_hard_problems(problem_file, curriculum, curation)
     hinted = [{**p, "text": hinted_text(ctx.domain, curation.hint_template, p)} for p in chosen]
     rows: list[dict[str, Any]] = []
     if hinted:

@@ -42,6 +42,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import replace
 from functools import partial
+from math import fsum
 from pathlib import Path
 from typing import Any
 
@@ -174,22 +175,23 @@ def verdict_metrics(rows: Any, problems: Any, labels: str = "reference") -> dict
     """The verify stage's catalog metrics: counts, mean reward, agreement, label precision.
 
     `rows` and `problems`: the verdicts and problems as a Parquet path, a frame or rows
-    (tasks/curriculum/columns.py: lazy_frame); computed over columns, with sums taken left to
-    right in file order (the values of a row-by-row sum, to the last bit)."""
+    (tasks/curriculum/columns.py: lazy_frame); computed over columns. The means are exactly
+    rounded sums (`math.fsum`) over the count, so no summation order, polars' or a row-by-row
+    loop's, changes their last bit."""
     verdicts = lazy_frame(rows, VERDICT_METRIC_COLUMNS)
     reward = pl.col("reward")
-    totals = verdicts.select(pl.len().alias("verdicts"), reward.count().alias("judged"),
-                             reward.drop_nulls().cum_sum().last().alias("reward_sum")).collect()
-    count, judged, reward_sum = totals.row(0)
+    rewards = verdicts.select(reward).collect()["reward"]
+    count, judged = len(rewards), rewards.count()
     metrics: dict[str, float] = {"verdicts": count, "unjudged": count - judged,
-                                 "mean_reward": reward_sum / judged if judged else 0.0}
+                                 "mean_reward": fsum(rewards.drop_nulls()) / judged if judged
+                                 else 0.0}
     reasons = verdicts.filter(reward.is_null() & (pl.col("method") != "none")).group_by(
         "method", maintain_order=True).len().collect()
     for method, n in reasons.iter_rows():  # why the free-form domains could not judge
         metrics[f"unjudged_{method}"] = n
     votes = majority_frame(verdicts).collect()
     if len(votes):
-        metrics["mean_agreement"] = votes["agreement"].cum_sum()[-1] / len(votes)
+        metrics["mean_agreement"] = fsum(votes["agreement"]) / len(votes)
         metrics["tied_share"] = int(votes["tie"].sum()) / len(votes)
     if labels == "majority":
         metrics.update(label_metrics(verdicts, problems, votes))

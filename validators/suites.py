@@ -60,8 +60,8 @@ NOT_NULL = {
     "rollouts": ["rollout_id", "run_id", "round", "problem_id", "sample_index", "prompt",
                  "completion", "completion_tokens", "checkpoint"],
     "verdicts": ["rollout_id", "run_id", "round", "problem_id", "method"],
-    "curriculum": ["problem_id", "run_id", "round", "level", "samples", "judged", "reward_std",
-                   "reward_mad", "kept"],
+    "curriculum": ["problem_id", "run_id", "round", "level", "samples", "judged", "passed",
+                   "reward_std", "reward_mad", "kept"],
     "train_rows": ["train_row_id", "run_id", "round", "role", "prompt", "completion", "weight",
                    "problem_id"],
     # an eval's reference is null for a held-out prompt without an answer (a judged dataset file)
@@ -298,8 +298,8 @@ def _per_problem_suite(gates: GatesConfig, context: SuiteContext) -> FrameSuite:
 
 
 def curriculum_checks(gates: GatesConfig, context: SuiteContext) -> KindChecks:
-    """Pass rate and reward spread in range, judged <= samples, kept fraction; mean pass rate
-    strictly inside the band from round 1 on."""
+    """Pass rate and reward spread in range, passed <= judged <= samples, kept fraction; mean
+    pass rate strictly inside the band from round 1 on."""
     import great_expectations.expectations as gxe
     from great_expectations.expectations.row_conditions import Column
 
@@ -310,6 +310,9 @@ def curriculum_checks(gates: GatesConfig, context: SuiteContext) -> KindChecks:
         _not_null("pass_rate", " where judged > 0", row_condition=Column("judged") > 0),
         _check(gxe.ExpectColumnPairValuesAToBeGreaterThanB, "judged <= samples",
                column_A="samples", column_B="judged", or_equal=True),
+        _between("passed", 0, None),
+        _check(gxe.ExpectColumnPairValuesAToBeGreaterThanB, "passed <= judged",
+               column_A="judged", column_B="passed", or_equal=True),
         _check(gxe.ExpectColumnMeanToBeBetween,
                f"kept fraction within [{gates.min_kept_fraction}, {gates.max_kept_fraction}]",
                column="kept", min_value=gates.min_kept_fraction,

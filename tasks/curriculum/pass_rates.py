@@ -2,14 +2,15 @@
 problem, over verdict columns (tasks/curate.py documents what each value means).
 
     curriculum_frame(problems, verdicts, curation, warmup=False)
-    # problem_id  run_id  round  level  samples  judged  pass_rate  reward_std  reward_mad
-    # "a1.."      "demo"  1      2      8        8       0.25       0.433..     0.375
-    # kept  drop_reason
-    # True  null
+    # problem_id  run_id  round  level  samples  judged  passed  pass_rate  reward_std
+    # "a1.."      "demo"  1      2      8        8       2       0.25       0.433..
+    # reward_mad  kept  drop_reason
+    # 0.375       True  null
 
-The values are the row-by-row definitions' to the last bit: p is the left-to-right sum of the
-judged rewards over their count, and the standard deviation is `statistics.pstdev` (exact
-rational arithmetic, then one rounding). `reward_mad` is the mean |reward - pass_rate| over the
+The values are the row-by-row definitions' to the last bit: `passed` counts the samples that
+earned the full reward (1.0), p is the left-to-right sum of the judged rewards over their
+count, and the standard deviation is `statistics.pstdev` (exact rational arithmetic, then one
+rounding). `reward_mad` is the mean |reward - pass_rate| over the
 judged rewards (exact too): the mean absolute advantage of the problem's group, which the
 curriculum bandit (tasks/curriculum/bandit.py) reads. With rewards of 0 or 1 it is 2 p (1 - p);
 with graded ones (partial credit) it can be far below that. With rewards of 0 or 1 (every
@@ -25,7 +26,6 @@ import statistics
 from fractions import Fraction
 from typing import Any
 
-import numpy as np
 import polars as pl
 
 from configs import CurateConfig
@@ -34,12 +34,12 @@ from tasks.curriculum.columns import lazy_frame
 PROBLEM_COLUMNS = {"problem_id": pl.String, "run_id": pl.String, "round": pl.Int64,
                    "level": pl.Int64}
 VERDICT_COLUMNS = {"problem_id": pl.String, "reward": pl.Float64}
-CURRICULUM_COLUMNS = ["problem_id", "run_id", "round", "level", "samples", "judged", "pass_rate",
-                      "reward_std", "reward_mad", "kept", "drop_reason"]
+CURRICULUM_COLUMNS = ["problem_id", "run_id", "round", "level", "samples", "judged", "passed",
+                      "pass_rate", "reward_std", "reward_mad", "kept", "drop_reason"]
 
 
 def reward_stats(verdicts: pl.LazyFrame) -> pl.DataFrame:
-    """Per problem_id of the verdicts (first-seen order): samples, judged, pass_rate,
+    """Per problem_id of the verdicts (first-seen order): samples, judged, passed, pass_rate,
     reward_std, reward_mad."""
     reward = pl.col("reward")
     binary = verdicts.select(reward.drop_nulls().is_in([0.0, 1.0]).all()).collect().item()
@@ -51,6 +51,7 @@ def reward_stats(verdicts: pl.LazyFrame) -> pl.DataFrame:
         rates = [sum(j) / len(j) if j else None for j in judged]
         return stats.drop("judged_rewards").with_columns(
             pl.Series("judged", [len(j) for j in judged], dtype=pl.Int64),
+            pl.Series("passed", [sum(r == 1.0 for r in j) for j in judged], dtype=pl.Int64),
             pl.Series("pass_rate", rates, dtype=pl.Float64),
             pl.Series("reward_std", [statistics.pstdev(j) if j else 0.0 for j in judged],
                       dtype=pl.Float64),
@@ -68,7 +69,7 @@ def reward_stats(verdicts: pl.LazyFrame) -> pl.DataFrame:
         pl.Series("reward_mad", [mean_abs_deviation(g, sum(g) / len(g) if g else None)
                                  for g in groups], dtype=pl.Float64))
     return stats.join(spreads, on=["judged", "passed"], how="left", maintain_order="left").select(
-        "problem_id", "samples", "judged",
+        "problem_id", "samples", "judged", "passed",
         pl.when(pl.col("judged") > 0).then(pl.col("passed") / pl.col("judged"))
         .otherwise(None).alias("pass_rate"),
         "reward_std", "reward_mad")
@@ -97,19 +98,28 @@ def drop_reason_expr(curation: CurateConfig, *, warmup: bool,
     p = pl.col("pass_rate")
     return (pl.when(p.is_null()).then(pl.lit("unjudged"))
             .when(p.is_nan()).then(None)  # NaN compares false with every bound, as in Python
-            .when(p <= curation.min_pass_rate).then(pl.lit("too_hard"))
+            .when(too_hard_expr(curation)).then(pl.lit("too_hard"))
             .when(p >= curation.max_pass_rate).then(pl.lit("too_easy"))
             .when(pl.col("reward_std") == 0.0).then(pl.lit("zero_variance"))
             .otherwise(None))
 
 
+def too_hard_expr(curation: CurateConfig) -> pl.Expr:
+    """Too hard to train on a verified answer: p <= min_pass_rate, or, where too-hard problems
+    are rationalized (`solver_targets = "rationalize"`), no sample earned the full reward.
+    With rewards of 0 or 1 the two agree (no full reward is p = 0); with partial credit a
+    problem can score p > 0 without one right answer, and its reference is all there is to
+    learn from. tasks.curate.drop_reason row by row."""
+    unsolved = (pl.col("passed") == 0) & (curation.solver_targets == "rationalize")
+    return (pl.col("pass_rate") <= curation.min_pass_rate) | unsolved
+
+
 def rationalized_ids(curriculum: pl.DataFrame, curation: CurateConfig) -> pl.Series:
     """The too-hard problem ids trained on their reference: at most rationalize_ratio x the
-    round's verified answer rows (per kept problem, round(p x judged) capped at
+    round's verified answer rows (per kept problem, its `passed` capped at
     max_answers_per_problem), lowest level first, then in problem order."""
     kept = curriculum.filter(pl.col("drop_reason").is_null())
-    answers = np.rint((kept["pass_rate"] * kept["judged"]).to_numpy())  # round half to even
-    verified = int(np.minimum(answers, curation.max_answers_per_problem).sum()) if len(kept) else 0
+    verified = int(kept["passed"].clip(upper_bound=curation.max_answers_per_problem).sum())
     too_hard = curriculum.filter(pl.col("drop_reason") == "too_hard")
     chosen = too_hard.sort("level", maintain_order=True).head(
         int(curation.rationalize_ratio * verified))
@@ -140,6 +150,7 @@ def curriculum_frame(problems: Any, verdicts: Any, curation: CurateConfig, *, wa
     frame = lazy_frame(problems, PROBLEM_COLUMNS).join(
         stats.lazy(), on="problem_id", how="left", maintain_order="left").with_columns(
         pl.col("samples").fill_null(0), pl.col("judged").fill_null(0),
+        pl.col("passed").fill_null(0),
         pl.col("reward_std").fill_null(0.0), pl.col("reward_mad").fill_null(0.0)).with_columns(
         drop_reason_expr(curation, warmup=warmup,
                          warmup_max_level=warmup_max_level).alias("drop_reason")).collect()

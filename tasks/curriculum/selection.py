@@ -76,11 +76,13 @@ def positioned_problems(problems: Any) -> pl.DataFrame:
 
 def kept_problems(problems: pl.DataFrame, curriculum: Any) -> pl.DataFrame:
     """Problems whose curriculum row is kept (the last row of a problem_id decides), in problem
-    order, with their `pass_rate`."""
+    order, with their `pass_rate` and `passed` (tasks/curriculum/pass_rates.py: too_hard_expr
+    reads both)."""
     kept = lazy_frame(curriculum, {"problem_id": pl.String, "pass_rate": pl.Float64,
-                                   "kept": pl.Boolean}).collect()
+                                   "passed": pl.Int64, "kept": pl.Boolean}).collect()
     kept = kept.unique("problem_id", keep="last", maintain_order=True).filter(pl.col("kept"))
-    return problems.join(kept.select("problem_id", "pass_rate"), on="problem_id", how="inner",
+    return problems.join(kept.select("problem_id", "pass_rate", "passed"), on="problem_id",
+                         how="inner",
                          maintain_order="left")
 
 

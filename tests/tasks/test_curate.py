@@ -112,6 +112,42 @@ def test_rationalize_caps_references_per_verified_row_lowest_level_first():
     assert kept(10.0) == ["c", "d", "e", "f"]
 
 
+@pytest.mark.parametrize(("passed", "targets", "reason"),
+                         [(0, "rationalize", "too_hard"), (1, "rationalize", None),
+                          (0, "verified", None), (None, "rationalize", None)])
+def test_partial_credit_without_a_full_reward_is_too_hard_only_where_references_teach(
+        passed, targets, reason):
+    band = CurateConfig(solver_targets=targets)
+    assert drop_reason(0.45, 0.2, band, passed) == reason
+
+
+def test_rationalize_teaches_the_reference_where_partial_credit_solved_nothing():
+    """Graded rewards: problem b earns partial credit (p = 0.5) but no sample is right, so its
+    reference is its solver row, counted as too hard; problem a has one right answer."""
+    problems, rollouts, _verdicts = _fixture()
+    problems = problems[:2]
+    rollouts = [r for r in rollouts if r["problem_id"] != "c"]
+    rewards = {"a": [1.0, 0.5, 0.25, 0.25], "b": [0.5, 0.75, 0.5, 0.25]}
+    verdicts = [{"rollout_id": f"{pid}{i}", "problem_id": pid, "reward": reward}
+                for pid, got in rewards.items() for i, reward in enumerate(got)]
+    band = CurateConfig(max_answers_per_problem=2, solver_targets="rationalize",
+                        rationalize_ratio=1.0)
+    curriculum = curriculum_rows(problems, verdicts, band, warmup=False)
+    assert [(c["passed"], c["pass_rate"], c["kept"]) for c in curriculum] == [
+        (1, 0.5, True), (0, 0.5, True)]  # b rationalized: 1 verified row allows 1 reference
+    rows = training_rows(domain, problems, rollouts, verdicts, curriculum, band, warmup=False)
+    solver = [(r["problem_id"], r["completion"], r["rollout_id"])
+              for r in rows if r["role"] == "solver"]
+    assert solver == [("a", "2", "a0"), ("b", "4", None)]
+    verified = CurateConfig(max_answers_per_problem=2, solver_targets="verified")
+    assert [c["drop_reason"] for c in curriculum_rows(problems, verdicts, verified,
+                                                      warmup=False)] == [None, None]
+    starved = CurateConfig(max_answers_per_problem=2, solver_targets="rationalize",
+                           rationalize_ratio=0.5)  # int(0.5 x 1 verified row) = 0 references
+    assert [c["drop_reason"] for c in curriculum_rows(problems, verdicts, starved,
+                                                      warmup=False)] == [None, "too_hard"]
+
+
 def test_curate_fingerprint_covers_what_its_round_reads():
     from configs import load_config
     from configs.settings import CurateSettings, WarmupCurateSettings, stage_settings

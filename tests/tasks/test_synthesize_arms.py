@@ -60,7 +60,8 @@ def _round(tmp_path, config, pass_rates):
                              "text": f"{task} L{level}: item {n}", "reference": "1",
                              "level": level, "source": "generator", "proposal_id": f"p{pid}"})
             curriculum.append({"problem_id": pid, "run_id": "arms", "round": 1, "level": level,
-                               "samples": 4, "judged": 4, "pass_rate": rate, "reward_std": 0.0,
+                               "samples": 4, "judged": 4, "passed": round(4 * rate),
+                               "pass_rate": rate, "reward_std": 0.0,
                                "reward_mad": 2 * rate * (1 - rate), "kept": True,
                                "drop_reason": None})
     write_atomic("problems", problems, tmp_path / "problems-1.parquet")

@@ -164,7 +164,8 @@ def _synthesize_round_1(tmp_path, monkeypatch, scheduler, curricula_rates):
     curated = []
     for index, rates in enumerate(curricula_rates):
         rows = [{"problem_id": f"{index}-{n}", "run_id": "bandit", "round": index,
-                 "level": r["level"], "samples": 4, "judged": 4, "pass_rate": r["pass_rate"],
+                 "level": r["level"], "samples": 4, "judged": 4,
+                 "passed": round(4 * r["pass_rate"]), "pass_rate": r["pass_rate"],
                  "reward_std": 0.0, "reward_mad": r["reward_mad"], "kept": True,
                  "drop_reason": None}
                 for n, r in enumerate(_round(rates))]
