@@ -1,5 +1,7 @@
 """Verify on hand-made rollouts: reference and majority labels, agreement, label precision."""
 
+import math
+
 import pytest
 
 from domains.arithmetic import ArithmeticDomain
@@ -81,6 +83,18 @@ def test_label_precision_metrics():
     # references are the labels: nothing to measure
     assert "label_precision" not in reference_metrics
     assert reference_metrics["mean_agreement"] == metrics["mean_agreement"]
+
+
+def test_mean_reward_is_the_same_in_any_row_order():
+    """Graded rewards whose float sum depends on the order it is taken in: the verify stage's
+    mean is exactly rounded, so every order (and every polars version's own) gives one value."""
+    rewards = [0.1, 0.2, 0.3, 0.7, 1 / 3, 0.9]
+    rows = [{"rollout_id": f"r{i}", "problem_id": f"p{i}", "reward": r, "method": "reference",
+             "answer": "1", "label": None} for i, r in enumerate(rewards)]
+    means = {verdict_metrics(order, [])["mean_reward"] for order in (rows, rows[::-1],
+                                                                     rows[1:] + rows[:1])}
+    assert means == {math.fsum(rewards) / len(rewards)}
+    assert sum(rewards) != sum(rewards[::-1])  # the case a plain sum gets wrong
 
 
 def test_unknown_label_mode_is_an_error():
