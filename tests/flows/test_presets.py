@@ -47,9 +47,13 @@ OVERRIDES = {"rounds": 1, "domain.seed_problems": 200, "domain.min_level": 1, "d
              "train.batch_size": 32, "train.warmup.max_steps": 60, "train.max_steps": 4,
              "train.proposer.max_steps": 2, "train.proposer.samples": 2,
              "gates.enabled": False}
-# absolute-zero's GRPO passes over programs cost minutes at those sizes: half the batch, fewer steps
+# absolute-zero's GRPO passes over programs cost minutes at those sizes: half the batch, fewer
+# steps. reasoning-gym-tiny: after 60 warm-up steps 4 samples of its 64 problems earn partial
+# credit only, and a round's references are budgeted by its fully right samples (verified
+# rows), so none trains; 16 samples find a few right ones.
 LIGHTER = {"absolute-zero": {"domain.seed_problems": 120, "train.batch_size": 16,
-                             "train.max_steps": 2, "train.proposer.max_steps": 1}}
+                             "train.max_steps": 2, "train.proposer.max_steps": 1},
+           "reasoning-gym-tiny": {"rollout.samples_per_problem": 16}}
 # The GPU presets on the CPU and the tiny random chat model: its sizes, the transformers backend,
 # float32, and references to train on (it answers nothing right).
 CHAT_OVERRIDES = {"rounds": 1, "domain.seed_problems": 40, "domain.heldout_per_level": 3,
