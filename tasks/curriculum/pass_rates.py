@@ -10,9 +10,9 @@ problem, over verdict columns (tasks/curate.py documents what each value means).
 The values are the row-by-row definitions' to the last bit: `passed` counts the samples that
 earned the full reward (1.0), p is the left-to-right sum of the judged rewards over their
 count, and the standard deviation is `statistics.pstdev` (exact rational arithmetic, then one
-rounding). `reward_mad` is the mean |reward - pass_rate| over the
-judged rewards (exact too): the mean absolute advantage of the problem's group, which the
-curriculum bandit (tasks/curriculum/bandit.py) reads. With rewards of 0 or 1 it is 2 p (1 - p);
+rounding). `reward_mad` is the mean |reward - pass_rate| over the judged rewards (exact too):
+the mean absolute advantage of the problem's group, which the curriculum bandit
+(tasks/curriculum/bandit.py) reads. With rewards of 0 or 1 it is 2 p (1 - p);
 with graded ones (partial credit) it can be far below that. With rewards of 0 or 1 (every
 exact-match domain) a problem's p and spreads depend only on (judged, passed), so they are
 computed once per distinct pair, not once per problem; other rewards go through Python per
@@ -110,8 +110,10 @@ def too_hard_expr(curation: CurateConfig) -> pl.Expr:
     With rewards of 0 or 1 the two agree (no full reward is p = 0); with partial credit a
     problem can score p > 0 without one right answer, and its reference is all there is to
     learn from. tasks.curate.drop_reason row by row."""
-    unsolved = (pl.col("passed") == 0) & (curation.solver_targets == "rationalize")
-    return (pl.col("pass_rate") <= curation.min_pass_rate) | unsolved
+    too_hard = pl.col("pass_rate") <= curation.min_pass_rate
+    if curation.solver_targets == "rationalize":
+        too_hard = too_hard | (pl.col("passed") == 0)
+    return too_hard
 
 
 def rationalized_ids(curriculum: pl.DataFrame, curation: CurateConfig) -> pl.Series:
