@@ -1,7 +1,7 @@
 """bench/learning.py's measurements of finished runs: per round held-out accuracy (overall, per
-level, per task), the problems each curriculum offered, tokens and steps, read from the catalog
-through the audit's view of a run; and the wide held-out evaluation of every run's final model,
-with what one constant answer scores per task beside it.
+level, per task, per task and level), the problems each curriculum offered, tokens and steps,
+read from the catalog through the audit's view of a run; and the wide held-out evaluation of
+every run's final model, with what one constant answer scores per task beside it.
 """
 
 from __future__ import annotations
@@ -63,12 +63,17 @@ def measure(data_root: Path, run_id: str, config: Any) -> dict[str, Any]:
     tasks = sorted(name.removeprefix("accuracy_task_") for name in evaluated
                    if name.startswith("accuracy_task_") and "_level_" not in name)
 
-    def gated(n: int, stage: str) -> tuple[dict[int, float | None], dict[str, float | None]]:
+    def gated(n: int, stage: str) -> tuple[dict[int, float | None], dict[str, float | None],
+                                           dict[str, float]]:
+        task_level = {f"{task} L{level}": metrics.get((n, stage,
+                                                       f"accuracy_task_{task}_level_{level}"))
+                      for task in tasks for level in levels}
         return ({level: metrics.get((n, stage, f"accuracy_level_{level}")) for level in levels},
-                {task: metrics.get((n, stage, f"accuracy_task_{task}")) for task in tasks})
+                {task: metrics.get((n, stage, f"accuracy_task_{task}")) for task in tasks},
+                {key: acc for key, acc in task_level.items() if acc is not None})
 
     rounds = []
-    by_level, per_task = gated(0, "baseline")
+    by_level, per_task, per_task_level = gated(0, "baseline")
     for n in range(config.rounds + 1):
         row = decided.get(n)
         if row is None:
@@ -76,12 +81,13 @@ def measure(data_root: Path, run_id: str, config: Any) -> dict[str, Any]:
                              f" (see `flywheel status {run_id} --data-root {data_root}`)")
         after = row["candidate_accuracy"] if row["promoted"] else row["incumbent_accuracy"]
         if row["promoted"]:  # the incumbent's per-level and per-task accuracy after the gate
-            by_level, per_task = gated(n, "evaluate")
+            by_level, per_task, per_task_level = gated(n, "evaluate")
         rounds.append({
             "round": n, "accuracy": after, "candidate_accuracy": row["candidate_accuracy"],
             "promoted": bool(row["promoted"]), "reason": row.get("reason"),
             "accuracy_per_level": {str(level): acc for level, acc in by_level.items()},
             "accuracy_per_task": dict(per_task),
+            "accuracy_per_task_level": dict(per_task_level),  # "task L<level>"
             "candidate_accuracy_per_task": {task: metrics.get((n, "evaluate",
                                                                f"accuracy_task_{task}"))
                                             for task in tasks},

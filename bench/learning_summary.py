@@ -1,7 +1,8 @@
 """bench/learning.py's summary of its measured runs: per arm the accuracy per round, gains,
-per-level totals, per-task learning curves and draws, and compute spread over seeds, the gain
-ratios between a reference arm and the others and the paired differences of gains (same seed)
-with their 95 % t-interval; and the printed report of it, the pre-registered comparison last.
+per-level totals, learning curves per task and per task and level, the draws per task, and
+compute spread over seeds, the gain ratios between a reference arm and the others and the
+paired differences of gains (same seed) with their 95 % t-interval; and the printed report of
+it, the pre-registered comparison last.
 """
 
 from __future__ import annotations
@@ -55,19 +56,27 @@ def per_level_totals(by_seed: dict[int, dict[str, Any]],
 
 def task_curves(by_seed: dict[int, dict[str, Any]], rounds: int) -> dict[str, Any]:
     """Per task: held-out accuracy after each round (the incumbent after the gate) with its 95%
-    interval over seeds, and the gain (last round - warm-up) with its interval."""
+    interval over seeds, and the gain (last round - warm-up) with its interval; the same per
+    level of the task under `levels`."""
     seeds = sorted(by_seed)
-    tasks = sorted({t for s in seeds for t in by_seed[s]["rounds"][0].get("accuracy_per_task", {})})
 
-    def acc(seed: int, n: int, task: str) -> float | None:
-        return by_seed[seed]["rounds"][n].get("accuracy_per_task", {}).get(task)
+    def curve(key: str, name: str) -> dict[str, Any]:
+        def acc(seed: int, n: int) -> float | None:
+            return by_seed[seed]["rounds"][n].get(key, {}).get(name)
 
-    return {task: {"accuracy_per_round": [interval([acc(s, n, task) for s in seeds])
-                                          for n in range(rounds + 1)],
-                   "gain": interval([None if acc(s, rounds, task) is None or acc(s, 0, task) is None
-                                     else acc(s, rounds, task) - acc(s, 0, task)
-                                     for s in seeds])}
-            for task in tasks}
+        return {"accuracy_per_round": [interval([acc(s, n) for s in seeds])
+                                       for n in range(rounds + 1)],
+                "gain": interval([None if acc(s, rounds) is None or acc(s, 0) is None
+                                  else acc(s, rounds) - acc(s, 0) for s in seeds])}
+
+    def names(key: str) -> list[str]:
+        return sorted({t for s in seeds for t in by_seed[s]["rounds"][0].get(key, {})})
+
+    task_levels = names("accuracy_per_task_level")  # "task L<level>"
+    return {task: {**curve("accuracy_per_task", task),
+                   "levels": {tl.rsplit(" ", 1)[1]: curve("accuracy_per_task_level", tl)
+                              for tl in task_levels if tl.rsplit(" ", 1)[0] == task}}
+            for task in names("accuracy_per_task")}
 
 
 def task_draws(by_seed: dict[int, dict[str, Any]], rounds: int) -> list[dict[str, float]]:
@@ -256,8 +265,8 @@ def report_tasks(arms: dict[str, Any], rounds: int,
     if not tasks:
         return
     width = max(len(a) for a in arms) + 2
-    print("\nheld-out accuracy per task after each round (incumbent after the gate;"
-          " mean [95% CI] over seeds)")
+    print("\nheld-out accuracy per task, and below it per level of the task, after each round"
+          " (incumbent after the gate; mean [95% CI] over seeds)")
     for task in tasks:
         floor = (constant or {}).get(task)
         print(f"  {task}" + ("" if floor is None
@@ -269,6 +278,10 @@ def report_tasks(arms: dict[str, Any], rounds: int,
             print("    " + arm.ljust(width)
                   + "".join(f"{_fmt_ci(a):>20}" for a in curve["accuracy_per_round"])
                   + f"   gain {_fmt_ci(curve['gain'])}")
+            for level, at in curve.get("levels", {}).items():
+                print("      " + level.ljust(width - 2)
+                      + "".join(f"{_fmt_ci(a):>20}" for a in at["accuracy_per_round"])
+                      + f"   gain {_fmt_ci(at['gain'])}")
     print("\nshare of the problems rolled out per task, rounds 1.. (mean over seeds)")
     for arm, s in arms.items():
         for n, shares in enumerate(s["task_draws_per_round"], start=1):

@@ -182,8 +182,11 @@ def test_a_plan_fixes_the_arms_and_needs_a_split(monkeypatch, capsys):
 
 
 def run(per_task: list[dict[str, float]], draws: list[dict[str, int]]) -> dict:
+    """A measured run; its task `a`, where it has one, has two levels 0.1 below and above it."""
     rounds = [{"accuracy": sum(t.values()) / len(t), "accuracy_per_level": {},
                "accuracy_per_task": t, "kept_per_level": {}, "rolled_out_per_level": {},
+               "accuracy_per_task_level": {} if "a" not in t else {"a L1": t["a"] - 0.1,
+                                                                   "a L2": t["a"] + 0.1},
                "rolled_out_per_task_level": d}
               for t, d in zip(per_task, draws, strict=True)]
     return {"rounds": rounds, "gain": rounds[-1]["accuracy"] - rounds[0]["accuracy"],
@@ -207,7 +210,11 @@ def test_summary_has_task_curves_gains_and_draw_shares_and_pairs_against_the_ref
     assert tasks["a"]["gain"]["mean"] == pytest.approx(0.3)  # 0.2 and 0.4
     low, high = tasks["a"]["gain"]["ci95"]
     assert low < 0.3 < high
-    assert tasks["b"]["gain"]["mean"] == pytest.approx(0.0)
+    assert tasks["b"]["gain"]["mean"] == pytest.approx(0.0) and tasks["b"]["levels"] == {}
+    level_2 = tasks["a"]["levels"]["L2"]
+    assert level_2["accuracy_per_round"][0]["mean"] == pytest.approx(0.25)  # 0.2 and 0.3
+    assert level_2["accuracy_per_round"][1]["mean"] == pytest.approx(0.55)  # 0.4 and 0.7
+    assert level_2["gain"]["mean"] == pytest.approx(0.3)
     assert summary["arms"]["bandit"]["task_draws_per_round"] == [
         pytest.approx({"a": (0.75 + 0.5) / 2, "b": (0.25 + 0.5) / 2})]
     difference = summary["paired_gain_difference"]["bandit-uniform"]
@@ -225,6 +232,9 @@ def test_report_prints_task_curves_and_the_pre_registered_comparison(capsys):
                                     plan="p.toml", split="test", record=committed)
     out = capsys.readouterr().out
     assert "held-out accuracy per task" in out and "gain 0.300 [" in out
+    level_lines = [line.split() for line in out.splitlines() if line.startswith("      L")]
+    assert [line[0] for line in level_lines] == ["L1", "L2", "L1", "L2"]  # bandit, then uniform
+    assert level_lines[1][1] == "0.200"  # bandit's a L2 in the warm-up: 0.1 + 0.1 on both seeds
     assert "PRIMARY (p.toml, test seeds [0, 1]; plan committed in cccccccccccc" in out
     assert "final-gain difference bandit-uniform: 0.150" in out
     assert "bandit higher in 2/2 seeds" in out
