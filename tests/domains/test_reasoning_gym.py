@@ -115,3 +115,28 @@ def test_bad_tasks_are_one_line_errors(tasks, needle):
     with pytest.raises(ValueError, match=needle) as info:
         _domain(**{"domain.reasoning_gym.tasks": tasks})
     assert "\n" not in str(info.value)
+
+
+def test_the_learning_plans_families_score_their_references_in_full():
+    """The families of bench/plans/reasoning-gym-curriculum.toml, and chain_sum tried beside
+    them (docs/learning.md): each reference, written as the model is trained to answer, earns
+    the full reward at levels 1-3, so a family that stays at 0 there is not learned, not
+    mis-scored."""
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).parents[2]
+    plan = tomllib.loads((root / "bench" / "plans" / "reasoning-gym-curriculum.toml").read_text())
+    tasks = {**plan["overrides"]["domain.reasoning_gym.tasks"], "chain_sum": 1.0}
+    config = load_config(root / plan["config"], {**plan["overrides"],
+                                                 "domain.reasoning_gym.tasks": tasks})
+    domain = get_domain("reasoning_gym", config)
+    rng = random.Random(0)
+    problems = [domain.generate_task(rng, task, level)
+                for task in tasks for level in (1, 2, 3) for _ in range(8)]
+    judged = domain.judge([domain.training_target(p.reference) for p in problems],
+                          [problem_row(p) for p in problems])
+    assert {(p.task, p.level) for p in problems} == {(t, lv) for t in tasks for lv in (1, 2, 3)}
+    short = [(p.task, p.level, p.reference, j)
+             for p, j in zip(problems, judged, strict=True) if j.reward != 1.0]
+    assert len(judged) == len(problems) and not short, short
