@@ -15,12 +15,6 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 
 
-TESTS = Path(__file__).parent
-# The test files that read the session's small run: they name its fixture.
-SMALL_RUN_READERS = {str(path.relative_to(TESTS.parent)) for path in TESTS.rglob("test_*.py")
-                     if "small_run_root" in path.read_text()}
-
-
 def pytest_xdist_make_scheduler(config, log):
     """`make test` runs the suite on two pytest-xdist workers with `--dist loadfile
     --no-loadscope-reorder`: one test file is one unit of work, handed out in collection order
@@ -31,10 +25,14 @@ def pytest_xdist_make_scheduler(config, log):
         return None
     from xdist.scheduler import LoadFileScheduling
 
+    tests = Path(__file__).parent  # the files that read the small run name its fixture
+    readers = {str(path.relative_to(tests.parent)) for path in tests.rglob("test_*.py")
+               if "small_run_root" in path.read_text()}
+
     class SmallRunTogether(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = super()._split_scope(nodeid)
-            return "small-run" if path in SMALL_RUN_READERS else path
+            return "small-run" if path in readers else path
 
     return SmallRunTogether(config, log)
 

@@ -122,14 +122,16 @@ def test_the_learning_plans_families_score_their_references_in_full():
     them (docs/learning.md): each reference, written as the model is trained to answer, earns
     the full reward at levels 1-3, so a family that stays at 0 there is not learned, not
     mis-scored."""
-    import tomllib
     from pathlib import Path
 
+    from bench.learning import ARMS
+    from bench.learning_plan import load_plan
+
     root = Path(__file__).parents[2]
-    plan = tomllib.loads((root / "bench" / "plans" / "reasoning-gym-curriculum.toml").read_text())
-    tasks = {**plan["overrides"]["domain.reasoning_gym.tasks"], "chain_sum": 1.0}
-    config = load_config(root / plan["config"], {**plan["overrides"],
-                                                 "domain.reasoning_gym.tasks": tasks})
+    plan = load_plan(root / "bench" / "plans" / "reasoning-gym-curriculum.toml", list(ARMS))
+    tasks = {**plan.overrides["domain.reasoning_gym.tasks"], "chain_sum": 1.0}
+    config = load_config(root / plan.config, {**plan.overrides,
+                                              "domain.reasoning_gym.tasks": tasks})
     domain = get_domain("reasoning_gym", config)
     rng = random.Random(0)
     problems = [domain.generate_task(rng, task, level)
