@@ -28,7 +28,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 # The files whose committed state a test-seed run must match: the plan and the analysis.
-BENCH_FILES = ("bench/learning.py", "bench/learning_summary.py", "bench/learning_plan.py")
+BENCH_FILES = ("bench/learning.py", "bench/learning_measure.py", "bench/learning_summary.py",
+               "bench/learning_plan.py")
 KEYS = {"config": str, "rounds": int, "arms": list, "reference": str, "primary": str,
         "tuning_seeds": list, "test_seeds": list, "wide_eval": int, "registered": bool,
         "overrides": dict}

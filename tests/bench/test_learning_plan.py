@@ -162,7 +162,7 @@ def test_the_committed_plan_is_registered_in_this_checkout():
         pytest.skip("not a git checkout")
     assert record["plan_commit"] and len(record["head"]) == 40
     assert isinstance(record["changed_since_plan"], list)
-    assert "bench/learning_summary.py" in BENCH_FILES
+    assert "bench/learning_summary.py" in BENCH_FILES and "bench/learning_measure.py" in BENCH_FILES
 
 
 def test_a_plan_fixes_the_arms_and_needs_a_split(monkeypatch, capsys):
